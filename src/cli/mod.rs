@@ -1,0 +1,137 @@
+//! The command line: `info`, `run`, `bench` (headless), and by default the window.
+//!
+//! Errors are reported once, here, with their chain; the exit code says what
+//! kind of failure it was (see [`ExitCode`]).
+
+mod bench;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::scenario::{human_bytes, Face, Scenario};
+
+/// Exit codes of the binary.
+pub mod exit {
+    pub const OK: i32 = 0;
+    /// Bad input or a failure with a message.
+    pub const ERROR: i32 = 1;
+    /// The simulation became unstable (outputs so far were written).
+    pub const UNSTABLE: i32 = 3;
+    /// Stopped by Ctrl-C (outputs were written).
+    pub const INTERRUPTED: i32 = 130;
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "flowscope", version, about = "Explore 3D fluid flows live (D3Q19 lattice Boltzmann, CUDA or CPU)")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SolverKind {
+    /// CUDA where a usable GPU is found, the CPU otherwise.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print a scenario's derived units, cell counts and memory per solver.
+    Info {
+        scenario: PathBuf,
+        /// Override a scenario key, e.g. --set fluid.reynolds=400.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Run a scenario headless and write the requested outputs.
+    Run(run::RunArgs),
+    /// Measure solver speed in MLUPS (million lattice-cell updates per second).
+    Bench(bench::BenchArgs),
+}
+
+/// Parses arguments, runs the command, prints any error, returns the exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info { scenario, set } => info(&scenario, &set).map(|_| exit::OK),
+        Command::Run(args) => run::run(args),
+        Command::Bench(args) => bench::bench(args).map(|_| exit::OK),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            exit::ERROR
+        }
+    }
+}
+
+fn face_name(f: &Face) -> String {
+    match f {
+        Face::Wall => "wall".into(),
+        Face::Periodic => "periodic".into(),
+        Face::Outlet => "outlet".into(),
+        Face::FreeSlip => "free-slip".into(),
+        Face::MovingWall(v) => format!("moving wall {v:?}×u"),
+        Face::Inlet(v) => format!("inlet {v:?}×u"),
+    }
+}
+
+/// Bytes per cell of each solver's storage (populations + flags).
+pub const BYTES_PER_CELL_FP32: f64 = 19.0 * 4.0 + 1.0;
+pub const BYTES_PER_CELL_FP16: f64 = 19.0 * 2.0 + 1.0;
+
+fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
+    let s = Scenario::load(path, set)?;
+    let u = &s.units;
+    let voxels = s.voxelize();
+    println!("{} ({})", s.name, s.path.display());
+    if !s.description.is_empty() {
+        println!("  {}", s.description);
+    }
+    println!("grid            {} x {} x {} = {} cells ({} fluid)", s.size[0], s.size[1], s.size[2], s.cells(), voxels.fluid_cells);
+    let names = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
+    let faces: Vec<String> = s.faces.iter().zip(names).map(|(f, n)| format!("{n} {}", face_name(f))).collect();
+    println!("faces           {}", faces.join(", "));
+    for o in &voxels.obstacles {
+        println!("obstacle        {}: {} cells, frontal area {} cells", o.name, o.cells, o.frontal_area);
+    }
+    println!("lattice units   Re = {:.2}, L = {} cells, u = {:.5}, Ma = {:.4}", u.reynolds, u.length_cells, u.velocity_lattice, u.mach());
+    println!("                ν = {:.6e}, τ = {:.5}, collision {}", u.viscosity_lattice, u.tau, s.collision);
+    println!("                {:.0} steps per flow-through of L", u.steps_per_flow_through());
+    if let Some(p) = &u.physical {
+        let dt = u.time_step_s().unwrap_or(f64::NAN);
+        println!("physical units  dx = {} m, U = {} m/s, ν = {:e} m²/s, ρ = {} kg/m³", p.cell_size_m, p.velocity_m_s, p.viscosity_m2_s, p.density_kg_m3);
+        println!("                dt = {dt:.4e} s per step, L = {:.4} m, domain {:.4} x {:.4} x {:.4} m",
+            u.length_cells * p.cell_size_m,
+            s.size[0] as f64 * p.cell_size_m, s.size[1] as f64 * p.cell_size_m, s.size[2] as f64 * p.cell_size_m);
+        println!("                1 lattice velocity = {:.4} m/s, 1 lattice pressure = {:.4} Pa",
+            u.velocity_scale().unwrap_or(f64::NAN), u.pressure_scale().unwrap_or(f64::NAN));
+    } else {
+        println!("physical units  none given (add a [physical] section to see them)");
+    }
+    let cells = s.cells() as f64;
+    println!("memory          CPU (FP32) {}, CUDA FP32 {}, CUDA 16-bit {}",
+        human_bytes((cells * BYTES_PER_CELL_FP32) as u64),
+        human_bytes((cells * BYTES_PER_CELL_FP32) as u64),
+        human_bytes((cells * BYTES_PER_CELL_FP16) as u64));
+    for w in &s.warnings {
+        println!("warning: {w}");
+    }
+    Ok(())
+}
+
+/// Memory the system can give us now (Linux `MemAvailable`), if known.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,5 @@
+//! The `flowscope` binary: see `flowscope --help`.
+
+fn main() {
+    std::process::exit(flowscope::cli::main());
+}

@@ -1,0 +1,727 @@
+//! Scenario files: the box and the fluid, the geometry, what to run.
+//!
+//! A scenario is a small TOML file (`assets/scenarios/*.toml`). Loading parses it
+//! with spans, applies `--set key=value` overrides, derives lattice units and
+//! checks them; every problem becomes a [`ScenarioError`] naming the file, the
+//! line and the fix. Coordinates are in cells: cell `(x, y, z)` has its centre at
+//! `(x, y, z)`. Each non-periodic face is one layer of boundary cells, so the fluid
+//! of a `size = [66, 66, 66]` cavity is 64³ and its walls sit at 0.5 and 64.5.
+
+pub mod geometry;
+pub mod units;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::solver::{Collision, Grid, Initial, Params};
+pub use units::{PhysicalUnits, Units};
+
+/// Warning thresholds (errors beyond the hard limits).
+pub const TAU_RISKY: f64 = 0.51;
+pub const MACH_RISKY: f64 = 0.15;
+pub const MACH_MAX: f64 = 0.3;
+
+/// Where scenario errors point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    pub file: PathBuf,
+    /// 1-based line and column, when the problem has a place in the file.
+    pub line: Option<(usize, usize)>,
+    pub message: String,
+    pub help: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file.display(), self.message)?,
+            None => write!(f, "{}: {}", self.file.display(), self.message)?,
+        }
+        if !self.help.is_empty() {
+            write!(f, "\n  help: {}", self.help)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// One domain face's boundary condition, as written in the file.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Face {
+    Wall,
+    Periodic,
+    Outlet,
+    FreeSlip,
+    /// Tangential velocity in units of `fluid.velocity`.
+    MovingWall([f64; 3]),
+    /// Inflow velocity in units of `fluid.velocity`.
+    Inlet([f64; 3]),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Axis {
+    X,
+    Y,
+    Z,
+}
+
+impl Axis {
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// An obstacle (solid cells with their own drag and lift).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(tag = "shape", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Shape {
+    Sphere {
+        center: [f64; 3],
+        radius: f64,
+    },
+    /// Circular cylinder through the whole domain along `axis`.
+    Cylinder {
+        center: [f64; 3],
+        radius: f64,
+        axis: Axis,
+    },
+    /// Axis-aligned box; cells whose centres lie within [min, max].
+    Box { min: [f64; 3], max: [f64; 3] },
+    /// Blocks of buildings on the floor (z = min[2]): square blocks of `block`
+    /// cells separated by `street` cells, heights drawn from `heights` with `seed`.
+    Buildings {
+        min: [f64; 3],
+        max: [f64; 3],
+        block: f64,
+        street: f64,
+        heights: [f64; 2],
+        #[serde(default)]
+        seed: u64,
+    },
+}
+
+impl Shape {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Shape::Sphere { .. } => "sphere",
+            Shape::Cylinder { .. } => "cylinder",
+            Shape::Box { .. } => "box",
+            Shape::Buildings { .. } => "buildings",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DomainSection {
+    size: Spanned<[i64; 3]>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct BoundarySection {
+    x: Option<Spanned<Face>>,
+    y: Option<Spanned<Face>>,
+    z: Option<Spanned<Face>>,
+    x_min: Option<Spanned<Face>>,
+    x_max: Option<Spanned<Face>>,
+    y_min: Option<Spanned<Face>>,
+    y_max: Option<Spanned<Face>>,
+    z_min: Option<Spanned<Face>>,
+    z_max: Option<Spanned<Face>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FluidSection {
+    reynolds: Option<Spanned<f64>>,
+    length_cells: Spanned<f64>,
+    velocity: Option<Spanned<f64>>,
+    mach: Option<Spanned<f64>>,
+    #[serde(default)]
+    collision: Collision,
+    /// Body force per unit volume, lattice units.
+    #[serde(default)]
+    force: [f64; 3],
+    /// Initial velocity in units of `velocity`; default: the first inlet's.
+    initial_velocity: Option<[f64; 3]>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PhysicalSection {
+    cell_size_m: Spanned<f64>,
+    velocity_m_s: Spanned<f64>,
+    viscosity_m2_s: Spanned<f64>,
+    #[serde(default = "default_density")]
+    density_kg_m3: f64,
+}
+
+fn default_density() -> f64 {
+    1.0
+}
+
+/// What to run when nothing else is asked for.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    #[serde(default = "default_steps")]
+    pub steps: u64,
+    /// Stop once the mean relative change of the velocity per step is below this.
+    pub until_steady: Option<f64>,
+}
+
+fn default_steps() -> u64 {
+    1000
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        RunSection {
+            steps: default_steps(),
+            until_steady: None,
+        }
+    }
+}
+
+/// Axes onto which obstacle forces are projected for drag and lift.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ForcesSection {
+    #[serde(default = "axis_x")]
+    pub drag: Axis,
+    #[serde(default = "axis_y")]
+    pub lift: Axis,
+}
+
+fn axis_x() -> Axis {
+    Axis::X
+}
+fn axis_y() -> Axis {
+    Axis::Y
+}
+
+impl Default for ForcesSection {
+    fn default() -> Self {
+        ForcesSection {
+            drag: Axis::X,
+            lift: Axis::Y,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    domain: DomainSection,
+    #[serde(default)]
+    boundaries: BoundarySection,
+    fluid: FluidSection,
+    physical: Option<PhysicalSection>,
+    #[serde(default)]
+    obstacles: Vec<Spanned<Shape>>,
+    #[serde(default)]
+    run: RunSection,
+    #[serde(default)]
+    forces: ForcesSection,
+}
+
+/// A loaded, checked scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub path: PathBuf,
+    /// The file's text after `--set` overrides (kept for checkpoints and errors).
+    pub source: String,
+    pub name: String,
+    pub description: String,
+    pub size: [usize; 3],
+    /// Faces in the order x_min, x_max, y_min, y_max, z_min, z_max.
+    pub faces: [Face; 6],
+    pub units: Units,
+    pub collision: Collision,
+    pub force: [f64; 3],
+    pub initial_velocity: [f64; 3],
+    pub obstacles: Vec<Shape>,
+    pub run: RunSection,
+    pub forces: ForcesSection,
+    /// Merely risky settings, for the user to read.
+    pub warnings: Vec<String>,
+    size_span: Option<(usize, usize)>,
+}
+
+/// Lines and columns of byte offsets in a text.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(offset, |p| offset - p - 1) + 1;
+    (line, col)
+}
+
+struct Ctx<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Option<std::ops::Range<usize>>, message: impl Into<String>, help: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.path.to_path_buf(),
+            line: span.map(|s| line_col(self.text, s.start)),
+            message: message.into(),
+            help: help.into(),
+        }
+    }
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file, with `key=value` overrides applied first.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read the scenario file: {e}"),
+            help: "check the path; the shipped scenarios are in assets/scenarios/".into(),
+        })?;
+        Scenario::from_text(path, &text, overrides)
+    }
+
+    /// Like [`Scenario::load`] for text already in memory; `path` names it in errors.
+    pub fn from_text(path: &Path, text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+        let text = apply_overrides(path, text, overrides)?;
+        let ctx = Ctx { path, text: &text };
+        let file: ScenarioFile = toml::from_str(&text).map_err(|e| {
+            let msg = e.message().trim_end().to_string();
+            let help = if msg.contains("unknown field") {
+                "remove or correct the key; the keys each section accepts are listed in README.md (Scenario files)"
+            } else if msg.contains("missing field") {
+                "add the missing key (see the shipped scenarios in assets/scenarios/ for examples)"
+            } else if msg.contains("unknown variant") {
+                "use one of the values listed in the message"
+            } else {
+                "fix the TOML syntax or value at this place"
+            };
+            ctx.err(e.span(), msg, help)
+        })?;
+        let note = if overrides.is_empty() {
+            String::new()
+        } else {
+            format!(" (with --set {})", overrides.join(" --set "))
+        };
+        build(&ctx, file, &text).map_err(|mut e| {
+            if !overrides.is_empty() {
+                e.message.push_str(&note);
+            }
+            e
+        })
+    }
+
+    /// The lattice grid (periodic axes from the faces).
+    pub fn grid(&self) -> Grid {
+        let periodic = [0, 1, 2].map(|a| self.faces[2 * a] == Face::Periodic);
+        Grid {
+            size: self.size,
+            periodic,
+        }
+    }
+
+    /// Cell flags, velocity slots and the obstacle list, from the geometry.
+    pub fn voxelize(&self) -> geometry::Voxels {
+        geometry::voxelize(self)
+    }
+
+    /// Solver parameters: τ, collision, body force, and the velocity slots of the
+    /// inlets and moving walls.
+    pub fn params(&self, voxels: &geometry::Voxels) -> Params {
+        let mut p = Params::new(self.units.tau as f32, self.collision);
+        p.force = self.force.map(|f| f as f32);
+        p.velocities = voxels.velocities;
+        p
+    }
+
+    pub fn initial(&self) -> Initial {
+        let u = self.units.velocity_lattice;
+        Initial::Uniform(self.initial_velocity.map(|v| (v * u) as f32))
+    }
+
+    /// Checks that a solver needing `bytes_per_cell` fits in `available` bytes.
+    pub fn check_memory(&self, bytes_per_cell: f64, available: u64, what: &str) -> Result<(), ScenarioError> {
+        let cells = self.size.iter().map(|&n| n as f64).product::<f64>();
+        let need = cells * bytes_per_cell;
+        if need <= available as f64 {
+            return Ok(());
+        }
+        let side = (available as f64 / bytes_per_cell).cbrt().floor();
+        Err(ScenarioError {
+            file: self.path.clone(),
+            line: self.size_span,
+            message: format!(
+                "the grid {}x{}x{} needs {} for {what}, but only {} are available",
+                self.size[0],
+                self.size[1],
+                self.size[2],
+                human_bytes(need as u64),
+                human_bytes(available)
+            ),
+            help: format!(
+                "make domain.size smaller (the largest cube that fits is {side}³ cells, {:.0} million cells in all), or use a solver with more memory",
+                available as f64 / bytes_per_cell / 1e6
+            ),
+        })
+    }
+
+    pub fn cells(&self) -> u64 {
+        self.size.iter().map(|&n| n as u64).product()
+    }
+}
+
+/// "12.3 MiB" style sizes.
+pub fn human_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.1} KiB", b / 1024.0)
+    }
+}
+
+fn span_of<T>(s: &Spanned<T>) -> Option<std::ops::Range<usize>> {
+    Some(s.span())
+}
+
+fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, ScenarioError> {
+    let mut warnings = Vec::new();
+
+    // The box.
+    let size_raw = *file.domain.size.get_ref();
+    let size_span = span_of(&file.domain.size);
+    for (a, &n) in size_raw.iter().enumerate() {
+        if n < 3 {
+            return Err(ctx.err(
+                size_span.clone(),
+                format!("domain.size[{a}] = {n}: every axis needs at least 3 cells"),
+                "give each axis 3 or more cells (one boundary layer per non-periodic face plus fluid)",
+            ));
+        }
+    }
+    let size = size_raw.map(|n| n as usize);
+    let cells = size.iter().map(|&n| n as u128).product::<u128>();
+    if cells > u32::MAX as u128 * 4 {
+        return Err(ctx.err(
+            size_span.clone(),
+            format!("domain.size = {size:?} has {cells} cells, more than any solver can address"),
+            "make the grid smaller",
+        ));
+    }
+
+    // Faces.
+    let b = &file.boundaries;
+    let pairs = [(&b.x, &b.x_min, &b.x_max), (&b.y, &b.y_min, &b.y_max), (&b.z, &b.z_min, &b.z_max)];
+    let names = ["x", "y", "z"];
+    let mut faces: Vec<Face> = Vec::with_capacity(6);
+    for (a, (both, lo, hi)) in pairs.iter().enumerate() {
+        if both.is_some() && (lo.is_some() || hi.is_some()) {
+            let s = both.as_ref().map(span_of).unwrap_or(None);
+            return Err(ctx.err(
+                s,
+                format!("boundaries.{} and boundaries.{0}_min/{0}_max both given", names[a]),
+                format!("give either `{0}` for both faces or `{0}_min` and `{0}_max`", names[a]),
+            ));
+        }
+        let pick = |side: &Option<Spanned<Face>>| -> Face {
+            both.as_ref()
+                .or(side.as_ref())
+                .map(|s| s.get_ref().clone())
+                .unwrap_or(Face::Wall)
+        };
+        let (f_lo, f_hi) = (pick(lo), pick(hi));
+        if (f_lo == Face::Periodic) != (f_hi == Face::Periodic) {
+            let s = lo.as_ref().or(hi.as_ref()).map(span_of).unwrap_or(None);
+            return Err(ctx.err(
+                s,
+                format!("only one {} face is periodic", names[a]),
+                format!("periodic edges come in pairs: write `{} = \"periodic\"`", names[a]),
+            ));
+        }
+        faces.push(f_lo);
+        faces.push(f_hi);
+    }
+    let faces: [Face; 6] = faces.try_into().expect("six faces");
+
+    // The fluid and units.
+    let fl = &file.fluid;
+    let length_cells = *fl.length_cells.get_ref();
+    if !(length_cells > 0.0) {
+        return Err(ctx.err(
+            span_of(&fl.length_cells),
+            format!("fluid.length_cells = {length_cells} must be positive"),
+            "set the characteristic length (diameter, cavity side, building height) in cells",
+        ));
+    }
+    let (velocity, vspan) = match (&fl.velocity, &fl.mach) {
+        (Some(_), Some(m)) => {
+            return Err(ctx.err(
+                span_of(m),
+                "both fluid.velocity and fluid.mach are given",
+                "give one of them: the lattice speed, or the Mach number (u = Ma/√3)",
+            ))
+        }
+        (Some(v), None) => (*v.get_ref(), span_of(v)),
+        (None, Some(m)) => (Units::velocity_for_mach(*m.get_ref()), span_of(m)),
+        (None, None) => {
+            return Err(ctx.err(
+                span_of(&fl.length_cells),
+                "the fluid has no reference speed",
+                "add fluid.velocity (lattice units, e.g. 0.05) or fluid.mach (e.g. 0.1)",
+            ))
+        }
+    };
+    if !(velocity.is_finite() && velocity >= 0.0) {
+        return Err(ctx.err(vspan, format!("the lattice speed {velocity} is not a non-negative number"), "use a speed such as 0.05"));
+    }
+    let units = match (&fl.reynolds, &file.physical) {
+        (Some(re), None) => {
+            let r = *re.get_ref();
+            if !(r > 0.0 && r.is_finite()) {
+                return Err(ctx.err(span_of(re), format!("fluid.reynolds = {r} must be positive"), "use a Reynolds number such as 100"));
+            }
+            Units::from_reynolds(r, length_cells, velocity)
+        }
+        (Some(re), Some(_)) => {
+            return Err(ctx.err(
+                span_of(re),
+                "fluid.reynolds is given together with a [physical] section",
+                "drop fluid.reynolds (it follows from the physical speed, length and viscosity) or drop [physical]",
+            ))
+        }
+        (None, Some(p)) => {
+            for (v, name) in [(&p.cell_size_m, "cell_size_m"), (&p.velocity_m_s, "velocity_m_s"), (&p.viscosity_m2_s, "viscosity_m2_s")] {
+                if !(*v.get_ref() > 0.0) {
+                    return Err(ctx.err(span_of(v), format!("physical.{name} must be positive"), "give SI values, e.g. cell_size_m = 0.001"));
+                }
+            }
+            Units::from_physical(
+                PhysicalUnits {
+                    cell_size_m: *p.cell_size_m.get_ref(),
+                    velocity_m_s: *p.velocity_m_s.get_ref(),
+                    viscosity_m2_s: *p.viscosity_m2_s.get_ref(),
+                    density_kg_m3: p.density_kg_m3,
+                },
+                length_cells,
+                velocity,
+            )
+        }
+        (None, None) => {
+            return Err(ctx.err(
+                span_of(&fl.length_cells),
+                "the fluid has no Reynolds number",
+                "add fluid.reynolds, or a [physical] section with cell_size_m, velocity_m_s and viscosity_m2_s",
+            ))
+        }
+    };
+    let re_span = fl.reynolds.as_ref().map(span_of).unwrap_or(vspan.clone());
+    if !(units.tau > 0.5) {
+        return Err(ctx.err(
+            re_span,
+            format!("τ = {:.6} is not above 0.5 (viscosity {:.3e} in lattice units): the scheme is unstable", units.tau, units.viscosity_lattice),
+            "lower the Reynolds number, lower the lattice speed, or use fewer cells per characteristic length",
+        ));
+    }
+    let mach = units.mach();
+    if mach > MACH_MAX {
+        return Err(ctx.err(
+            vspan,
+            format!("Mach number {mach:.3} (lattice speed {velocity}) is above {MACH_MAX}: compressibility errors and instability"),
+            format!("use fluid.velocity ≤ {:.3} (Ma 0.3); to keep the Reynolds number, add cells", Units::velocity_for_mach(MACH_MAX)),
+        ));
+    }
+    if units.tau < TAU_RISKY {
+        warnings.push(format!(
+            "τ = {:.4} is below {TAU_RISKY}: the run may become unstable; TRT helps, a finer grid or lower Reynolds number more",
+            units.tau
+        ));
+    }
+    if mach > MACH_RISKY {
+        warnings.push(format!("Mach number {mach:.3} is above {MACH_RISKY}: compressibility errors grow as Ma²"));
+    }
+    let force = fl.force;
+
+    // Velocities of faces must be tangential for moving walls.
+    let face_names = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
+    for (k, face) in faces.iter().enumerate() {
+        let axis = k / 2;
+        if let Face::MovingWall(v) = face {
+            if v[axis] != 0.0 {
+                return Err(ctx.err(
+                    None,
+                    format!("boundaries.{}: a moving wall must move along its face, but its velocity has a normal component {}", face_names[k], v[axis]),
+                    "set the velocity component normal to the face to 0",
+                ));
+            }
+        }
+        if let Face::Inlet(v) | Face::MovingWall(v) = face {
+            let speed = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt() * velocity;
+            if speed / (crate::solver::lattice::CS2 as f64).sqrt() > MACH_MAX {
+                return Err(ctx.err(
+                    None,
+                    format!("boundaries.{}: its speed {speed:.3} exceeds Mach {MACH_MAX}", face_names[k]),
+                    "give face velocities in units of fluid.velocity, of magnitude about 1",
+                ));
+            }
+        }
+    }
+    let initial_velocity = fl.initial_velocity.unwrap_or_else(|| {
+        faces
+            .iter()
+            .find_map(|f| match f {
+                Face::Inlet(v) => Some(*v),
+                _ => None,
+            })
+            .unwrap_or([0.0; 3])
+    });
+
+    // Obstacles.
+    if file.obstacles.len() > crate::solver::flags::MAX_TAG as usize {
+        return Err(ctx.err(
+            span_of(&file.obstacles[crate::solver::flags::MAX_TAG as usize]),
+            format!("{} obstacles; at most {} are supported", file.obstacles.len(), crate::solver::flags::MAX_TAG),
+            "merge obstacles (a `buildings` obstacle holds many blocks)",
+        ));
+    }
+    let mut obstacles = Vec::new();
+    for (k, o) in file.obstacles.iter().enumerate() {
+        let shape = o.get_ref();
+        let (lo, hi) = geometry::bounds(shape);
+        for a in 0..3 {
+            let n = size[a] as f64;
+            if lo[a] < 0.0 || hi[a] > n - 1.0 || lo[a] > hi[a] {
+                return Err(ctx.err(
+                    span_of(o),
+                    format!(
+                        "obstacle {} ({}) reaches outside the domain along {}: it spans {:.1} to {:.1}, the cells are 0 to {}",
+                        k + 1,
+                        shape.kind(),
+                        names[a],
+                        lo[a],
+                        hi[a],
+                        size[a] - 1
+                    ),
+                    "move its centre or make it smaller so it lies inside domain.size",
+                ));
+            }
+        }
+        if let Err(msg) = geometry::check_shape(shape) {
+            return Err(ctx.err(span_of(o), format!("obstacle {} ({}): {msg}", k + 1, shape.kind()), "fix the obstacle's numbers"));
+        }
+        obstacles.push(shape.clone());
+    }
+    if let Some(tol) = file.run.until_steady {
+        if !(tol > 0.0) {
+            return Err(ctx.err(None, format!("run.until_steady = {tol} must be positive"), "use a tolerance such as 1e-6"));
+        }
+    }
+
+    let scenario = Scenario {
+        path: ctx.path.to_path_buf(),
+        source: text.to_string(),
+        name: file.name,
+        description: file.description,
+        size,
+        faces,
+        units,
+        collision: fl.collision,
+        force,
+        initial_velocity,
+        obstacles,
+        run: file.run,
+        forces: file.forces,
+        warnings,
+        size_span: size_span.map(|s| line_col(text, s.start)),
+    };
+    let voxels = scenario.voxelize();
+    if voxels.fluid_cells == 0 {
+        return Err(ctx.err(None, "the domain has no fluid cells", "make the domain larger or the obstacles smaller"));
+    }
+    Ok(scenario)
+}
+
+/// Applies `key.path=value` overrides to the TOML text. Values are TOML
+/// (`400`, `[64,64,4]`, `"bgk"`); a bare word is taken as a string.
+pub fn apply_overrides(path: &Path, text: &str, overrides: &[String]) -> Result<String, ScenarioError> {
+    if overrides.is_empty() {
+        return Ok(text.to_string());
+    }
+    let fail = |message: String, help: &str| ScenarioError {
+        file: path.to_path_buf(),
+        line: None,
+        message,
+        help: help.into(),
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        let line = e.span().map(|s| line_col(text, s.start));
+        ScenarioError {
+            file: path.to_path_buf(),
+            line,
+            message: e.message().trim_end().to_string(),
+            help: "fix the TOML syntax at this place".into(),
+        }
+    })?;
+    for o in overrides {
+        let Some((key, value)) = o.split_once('=') else {
+            return Err(fail(format!("--set {o}: expected key=value"), "write e.g. --set fluid.reynolds=400"));
+        };
+        let key = key.trim();
+        let value = value.trim();
+        let parsed: toml_edit::Value = match value.parse::<toml_edit::Value>() {
+            Ok(v) => v,
+            Err(_) => toml_edit::Value::from(value),
+        };
+        let parts: Vec<&str> = key.split('.').collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(fail(format!("--set {o}: empty part in the key `{key}`"), "write dotted keys like fluid.reynolds"));
+        }
+        set_path(doc.as_table_mut(), &parts, parsed).map_err(|m| fail(format!("--set {o}: {m}"), "check the key path against the scenario file"))?;
+    }
+    Ok(doc.to_string())
+}
+
+fn set_path(table: &mut dyn toml_edit::TableLike, parts: &[&str], value: toml_edit::Value) -> Result<(), String> {
+    let key = parts[0];
+    if parts.len() == 1 {
+        table.insert(key, toml_edit::Item::Value(value));
+        return Ok(());
+    }
+    if let Ok(index) = parts[1].parse::<usize>() {
+        let list = table
+            .get_mut(key)
+            .and_then(|i| i.as_array_of_tables_mut())
+            .ok_or_else(|| format!("`{key}` is not a list of tables"))?;
+        let len = list.len();
+        let entry = list
+            .get_mut(index)
+            .ok_or_else(|| format!("`{key}` has {len} entries (indices start at 0)"))?;
+        if parts.len() == 2 {
+            return Err(format!("give a key inside `{key}.{index}`"));
+        }
+        return set_path(entry, &parts[2..], value);
+    }
+    if table.get(key).is_none() {
+        table.insert(key, toml_edit::Item::Table(toml_edit::Table::new()));
+    }
+    let inner = table
+        .get_mut(key)
+        .and_then(|i| i.as_table_like_mut())
+        .ok_or_else(|| format!("`{key}` is not a table"))?;
+    set_path(inner, &parts[1..], value)
+}

@@ -1,0 +1,672 @@
+//! The CPU reference solver: D3Q19 in plain Rust, parallel over grid rows with
+//! rayon.
+//!
+//! It is the accuracy reference for the CUDA kernels (same layout, same AA
+//! streaming, same boundary rules, same arithmetic order), the solver CI tests
+//! run, and the fallback on machines without a CUDA GPU. See the module docs of
+//! [`crate::solver`] for the streaming scheme.
+
+use rayon::prelude::*;
+
+use super::flags::{self, CellType, NEAR, TYPE_MASK};
+use super::lattice::{self, opposite, E, LANES, Q, W};
+use super::{
+    check_params, Fields, Grid, Initial, Params, Solver, SolverError, Stats, VELOCITY_SLOTS,
+};
+
+/// `MIRROR[axis][i]`: direction `i` with its component along `axis` negated.
+pub const MIRROR: [[usize; Q]; 3] = mirror_table();
+
+const fn mirror_table() -> [[usize; Q]; 3] {
+    let mut table = [[0usize; Q]; 3];
+    let mut axis = 0;
+    while axis < 3 {
+        let mut i = 0;
+        while i < Q {
+            let mut want = E[i];
+            want[axis] = -want[axis];
+            let mut k = 0;
+            while k < Q {
+                if E[k][0] == want[0] && E[k][1] == want[1] && E[k][2] == want[2] {
+                    table[axis][i] = k;
+                }
+                k += 1;
+            }
+            i += 1;
+        }
+        axis += 1;
+    }
+    table
+}
+
+#[inline(always)]
+fn neg(e: [i32; 3]) -> [i32; 3] {
+    [-e[0], -e[1], -e[2]]
+}
+
+#[inline(always)]
+fn edot(i: usize, u: [f32; 3]) -> f32 {
+    E[i][0] as f32 * u[0] + E[i][1] as f32 * u[1] + E[i][2] as f32 * u[2]
+}
+
+/// The population array shared between rayon workers.
+///
+/// SAFETY: the AA pattern gives every slot exactly one reader and one writer per
+/// step, and that is the same cell (module docs of `solver`), so concurrent
+/// updates of different cells never touch the same element.
+#[derive(Clone, Copy)]
+struct Lattice {
+    ptr: *mut f32,
+    cells: usize,
+}
+unsafe impl Send for Lattice {}
+unsafe impl Sync for Lattice {}
+
+impl Lattice {
+    #[inline(always)]
+    unsafe fn get(self, i: usize, cell: usize) -> f32 {
+        *self.ptr.add(i * self.cells + cell)
+    }
+    #[inline(always)]
+    unsafe fn set(self, i: usize, cell: usize, v: f32) {
+        *self.ptr.add(i * self.cells + cell) = v;
+    }
+}
+
+/// Per-step constants of the cell update.
+#[derive(Clone, Copy)]
+struct Update {
+    omega_plus: f32,
+    omega_minus: f32,
+    force: [f32; 3],
+    velocities: [[f32; 3]; VELOCITY_SLOTS],
+}
+
+impl Update {
+    fn new(p: &Params) -> Update {
+        let (omega_plus, omega_minus) = lattice::relaxation_rates(p.collision, p.tau);
+        Update {
+            omega_plus,
+            omega_minus,
+            force: p.force,
+            velocities: p.velocities,
+        }
+    }
+
+    /// Turns the incoming populations of a running cell into its outgoing ones.
+    #[inline(always)]
+    fn apply(&self, flag: u8, f: &mut [f32; Q]) {
+        match flag & TYPE_MASK {
+            0 => lattice::collide(f, self.omega_plus, self.omega_minus, self.force),
+            3 => *f = lattice::equilibrium_shifted(1.0, self.velocities[flags::tag(flag) as usize]),
+            _ => {
+                let (rho, j) = lattice::moments(f);
+                let inv = 1.0 / rho;
+                *f = lattice::equilibrium_shifted(1.0, [j[0] * inv, j[1] * inv, j[2] * inv]);
+            }
+        }
+    }
+}
+
+/// D3Q19 on the CPU.
+pub struct CpuSolver {
+    grid: Grid,
+    flags: Vec<u8>,
+    f: Vec<f32>,
+    params: Params,
+    initial: Initial,
+    t: u64,
+}
+
+impl CpuSolver {
+    /// `flags` are the cell flags (see [`flags`]); the NEAR bits are recomputed.
+    pub fn new(
+        grid: Grid,
+        mut cell_flags: Vec<u8>,
+        params: Params,
+        initial: Initial,
+    ) -> Result<CpuSolver, SolverError> {
+        check_params(&params)?;
+        if cell_flags.len() != grid.cells() {
+            return Err(SolverError::StateMismatch(format!(
+                "{} flags for a grid of {} cells",
+                cell_flags.len(),
+                grid.cells()
+            )));
+        }
+        if let Initial::Fields(fields) = &initial {
+            if fields.size != grid.size {
+                return Err(SolverError::StateMismatch(format!(
+                    "initial fields of size {:?} for grid {grid}",
+                    fields.size
+                )));
+            }
+        }
+        flags::mark_near_cells(&grid, &mut cell_flags);
+        let mut solver = CpuSolver {
+            grid,
+            flags: cell_flags,
+            f: Vec::new(),
+            params,
+            initial,
+            t: 0,
+        };
+        solver.initialise();
+        Ok(solver)
+    }
+
+    fn initialise(&mut self) {
+        let n = self.grid.cells();
+        let mut f = vec![0.0f32; Q * n];
+        for c in 0..n {
+            let fl = self.flags[c];
+            if !flags::runs(fl) {
+                continue;
+            }
+            let (rho, u) = match (&self.initial, CellType::of(fl)) {
+                (_, CellType::Inlet) => (1.0, self.params.velocities[flags::tag(fl) as usize]),
+                (Initial::Uniform(u), _) => (1.0, *u),
+                (Initial::Fields(fields), _) => (fields.rho[c], fields.velocity(c)),
+            };
+            let feq = lattice::equilibrium_shifted(rho, u);
+            for i in 0..Q {
+                f[i * n + c] = feq[i];
+            }
+        }
+        self.f = f;
+        self.t = 0;
+    }
+
+    fn lattice(&mut self) -> Lattice {
+        Lattice {
+            ptr: self.f.as_mut_ptr(),
+            cells: self.grid.cells(),
+        }
+    }
+
+    /// Partner of a specular (free-slip) reflection: a population leaving cell `p`
+    /// along `e` into a free-slip face normal to `axis` lands in the running cell
+    /// `p + e` with the normal component removed. Valid only where the face is
+    /// flat around the reflection (both `p + e` and `p + e_normal` are free-slip
+    /// cells), which keeps every slot used owned by a non-running cell; elsewhere
+    /// (edges where faces meet) the caller falls back to bounce-back.
+    #[inline]
+    fn specular(&self, p: [usize; 3], e: [i32; 3], axis: usize) -> Option<usize> {
+        let g = &self.grid;
+        let mut tangential = e;
+        tangential[axis] = 0;
+        let mut normal = [0; 3];
+        normal[axis] = e[axis];
+        let free_slip = |d: [i32; 3]| {
+            g.neighbour(p[0], p[1], p[2], d)
+                .is_some_and(|m| CellType::of(self.flags[m]) == CellType::FreeSlip)
+        };
+        if e[axis] == 0 || !free_slip(e) || !free_slip(normal) {
+            return None;
+        }
+        g.neighbour(p[0], p[1], p[2], tangential)
+            .filter(|&t| flags::runs(self.flags[t]))
+    }
+
+    /// Incoming populations of running cell `c` in the odd-step layout, with the
+    /// boundary rules. `lat` may be read concurrently with other cells' updates
+    /// only within the AA ownership rules.
+    #[inline]
+    unsafe fn read_odd(&self, lat: Lattice, c: usize, p: [usize; 3], vel: &[[f32; 3]]) -> [f32; Q] {
+        let g = &self.grid;
+        let mut f = [0.0f32; Q];
+        f[0] = lat.get(0, c);
+        for j in 1..Q {
+            let o = opposite(j);
+            f[j] = match g.neighbour(p[0], p[1], p[2], neg(E[j])) {
+                // From beyond a non-periodic face: the cell's own previous outgoing
+                // j, kept in this slot, which no other cell owns.
+                None => lat.get(j, c),
+                Some(s) => {
+                    let sf = self.flags[s];
+                    match CellType::of(sf) {
+                        CellType::Fluid | CellType::Inlet | CellType::Outlet => lat.get(o, s),
+                        CellType::Wall => lat.get(j, c),
+                        CellType::MovingWall => {
+                            lat.get(j, c) + 6.0 * W[j] * edot(j, vel[flags::tag(sf) as usize])
+                        }
+                        CellType::FreeSlip => {
+                            let axis = flags::tag(sf) as usize;
+                            let jr = MIRROR[axis][j];
+                            match self.specular(p, neg(E[j]), axis) {
+                                Some(s2) if jr != j => lat.get(opposite(jr), s2),
+                                _ => lat.get(j, c),
+                            }
+                        }
+                    }
+                }
+            };
+        }
+        f
+    }
+
+    /// Writes outgoing populations of running cell `c` in the odd-step layout.
+    #[inline]
+    unsafe fn write_odd(&self, lat: Lattice, c: usize, p: [usize; 3], vel: &[[f32; 3]], f: &[f32; Q]) {
+        let g = &self.grid;
+        lat.set(0, c, f[0]);
+        for i in 1..Q {
+            let o = opposite(i);
+            if g.neighbour(p[0], p[1], p[2], neg(E[i])).is_none() {
+                // Keep a copy for the next step's read "from outside" (see read_odd).
+                lat.set(i, c, f[i]);
+            }
+            match g.neighbour(p[0], p[1], p[2], E[i]) {
+                // Leaves the domain.
+                None => {}
+                Some(m) => {
+                    let mf = self.flags[m];
+                    match CellType::of(mf) {
+                        CellType::Fluid | CellType::Inlet | CellType::Outlet => lat.set(i, m, f[i]),
+                        CellType::Wall => lat.set(o, c, f[i]),
+                        CellType::MovingWall => lat.set(
+                            o,
+                            c,
+                            f[i] - 6.0 * W[i] * edot(i, vel[flags::tag(mf) as usize]),
+                        ),
+                        CellType::FreeSlip => {
+                            let axis = flags::tag(mf) as usize;
+                            let ir = MIRROR[axis][i];
+                            match self.specular(p, E[i], axis) {
+                                Some(t) if ir != i => lat.set(ir, t, f[i]),
+                                _ => lat.set(o, c, f[i]),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Incoming populations of running cell `c` at the current step.
+    fn incoming(&self, c: usize) -> [f32; Q] {
+        let lat = Lattice {
+            ptr: self.f.as_ptr() as *mut f32,
+            cells: self.grid.cells(),
+        };
+        // SAFETY: read-only access; no update runs concurrently (&self).
+        unsafe {
+            if self.t % 2 == 0 {
+                let mut f = [0.0f32; Q];
+                for (i, v) in f.iter_mut().enumerate() {
+                    *v = lat.get(i, c);
+                }
+                f
+            } else {
+                self.read_odd(lat, c, self.grid.coords(c), &self.params.velocities)
+            }
+        }
+    }
+
+    fn step_even(&mut self) {
+        let lat = self.lattice();
+        let update = Update::new(&self.params);
+        let nx = self.grid.size[0];
+        let rows = self.grid.size[1] * self.grid.size[2];
+        let flags = &self.flags;
+        let grid = &self.grid;
+        (0..rows).into_par_iter().for_each(|row| {
+            let base = row * nx;
+            let mut x = 0;
+            while x < nx {
+                let c = base + x;
+                // SAFETY: AA even step touches only the cells' own slots.
+                unsafe {
+                    if x + LANES <= nx && flags[c..c + LANES].iter().all(|&f| f == 0) {
+                        let mut f = [[0.0f32; LANES]; Q];
+                        for (i, v) in f.iter_mut().enumerate() {
+                            for (l, w) in v.iter_mut().enumerate() {
+                                *w = lat.get(i, c + l);
+                            }
+                        }
+                        lattice::collide_lanes(&mut f, update.omega_plus, update.omega_minus, update.force);
+                        for (i, v) in f.iter().enumerate() {
+                            for (l, w) in v.iter().enumerate() {
+                                lat.set(opposite(i), c + l, *w);
+                            }
+                        }
+                        x += LANES;
+                        continue;
+                    }
+                    let fl = flags[c];
+                    if flags::runs(fl) {
+                        let mut f = [0.0f32; Q];
+                        for (i, v) in f.iter_mut().enumerate() {
+                            *v = lat.get(i, c);
+                        }
+                        update.apply(fl, &mut f);
+                        for (i, v) in f.iter().enumerate() {
+                            lat.set(opposite(i), c, *v);
+                        }
+                        if fl & NEAR != 0 {
+                            // Populations arriving from beyond a non-periodic face
+                            // are the cell's own outgoing ones (zero gradient).
+                            // Slot j then holds only the outgoing opposite(j),
+                            // which leaves the domain and is read by nobody.
+                            let [px, py, pz] = grid.coords(c);
+                            for j in 1..Q {
+                                if grid.neighbour(px, py, pz, neg(E[j])).is_none() {
+                                    lat.set(j, c, f[j]);
+                                }
+                            }
+                        }
+                    }
+                }
+                x += 1;
+            }
+        });
+    }
+
+    fn step_odd(&mut self) {
+        let lat = self.lattice();
+        let update = Update::new(&self.params);
+        let [nx, ny, nz] = self.grid.size;
+        let periodic = self.grid.periodic;
+        let this = &*self;
+        (0..ny * nz).into_par_iter().for_each(|row| {
+            let y = row % ny;
+            let z = row / ny;
+            // Start of the rows at (y+dy, z+dz); only NEAR cells can need a row
+            // beyond a non-periodic face, and they take the checked path.
+            let wrap = |v: isize, n: usize, p: bool| -> usize {
+                if v < 0 {
+                    if p { (v + n as isize) as usize } else { 0 }
+                } else if v >= n as isize {
+                    if p { (v - n as isize) as usize } else { 0 }
+                } else {
+                    v as usize
+                }
+            };
+            let mut row_start = [[0usize; 3]; 3];
+            for (dz, r) in row_start.iter_mut().enumerate() {
+                for (dy, s) in r.iter_mut().enumerate() {
+                    let yy = wrap(y as isize + dy as isize - 1, ny, periodic[1]);
+                    let zz = wrap(z as isize + dz as isize - 1, nz, periodic[2]);
+                    *s = nx * (yy + ny * zz);
+                }
+            }
+            let base = row * nx;
+            let vel = &update.velocities;
+            let mut x = 0;
+            while x < nx {
+                let c = base + x;
+                // SAFETY: AA odd step: cell c reads slot opposite(j) of x - e_j and
+                // writes slot i of x + e_i; those slots belong to c alone.
+                unsafe {
+                    // Interior run of bulk fluid: no wrap along x, all neighbours run.
+                    if x >= 1 && x + LANES < nx && this.flags[c..c + LANES].iter().all(|&f| f == 0) {
+                        let at = |e: [i32; 3]| -> usize {
+                            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + (x as isize + e[0] as isize) as usize
+                        };
+                        let mut f = [[0.0f32; LANES]; Q];
+                        for (j, v) in f.iter_mut().enumerate() {
+                            let src = at(neg(E[j]));
+                            for (l, w) in v.iter_mut().enumerate() {
+                                *w = lat.get(opposite(j), src + l);
+                            }
+                        }
+                        lattice::collide_lanes(&mut f, update.omega_plus, update.omega_minus, update.force);
+                        for (i, v) in f.iter().enumerate() {
+                            let dst = at(E[i]);
+                            for (l, w) in v.iter().enumerate() {
+                                lat.set(i, dst + l, *w);
+                            }
+                        }
+                        x += LANES;
+                        continue;
+                    }
+                    let fl = this.flags[c];
+                    if !flags::runs(fl) {
+                        x += 1;
+                        continue;
+                    }
+                    if fl & NEAR == 0 {
+                        let at = |e: [i32; 3]| -> usize {
+                            let xx = x as isize + e[0] as isize;
+                            let xx = if xx < 0 {
+                                xx + nx as isize
+                            } else if xx >= nx as isize {
+                                xx - nx as isize
+                            } else {
+                                xx
+                            };
+                            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
+                        };
+                        let mut f = [0.0f32; Q];
+                        for (j, v) in f.iter_mut().enumerate() {
+                            *v = lat.get(opposite(j), at(neg(E[j])));
+                        }
+                        update.apply(fl, &mut f);
+                        for (i, v) in f.iter().enumerate() {
+                            lat.set(i, at(E[i]), *v);
+                        }
+                    } else {
+                        let p = [x, y, z];
+                        let mut f = this.read_odd(lat, c, p, vel);
+                        update.apply(fl, &mut f);
+                        this.write_odd(lat, c, p, vel, &f);
+                    }
+                }
+                x += 1;
+            }
+        });
+    }
+
+    /// Density and velocity a running cell reports.
+    fn cell_fields(&self, c: usize) -> (f32, [f32; 3]) {
+        let fl = self.flags[c];
+        match CellType::of(fl) {
+            CellType::Inlet => (1.0, self.params.velocities[flags::tag(fl) as usize]),
+            CellType::Outlet => {
+                let (rho, j) = lattice::moments(&self.incoming(c));
+                (1.0, [j[0] / rho, j[1] / rho, j[2] / rho])
+            }
+            _ => {
+                let (rho, j) = lattice::moments(&self.incoming(c));
+                (rho, lattice::velocity(rho, j, self.params.force))
+            }
+        }
+    }
+}
+
+impl Solver for CpuSolver {
+    fn describe(&self) -> String {
+        format!("CPU reference solver ({} threads)", rayon::current_num_threads())
+    }
+
+    fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    fn flags(&self) -> &[u8] {
+        &self.flags
+    }
+
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
+        check_params(&params)?;
+        self.params = params;
+        Ok(())
+    }
+
+    fn step(&mut self, n: u64) -> Result<(), SolverError> {
+        for _ in 0..n {
+            if self.t % 2 == 0 {
+                self.step_even();
+            } else {
+                self.step_odd();
+            }
+            self.t += 1;
+        }
+        Ok(())
+    }
+
+    fn time_step(&self) -> u64 {
+        self.t
+    }
+
+    fn reset(&mut self) -> Result<(), SolverError> {
+        self.initialise();
+        Ok(())
+    }
+
+    fn fields(&mut self) -> Result<Fields, SolverError> {
+        let mut out = Fields::new(self.grid.size);
+        let this = &*self;
+        out.rho
+            .par_iter_mut()
+            .zip(out.ux.par_iter_mut())
+            .zip(out.uy.par_iter_mut())
+            .zip(out.uz.par_iter_mut())
+            .enumerate()
+            .for_each(|(c, (((rho, ux), uy), uz))| {
+                let fl = this.flags[c];
+                let (r, u) = if flags::runs(fl) {
+                    this.cell_fields(c)
+                } else if CellType::of(fl) == CellType::MovingWall {
+                    (1.0, this.params.velocities[flags::tag(fl) as usize])
+                } else {
+                    (1.0, [0.0; 3])
+                };
+                *rho = r;
+                *ux = u[0];
+                *uy = u[1];
+                *uz = u[2];
+            });
+        Ok(out)
+    }
+
+    fn stats(&mut self) -> Result<Stats, SolverError> {
+        #[derive(Clone)]
+        struct Acc {
+            mass: f64,
+            momentum: [f64; 3],
+            count: u64,
+            max_speed: f32,
+            max_cell: usize,
+            bad: Option<usize>,
+        }
+        let empty = Acc {
+            mass: 0.0,
+            momentum: [0.0; 3],
+            count: 0,
+            max_speed: 0.0,
+            max_cell: 0,
+            bad: None,
+        };
+        let this = &*self;
+        let acc = (0..self.grid.cells())
+            .into_par_iter()
+            .fold(
+                || empty.clone(),
+                |mut a, c| {
+                    if !flags::runs(this.flags[c]) {
+                        return a;
+                    }
+                    let (rho, u) = this.cell_fields(c);
+                    let speed = (u[0] * u[0] + u[1] * u[1] + u[2] * u[2]).sqrt();
+                    if !(rho.is_finite() && speed.is_finite()) {
+                        a.bad = Some(a.bad.map_or(c, |b| b.min(c)));
+                        return a;
+                    }
+                    a.mass += rho as f64;
+                    for d in 0..3 {
+                        a.momentum[d] += u[d] as f64;
+                    }
+                    a.count += 1;
+                    if speed > a.max_speed {
+                        a.max_speed = speed;
+                        a.max_cell = c;
+                    }
+                    a
+                },
+            )
+            .reduce(
+                || empty.clone(),
+                |mut a, b| {
+                    a.mass += b.mass;
+                    for d in 0..3 {
+                        a.momentum[d] += b.momentum[d];
+                    }
+                    a.count += b.count;
+                    if b.max_speed > a.max_speed {
+                        a.max_speed = b.max_speed;
+                        a.max_cell = b.max_cell;
+                    }
+                    a.bad = match (a.bad, b.bad) {
+                        (Some(x), Some(y)) => Some(x.min(y)),
+                        (x, y) => x.or(y),
+                    };
+                    a
+                },
+            );
+        let count = acc.count.max(1) as f64;
+        Ok(Stats {
+            step: self.t,
+            mass: acc.mass,
+            mean_velocity: acc.momentum.map(|m| m / count),
+            max_speed: acc.max_speed,
+            max_speed_cell: self.grid.coords(acc.max_cell),
+            non_finite_cell: acc.bad.map(|c| self.grid.coords(c)),
+        })
+    }
+
+    fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
+        let mut total = vec![[0.0f64; 3]; flags::MAX_TAG as usize + 1];
+        for c in 0..self.grid.cells() {
+            let fl = self.flags[c];
+            if fl & NEAR == 0 || !flags::runs(fl) {
+                continue;
+            }
+            let p = self.grid.coords(c);
+            let mut incoming: Option<[f32; Q]> = None;
+            for i in 1..Q {
+                let Some(m) = self.grid.neighbour(p[0], p[1], p[2], E[i]) else {
+                    continue;
+                };
+                let mf = self.flags[m];
+                if CellType::of(mf) != CellType::Wall || flags::tag(mf) == 0 {
+                    continue;
+                }
+                let f = *incoming.get_or_insert_with(|| self.incoming(c));
+                // Momentum given to the wall on link i: f*_i + f_opp(i) with the
+                // bounced-back f_opp(i) = f*_i (unshifted values).
+                let momentum = 2.0 * (f[opposite(i)] as f64 + W[i] as f64);
+                let acc = &mut total[flags::tag(mf) as usize];
+                for d in 0..3 {
+                    acc[d] += momentum * E[i][d] as f64;
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    fn populations(&mut self) -> Result<Vec<f32>, SolverError> {
+        Ok(self.f.clone())
+    }
+
+    fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError> {
+        if populations.len() != self.f.len() {
+            return Err(SolverError::StateMismatch(format!(
+                "{} populations for a lattice of {}",
+                populations.len(),
+                self.f.len()
+            )));
+        }
+        self.f.copy_from_slice(populations);
+        self.t = step;
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        (self.f.len() * 4 + self.flags.len()) as u64
+    }
+}
