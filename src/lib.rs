@@ -4,7 +4,14 @@
 //! Boltzmann solvers ([`solver`]), scenario files and units ([`scenario`]),
 //! file formats ([`io`]) and the command line ([`cli`]).
 
-pub mod solver;
-pub mod scenario;
-pub mod io;
+// `!(x > 0.0)` is deliberate throughout: it rejects NaN, which `x <= 0.0` lets
+// through.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+// Lattice code indexes several arrays by direction and axis in one loop; index
+// loops say that more plainly than zipped iterators.
+#![allow(clippy::needless_range_loop)]
+
 pub mod cli;
+pub mod io;
+pub mod scenario;
+pub mod solver;

@@ -51,7 +51,12 @@ pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver>
         }
     }
     let flags = vec![flags::make(CellType::Fluid, 0); grid.cells()];
-    Ok(CpuSolver::new(grid, flags, Params::new(0.6, collision), Initial::Fields(fields))?)
+    Ok(CpuSolver::new(
+        grid,
+        flags,
+        Params::new(0.6, collision),
+        Initial::Fields(fields),
+    )?)
 }
 
 pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
@@ -60,8 +65,14 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         SolverKind::Cuda => anyhow::bail!("the CUDA benchmark is not part of this build yet"),
         SolverKind::Auto | SolverKind::Cpu => {}
     }
-    println!("solver: CPU reference ({} threads), collision {collision}, FP32", rayon::current_num_threads());
-    println!("{:>6} {:>12} {:>10} {:>12}", "size", "cells", "MLUPS", "GB/s");
+    println!(
+        "solver: CPU reference ({} threads), collision {collision}, FP32",
+        rayon::current_num_threads()
+    );
+    println!(
+        "{:>6} {:>12} {:>10} {:>12}",
+        "size", "cells", "MLUPS", "GB/s"
+    );
     for &n in &args.sizes {
         if n < 4 {
             anyhow::bail!("--size {n}: use at least 4");

@@ -24,7 +24,11 @@ pub mod exit {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "flowscope", version, about = "Explore 3D fluid flows live (D3Q19 lattice Boltzmann, CUDA or CPU)")]
+#[command(
+    name = "flowscope",
+    version,
+    about = "Explore 3D fluid flows live (D3Q19 lattice Boltzmann, CUDA or CPU)"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -48,7 +52,7 @@ pub enum Command {
         set: Vec<String>,
     },
     /// Run a scenario headless and write the requested outputs.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Measure solver speed in MLUPS (million lattice-cell updates per second).
     Bench(bench::BenchArgs),
 }
@@ -58,7 +62,7 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { scenario, set } => info(&scenario, &set).map(|_| exit::OK),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Bench(args) => bench::bench(args).map(|_| exit::OK),
     };
     match result {
@@ -91,37 +95,80 @@ pub const BYTES_PER_CELL_FP16: f64 = 19.0 * 2.0 + 1.0;
 fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
     let s = Scenario::load(path, set)?;
     let u = &s.units;
-    let voxels = s.voxelize();
+    // Voxelising needs a byte per cell: skip it for grids the machine cannot hold.
+    let fits = available_memory().is_none_or(|m| s.cells() < m / 2);
+    let voxels = fits.then(|| s.voxelize());
     println!("{} ({})", s.name, s.path.display());
     if !s.description.is_empty() {
         println!("  {}", s.description);
     }
-    println!("grid            {} x {} x {} = {} cells ({} fluid)", s.size[0], s.size[1], s.size[2], s.cells(), voxels.fluid_cells);
+    let fluid = voxels
+        .as_ref()
+        .map_or("too large to count".into(), |v| v.fluid_cells.to_string());
+    println!(
+        "grid            {} x {} x {} = {} cells ({fluid} fluid)",
+        s.size[0],
+        s.size[1],
+        s.size[2],
+        s.cells()
+    );
     let names = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
-    let faces: Vec<String> = s.faces.iter().zip(names).map(|(f, n)| format!("{n} {}", face_name(f))).collect();
+    let faces: Vec<String> = s
+        .faces
+        .iter()
+        .zip(names)
+        .map(|(f, n)| format!("{n} {}", face_name(f)))
+        .collect();
     println!("faces           {}", faces.join(", "));
-    for o in &voxels.obstacles {
-        println!("obstacle        {}: {} cells, frontal area {} cells", o.name, o.cells, o.frontal_area);
+    for o in voxels.iter().flat_map(|v| &v.obstacles) {
+        println!(
+            "obstacle        {}: {} cells, frontal area {} cells",
+            o.name, o.cells, o.frontal_area
+        );
     }
-    println!("lattice units   Re = {:.2}, L = {} cells, u = {:.5}, Ma = {:.4}", u.reynolds, u.length_cells, u.velocity_lattice, u.mach());
-    println!("                ν = {:.6e}, τ = {:.5}, collision {}", u.viscosity_lattice, u.tau, s.collision);
-    println!("                {:.0} steps per flow-through of L", u.steps_per_flow_through());
+    println!(
+        "lattice units   Re = {:.2}, L = {} cells, u = {:.5}, Ma = {:.4}",
+        u.reynolds,
+        u.length_cells,
+        u.velocity_lattice,
+        u.mach()
+    );
+    println!(
+        "                ν = {:.6e}, τ = {:.5}, collision {}",
+        u.viscosity_lattice, u.tau, s.collision
+    );
+    println!(
+        "                {:.0} steps per flow-through of L",
+        u.steps_per_flow_through()
+    );
     if let Some(p) = &u.physical {
         let dt = u.time_step_s().unwrap_or(f64::NAN);
-        println!("physical units  dx = {} m, U = {} m/s, ν = {:e} m²/s, ρ = {} kg/m³", p.cell_size_m, p.velocity_m_s, p.viscosity_m2_s, p.density_kg_m3);
-        println!("                dt = {dt:.4e} s per step, L = {:.4} m, domain {:.4} x {:.4} x {:.4} m",
+        println!(
+            "physical units  dx = {} m, U = {} m/s, ν = {:e} m²/s, ρ = {} kg/m³",
+            p.cell_size_m, p.velocity_m_s, p.viscosity_m2_s, p.density_kg_m3
+        );
+        println!(
+            "                dt = {dt:.4e} s per step, L = {:.4} m, domain {:.4} x {:.4} x {:.4} m",
             u.length_cells * p.cell_size_m,
-            s.size[0] as f64 * p.cell_size_m, s.size[1] as f64 * p.cell_size_m, s.size[2] as f64 * p.cell_size_m);
-        println!("                1 lattice velocity = {:.4} m/s, 1 lattice pressure = {:.4} Pa",
-            u.velocity_scale().unwrap_or(f64::NAN), u.pressure_scale().unwrap_or(f64::NAN));
+            s.size[0] as f64 * p.cell_size_m,
+            s.size[1] as f64 * p.cell_size_m,
+            s.size[2] as f64 * p.cell_size_m
+        );
+        println!(
+            "                1 lattice velocity = {:.4} m/s, 1 lattice pressure = {:.4} Pa",
+            u.velocity_scale().unwrap_or(f64::NAN),
+            u.pressure_scale().unwrap_or(f64::NAN)
+        );
     } else {
         println!("physical units  none given (add a [physical] section to see them)");
     }
     let cells = s.cells() as f64;
-    println!("memory          CPU (FP32) {}, CUDA FP32 {}, CUDA 16-bit {}",
+    println!(
+        "memory          CPU (FP32) {}, CUDA FP32 {}, CUDA 16-bit {}",
         human_bytes((cells * BYTES_PER_CELL_FP32) as u64),
         human_bytes((cells * BYTES_PER_CELL_FP32) as u64),
-        human_bytes((cells * BYTES_PER_CELL_FP16) as u64));
+        human_bytes((cells * BYTES_PER_CELL_FP16) as u64)
+    );
     for w in &s.warnings {
         println!("warning: {w}");
     }

@@ -14,7 +14,7 @@ use crate::io::probe::ProbeLine;
 use crate::io::{checkpoint, probe, vti};
 use crate::scenario::Scenario;
 use crate::solver::select::{self, Choice};
-use crate::solver::{Fields, Solver};
+use crate::solver::{relative_change, Fields, Solver};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -83,7 +83,8 @@ impl Outputs<'_> {
             }
             if let (Some(line), Some(path)) = (&args.probe, &args.probe_out) {
                 let csv = probe::to_csv(solver.time_step(), &line.sample(&fields));
-                std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+                std::fs::write(path, csv)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
                 eprintln!("wrote {}", path.display());
             }
         }
@@ -104,24 +105,6 @@ fn save_checkpoint(solver: &mut dyn Solver, path: &Path) -> anyhow::Result<()> {
     };
     checkpoint::save(path, &ckpt)?;
     Ok(())
-}
-
-/// Mean relative change of the velocity per step between two field snapshots
-/// `steps` apart: Σ|u − u_prev| / Σ|u| / steps.
-pub fn relative_change(now: &Fields, before: &Fields, steps: u64) -> f64 {
-    let mut diff = 0.0f64;
-    let mut norm = 0.0f64;
-    for c in 0..now.rho.len() {
-        let (a, b) = (now.velocity(c), before.velocity(c));
-        let d: f64 = (0..3).map(|k| (a[k] as f64 - b[k] as f64).powi(2)).sum();
-        let n: f64 = (0..3).map(|k| (a[k] as f64).powi(2)).sum();
-        diff += d.sqrt();
-        norm += n.sqrt();
-    }
-    if norm == 0.0 {
-        return if diff == 0.0 { 0.0 } else { f64::INFINITY };
-    }
-    diff / norm / steps.max(1) as f64
 }
 
 fn install_interrupt() -> Arc<AtomicBool> {
@@ -178,7 +161,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let mut forces_file = match &args.forces {
         Some(path) => {
             let mut f = std::io::BufWriter::new(
-                std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
             );
             let mut header = String::from("step");
             for o in &voxels.obstacles {
@@ -245,19 +229,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
                 for (k, o) in voxels.obstacles.iter().enumerate() {
                     let force = forces[k + 1];
                     let q = 0.5 * u_ref * u_ref * o.frontal_area.max(1.0);
-                    row.push_str(&format!(",{:.6e},{:.6e}", force[drag_axis] / q, force[lift_axis] / q));
+                    row.push_str(&format!(
+                        ",{:.6e},{:.6e}",
+                        force[drag_axis] / q,
+                        force[lift_axis] / q
+                    ));
                 }
                 writeln!(f, "{row}")?;
             }
         }
-        if until_steady.is_some() || !args.quiet {
-            if t % args.every == 0 {
-                let fields = solver.fields()?;
-                if let Some(prev) = &previous {
-                    last_change = relative_change(&fields, prev, args.every);
-                }
-                previous = Some(fields);
+        if (until_steady.is_some() || !args.quiet) && t % args.every == 0 {
+            let fields = solver.fields()?;
+            if let Some(prev) = &previous {
+                last_change = relative_change(&fields, prev, args.every);
             }
+            previous = Some(fields);
         }
         if t % checkpoint_every == 0 {
             if let Some(path) = &args.checkpoint {
@@ -274,7 +260,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         ));
         if let Some(tol) = until_steady {
             if last_change < tol {
-                eprintln!("steady at step {t}: mean relative change per step {last_change:.3e} < {tol:e}");
+                eprintln!(
+                    "steady at step {t}: mean relative change per step {last_change:.3e} < {tol:e}"
+                );
                 break;
             }
         }

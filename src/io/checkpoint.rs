@@ -127,7 +127,8 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
     if h != u64::from_le_bytes(tail.try_into().expect("8 bytes")) {
         return Err(bad("its checksum does not match"));
     }
-    let word = |k: usize| u64::from_le_bytes(bytes[20 + 8 * k..28 + 8 * k].try_into().expect("8 bytes"));
+    let word =
+        |k: usize| u64::from_le_bytes(bytes[20 + 8 * k..28 + 8 * k].try_into().expect("8 bytes"));
     let found = [word(0) as usize, word(1) as usize, word(2) as usize];
     let step = word(3);
     let hash = word(4);

@@ -38,7 +38,9 @@ pub fn write(path: &Path, fields: &Fields, flags: &[u8]) -> std::io::Result<()> 
         ));
         offset += 8 + bytes.len();
     }
-    xml.push_str("      </PointData>\n    </Piece>\n  </ImageData>\n  <AppendedData encoding=\"raw\">\n   _");
+    xml.push_str(
+        "      </PointData>\n    </Piece>\n  </ImageData>\n  <AppendedData encoding=\"raw\">\n   _",
+    );
     let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
     file.write_all(xml.as_bytes())?;
     for (_, _, _, bytes) in &blocks {

@@ -28,8 +28,14 @@ pub struct Voxels {
 /// Bounding box `(lo, hi)` of a shape, in cell coordinates.
 pub fn bounds(shape: &Shape) -> ([f64; 3], [f64; 3]) {
     match shape {
-        Shape::Sphere { center, radius } => (center.map(|c| c - radius), center.map(|c| c + radius)),
-        Shape::Cylinder { center, radius, axis } => {
+        Shape::Sphere { center, radius } => {
+            (center.map(|c| c - radius), center.map(|c| c + radius))
+        }
+        Shape::Cylinder {
+            center,
+            radius,
+            axis,
+        } => {
             let mut lo = center.map(|c| c - radius);
             let mut hi = center.map(|c| c + radius);
             lo[axis.index()] = center[axis.index()];
@@ -37,7 +43,9 @@ pub fn bounds(shape: &Shape) -> ([f64; 3], [f64; 3]) {
             (lo, hi)
         }
         Shape::Box { min, max } => (*min, *max),
-        Shape::Buildings { min, max, heights, .. } => {
+        Shape::Buildings {
+            min, max, heights, ..
+        } => {
             let mut hi = *max;
             hi[2] = min[2] + heights[1];
             (*min, hi)
@@ -51,11 +59,20 @@ pub fn check_shape(shape: &Shape) -> Result<(), String> {
         Shape::Sphere { radius, .. } | Shape::Cylinder { radius, .. } if !(*radius > 0.0) => {
             Err(format!("radius {radius} must be positive"))
         }
-        Shape::Buildings { block, street, heights, .. } => {
+        Shape::Buildings {
+            block,
+            street,
+            heights,
+            ..
+        } => {
             if !(*block >= 1.0) || !(*street >= 0.0) {
-                Err(format!("block = {block} must be at least 1 cell and street = {street} not negative"))
+                Err(format!(
+                    "block = {block} must be at least 1 cell and street = {street} not negative"
+                ))
             } else if !(heights[0] >= 1.0 && heights[1] >= heights[0]) {
-                Err(format!("heights = {heights:?} must be [low, high] with 1 ≤ low ≤ high"))
+                Err(format!(
+                    "heights = {heights:?} must be [low, high] with 1 ≤ low ≤ high"
+                ))
             } else {
                 Ok(())
             }
@@ -81,7 +98,11 @@ fn inside(shape: &Shape, p: [f64; 3], heights: &[Vec<f64>]) -> bool {
             let d: f64 = (0..3).map(|a| (p[a] - center[a]).powi(2)).sum();
             d <= radius * radius
         }
-        Shape::Cylinder { center, radius, axis } => {
+        Shape::Cylinder {
+            center,
+            radius,
+            axis,
+        } => {
             let d: f64 = (0..3)
                 .filter(|&a| a != axis.index())
                 .map(|a| (p[a] - center[a]).powi(2))
@@ -89,7 +110,13 @@ fn inside(shape: &Shape, p: [f64; 3], heights: &[Vec<f64>]) -> bool {
             d <= radius * radius
         }
         Shape::Box { min, max } => (0..3).all(|a| p[a] >= min[a] && p[a] <= max[a]),
-        Shape::Buildings { min, max, block, street, .. } => {
+        Shape::Buildings {
+            min,
+            max,
+            block,
+            street,
+            ..
+        } => {
             if (0..2).any(|a| p[a] < min[a] || p[a] > max[a]) || p[2] < min[2] {
                 return false;
             }
@@ -101,14 +128,26 @@ fn inside(shape: &Shape, p: [f64; 3], heights: &[Vec<f64>]) -> bool {
                 return false;
             }
             let (i, j) = (cell[0] as usize, cell[1] as usize);
-            let h = heights.get(i).and_then(|r| r.get(j)).copied().unwrap_or(0.0);
+            let h = heights
+                .get(i)
+                .and_then(|r| r.get(j))
+                .copied()
+                .unwrap_or(0.0);
             p[2] < min[2] + h
         }
     }
 }
 
 fn building_heights(shape: &Shape) -> Vec<Vec<f64>> {
-    let Shape::Buildings { min, max, block, street, heights, seed } = shape else {
+    let Shape::Buildings {
+        min,
+        max,
+        block,
+        street,
+        heights,
+        seed,
+    } = shape
+    else {
         return Vec::new();
     };
     let pitch = block + street;
@@ -216,11 +255,14 @@ pub fn voxelize(scenario: &Scenario) -> Voxels {
                 for x in lo[0]..=hi[0] {
                     if inside(shape, [x as f64, y as f64, z as f64], &heights) {
                         let c = x + nx * (y + ny * z);
-                        if flags::runs(cell_flags[c]) && CellType::of(cell_flags[c]) == CellType::Fluid {
+                        if flags::runs(cell_flags[c])
+                            && CellType::of(cell_flags[c]) == CellType::Fluid
+                        {
                             cell_flags[c] = flags::make(CellType::Wall, tag);
                             count += 1;
                             let p = [x, y, z];
-                            let key: Vec<usize> = (0..3).filter(|&a| a != drag).map(|a| p[a]).collect();
+                            let key: Vec<usize> =
+                                (0..3).filter(|&a| a != drag).map(|a| p[a]).collect();
                             shadow.insert(key);
                         }
                     }

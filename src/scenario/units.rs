@@ -47,7 +47,11 @@ impl Units {
     }
 
     /// From physical units: the Reynolds number is U L / ν with L = length_cells × dx.
-    pub fn from_physical(physical: PhysicalUnits, length_cells: f64, velocity_lattice: f64) -> Units {
+    pub fn from_physical(
+        physical: PhysicalUnits,
+        length_cells: f64,
+        velocity_lattice: f64,
+    ) -> Units {
         let length_m = length_cells * physical.cell_size_m;
         let reynolds = physical.velocity_m_s * length_m / physical.viscosity_m2_s;
         let mut units = Units::from_reynolds(reynolds, length_cells, velocity_lattice);

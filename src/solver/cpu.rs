@@ -247,7 +247,14 @@ impl CpuSolver {
 
     /// Writes outgoing populations of running cell `c` in the odd-step layout.
     #[inline]
-    unsafe fn write_odd(&self, lat: Lattice, c: usize, p: [usize; 3], vel: &[[f32; 3]], f: &[f32; Q]) {
+    unsafe fn write_odd(
+        &self,
+        lat: Lattice,
+        c: usize,
+        p: [usize; 3],
+        vel: &[[f32; 3]],
+        f: &[f32; Q],
+    ) {
         let g = &self.grid;
         lat.set(0, c, f[0]);
         for i in 1..Q {
@@ -291,7 +298,7 @@ impl CpuSolver {
         };
         // SAFETY: read-only access; no update runs concurrently (&self).
         unsafe {
-            if self.t % 2 == 0 {
+            if self.t.is_multiple_of(2) {
                 let mut f = [0.0f32; Q];
                 for (i, v) in f.iter_mut().enumerate() {
                     *v = lat.get(i, c);
@@ -324,7 +331,12 @@ impl CpuSolver {
                                 *w = lat.get(i, c + l);
                             }
                         }
-                        lattice::collide_lanes(&mut f, update.omega_plus, update.omega_minus, update.force);
+                        lattice::collide_lanes(
+                            &mut f,
+                            update.omega_plus,
+                            update.omega_minus,
+                            update.force,
+                        );
                         for (i, v) in f.iter().enumerate() {
                             for (l, w) in v.iter().enumerate() {
                                 lat.set(opposite(i), c + l, *w);
@@ -375,9 +387,17 @@ impl CpuSolver {
             // beyond a non-periodic face, and they take the checked path.
             let wrap = |v: isize, n: usize, p: bool| -> usize {
                 if v < 0 {
-                    if p { (v + n as isize) as usize } else { 0 }
+                    if p {
+                        (v + n as isize) as usize
+                    } else {
+                        0
+                    }
                 } else if v >= n as isize {
-                    if p { (v - n as isize) as usize } else { 0 }
+                    if p {
+                        (v - n as isize) as usize
+                    } else {
+                        0
+                    }
                 } else {
                     v as usize
                 }
@@ -399,9 +419,11 @@ impl CpuSolver {
                 // writes slot i of x + e_i; those slots belong to c alone.
                 unsafe {
                     // Interior run of bulk fluid: no wrap along x, all neighbours run.
-                    if x >= 1 && x + LANES < nx && this.flags[c..c + LANES].iter().all(|&f| f == 0) {
+                    if x >= 1 && x + LANES < nx && this.flags[c..c + LANES].iter().all(|&f| f == 0)
+                    {
                         let at = |e: [i32; 3]| -> usize {
-                            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + (x as isize + e[0] as isize) as usize
+                            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize]
+                                + (x as isize + e[0] as isize) as usize
                         };
                         let mut f = [[0.0f32; LANES]; Q];
                         for (j, v) in f.iter_mut().enumerate() {
@@ -410,7 +432,12 @@ impl CpuSolver {
                                 *w = lat.get(opposite(j), src + l);
                             }
                         }
-                        lattice::collide_lanes(&mut f, update.omega_plus, update.omega_minus, update.force);
+                        lattice::collide_lanes(
+                            &mut f,
+                            update.omega_plus,
+                            update.omega_minus,
+                            update.force,
+                        );
                         for (i, v) in f.iter().enumerate() {
                             let dst = at(E[i]);
                             for (l, w) in v.iter().enumerate() {
@@ -476,7 +503,10 @@ impl CpuSolver {
 
 impl Solver for CpuSolver {
     fn describe(&self) -> String {
-        format!("CPU reference solver ({} threads)", rayon::current_num_threads())
+        format!(
+            "CPU reference solver ({} threads)",
+            rayon::current_num_threads()
+        )
     }
 
     fn grid(&self) -> &Grid {
@@ -499,7 +529,7 @@ impl Solver for CpuSolver {
 
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
         for _ in 0..n {
-            if self.t % 2 == 0 {
+            if self.t.is_multiple_of(2) {
                 self.step_even();
             } else {
                 self.step_odd();

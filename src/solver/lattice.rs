@@ -189,7 +189,12 @@ pub const LANES: usize = 8;
 /// in the same order per lane (so results are bit-identical to [`collide`]); the
 /// lane loops let the compiler use SIMD.
 #[inline(always)]
-pub fn collide_lanes(f: &mut [[f32; LANES]; Q], omega_plus: f32, omega_minus: f32, force: [f32; 3]) {
+pub fn collide_lanes(
+    f: &mut [[f32; LANES]; Q],
+    omega_plus: f32,
+    omega_minus: f32,
+    force: [f32; 3],
+) {
     const L: usize = LANES;
     let mut drho = f[0];
     let mut j = [[0.0f32; L]; 3];

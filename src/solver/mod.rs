@@ -253,6 +253,25 @@ impl fmt::Display for Grid {
     }
 }
 
+/// Mean relative change of the velocity per step between two field snapshots
+/// `steps` apart: Σ|u − u_prev| / Σ|u| / steps.
+/// The steadiness criterion of the original work.
+pub fn relative_change(now: &Fields, before: &Fields, steps: u64) -> f64 {
+    let mut diff = 0.0f64;
+    let mut norm = 0.0f64;
+    for c in 0..now.rho.len() {
+        let (a, b) = (now.velocity(c), before.velocity(c));
+        let d: f64 = (0..3).map(|k| (a[k] as f64 - b[k] as f64).powi(2)).sum();
+        let n: f64 = (0..3).map(|k| (a[k] as f64).powi(2)).sum();
+        diff += d.sqrt();
+        norm += n.sqrt();
+    }
+    if norm == 0.0 {
+        return if diff == 0.0 { 0.0 } else { f64::INFINITY };
+    }
+    diff / norm / steps.max(1) as f64
+}
+
 /// Validates parameters every solver needs.
 pub fn check_params(params: &Params) -> Result<(), SolverError> {
     if !(params.tau > 0.5) || !params.tau.is_finite() {

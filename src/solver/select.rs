@@ -41,12 +41,27 @@ pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolve
         scenario.check_memory(crate::cli::BYTES_PER_CELL_FP32, bytes, "the CPU solver")?;
     }
     let voxels = scenario.voxelize();
+    if voxels.fluid_cells == 0 {
+        return Err(SelectError::Solver(SolverError::InvalidParams(format!(
+            "{}: the domain has no fluid cells; make it larger or the obstacles smaller",
+            scenario.path.display()
+        ))));
+    }
     let params = scenario.params(&voxels);
-    Ok(CpuSolver::new(scenario.grid(), voxels.flags, params, scenario.initial())?)
+    Ok(CpuSolver::new(
+        scenario.grid(),
+        voxels.flags,
+        params,
+        scenario.initial(),
+    )?)
 }
 
 /// Builds the solver the user chose.
-pub fn build(choice: Choice, scenario: &Scenario, available: Option<u64>) -> Result<Selected, SelectError> {
+pub fn build(
+    choice: Choice,
+    scenario: &Scenario,
+    available: Option<u64>,
+) -> Result<Selected, SelectError> {
     let cuda = cuda_status();
     match (choice, cuda) {
         (Choice::Cuda, Err(why)) => Err(SelectError::CudaUnavailable(why)),
@@ -66,5 +81,7 @@ pub fn build(choice: Choice, scenario: &Scenario, available: Option<u64>) -> Res
 
 /// Whether a CUDA solver can run here; the error says why not.
 pub fn cuda_status() -> Result<(), CudaUnavailable> {
-    Err(CudaUnavailable("the CUDA solver is not part of this build yet".into()))
+    Err(CudaUnavailable(
+        "the CUDA solver is not part of this build yet".into(),
+    ))
 }

@@ -1,0 +1,175 @@
+//! The headless command line: probes, instability exit, Ctrl-C, bench.
+
+use crate::common::*;
+
+#[test]
+fn probe_writes_a_csv_line_of_samples_with_a_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = flowscope(
+        &[
+            "run",
+            scenario_path("cavity.toml").to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "-q",
+            "--set",
+            "domain.size=[18,18,4]",
+            "--set",
+            "boundaries.z=\"periodic\"",
+            "--set",
+            "fluid.length_cells=16",
+            "--steps",
+            "400",
+            "--probe",
+            "8.5,0,1:8.5,17,1:18",
+            "--probe-out",
+            "p.csv",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(dir.path().join("p.csv")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "step,x,y,z,rho,ux,uy,uz,p");
+    assert_eq!(lines.len(), 19);
+    let ux = |k: usize| -> f64 { lines[k].split(',').nth(5).unwrap().parse().unwrap() };
+    // Bottom wall cell rests, the lid cell moves at the lid speed, the cavity
+    // centre flows backwards.
+    assert_eq!(ux(1), 0.0);
+    assert!((ux(18) - 0.08).abs() < 1e-6, "{}", ux(18));
+    assert!(ux(6) < 0.0, "{}", ux(6));
+}
+
+#[test]
+fn a_blow_up_is_caught_with_its_message_and_exit_code_after_writing_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = flowscope(
+        &[
+            "run",
+            scenario_path("cylinder.toml").to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "-q",
+            "--set",
+            "domain.size=[64,32,4]",
+            "--set",
+            "obstacles.0.center=[16,15.5,0]",
+            "--set",
+            "fluid.reynolds=65000",
+            "--set",
+            "fluid.velocity=0.17",
+            "--steps",
+            "5000",
+            "--every",
+            "50",
+            "--forces",
+            "f.csv",
+            "--vti",
+            "last.vti",
+        ],
+        dir.path(),
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("the simulation became unstable at step"), "{e}");
+    assert!(
+        e.contains("Lower the Reynolds number (fluid.reynolds)"),
+        "{e}"
+    );
+    assert!(e.contains("warning: τ = 0.5001"), "{e}");
+    assert!(dir.path().join("last.vti").exists());
+    assert!(
+        std::fs::read_to_string(dir.path().join("f.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            >= 2
+    );
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_writes_the_requested_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_flowscope"))
+        .args([
+            "run",
+            scenario_path("cavity.toml").to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "-q",
+            "--steps",
+            "100000000",
+            "--every",
+            "10",
+            "--vti",
+            "out.vti",
+            "--checkpoint",
+            "out.ckpt",
+        ])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{e}");
+    assert!(e.contains("interrupted at step"), "{e}");
+    assert!(
+        dir.path().join("out.vti").exists() && dir.path().join("out.ckpt").exists(),
+        "{e}"
+    );
+}
+
+#[test]
+fn bench_prints_mlups() {
+    let o = flowscope(
+        &["bench", "--solver", "cpu", "--size", "24", "--repeats", "1"],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("24 "))
+        .expect("a row for size 24");
+    let mlups: f64 = row.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(mlups > 0.1, "{out}");
+}
+
+#[test]
+fn steady_state_criterion_stops_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = flowscope(
+        &[
+            "run",
+            scenario_path("cavity.toml").to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "-q",
+            "--set",
+            "domain.size=[14,14,4]",
+            "--set",
+            "boundaries.z=\"periodic\"",
+            "--set",
+            "fluid.length_cells=12",
+            "--set",
+            "fluid.reynolds=10",
+            "--until-steady",
+            "1e-5",
+            "--steps",
+            "200000",
+            "--every",
+            "100",
+        ],
+        dir.path(),
+    );
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("steady at step"), "{e}");
+}

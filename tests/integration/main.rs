@@ -1,0 +1,14 @@
+//! Integration tests, one module per feature, in one test binary so CI links once.
+
+// Index loops over cells and directions read more plainly in physics checks.
+#![allow(clippy::needless_range_loop)]
+
+mod common;
+
+mod checkpoint;
+mod cli;
+mod forces;
+mod physics;
+mod scenarios;
+mod validation;
+mod vti;

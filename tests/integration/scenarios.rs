@@ -1,0 +1,256 @@
+//! Shipped scenarios run; malformed scenarios give the documented errors.
+
+use std::path::Path;
+
+use flowscope::scenario::{Scenario, ScenarioError};
+use flowscope::solver::Solver;
+
+use crate::common::*;
+
+#[test]
+fn every_shipped_scenario_loads_runs_ten_steps_and_reports_sane_units() {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("assets/scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5, "{names:?}");
+    for name in &names {
+        let s = load(name, &[]);
+        let u = &s.units;
+        assert!(u.tau > 0.5 && u.tau < 2.0, "{name}: τ {}", u.tau);
+        assert!(u.mach() > 0.0 && u.mach() <= 0.3, "{name}: Ma {}", u.mach());
+        let re = u.velocity_lattice * u.length_cells / u.viscosity_lattice;
+        assert!(
+            (re - u.reynolds).abs() < 1e-9 * re,
+            "{name}: Re inconsistent"
+        );
+        let mut solver = cpu(&s);
+        solver.step(10).unwrap();
+        let stats = solver.stats().unwrap();
+        assert!(
+            stats.instability().is_none(),
+            "{name}: {:?}",
+            stats.instability()
+        );
+        assert!(stats.max_speed > 0.0, "{name}: nothing moves");
+        drop(solver);
+        let o = flowscope(&["info", scenario_path(name).to_str().unwrap()], &repo());
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains(&format!("τ = {:.5}", u.tau)), "{name}: {out}");
+        assert!(
+            out.contains("memory") && out.contains("Re = "),
+            "{name}: {out}"
+        );
+    }
+}
+
+const GOOD: &str = r#"name = "test"
+
+[domain]
+size = [20, 12, 6]
+
+[boundaries]
+x_min = { inlet = [1.0, 0.0, 0.0] }
+x_max = "outlet"
+y = "free_slip"
+z = "periodic"
+
+[fluid]
+reynolds = 50.0
+length_cells = 6
+velocity = 0.05
+
+[[obstacles]]
+shape = "sphere"
+center = [6.0, 5.5, 3.0]
+radius = 2.0
+"#;
+
+fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    Scenario::from_text(Path::new("bad.toml"), text, &[])
+}
+
+fn error(text: &str) -> ScenarioError {
+    match parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => {
+            println!("{e}");
+            e
+        }
+    }
+}
+
+#[test]
+fn the_good_file_parses() {
+    let s = parse(GOOD).unwrap();
+    assert_eq!(s.size, [20, 12, 6]);
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+}
+
+#[test]
+fn unknown_key_names_the_line_and_the_key() {
+    let e = error(&GOOD.replace("reynolds = 50.0", "reynold = 50.0"));
+    assert_eq!(e.line.map(|l| l.0), Some(13));
+    assert!(e.message.contains("unknown field `reynold`"), "{e}");
+    assert!(e.to_string().starts_with("bad.toml:13:"), "{e}");
+}
+
+#[test]
+fn missing_key_is_named() {
+    let e = error(&GOOD.replace("length_cells = 6\n", ""));
+    assert!(e.message.contains("missing field `length_cells`"), "{e}");
+}
+
+#[test]
+fn toml_syntax_error_names_the_line() {
+    let e = error(&GOOD.replace("size = [20, 12, 6]", "size = [20, 12, 6"));
+    assert!(e.line.is_some(), "{e}");
+    assert!(e.line.unwrap().0 >= 4, "{e}");
+}
+
+#[test]
+fn tau_at_or_below_one_half_is_an_error_with_a_fix() {
+    let e = error(&GOOD.replace("reynolds = 50.0", "reynolds = 1e12"));
+    assert_eq!(e.line.map(|l| l.0), Some(13));
+    assert!(e.message.contains("is not above 0.5"), "{e}");
+    assert!(e.help.contains("lower the Reynolds number"), "{e}");
+}
+
+#[test]
+fn mach_above_limit_is_an_error_and_risky_values_are_warnings() {
+    let e = error(&GOOD.replace("velocity = 0.05", "velocity = 0.2"));
+    assert_eq!(e.line.map(|l| l.0), Some(15));
+    assert!(e.message.contains("Mach number 0.346"), "{e}");
+    let s = parse(&GOOD.replace("velocity = 0.05", "velocity = 0.1")).unwrap();
+    assert!(
+        s.warnings.iter().any(|w| w.contains("Mach number 0.173")),
+        "{:?}",
+        s.warnings
+    );
+    let s = parse(&GOOD.replace("reynolds = 50.0", "reynolds = 5000.0")).unwrap();
+    assert!(
+        s.warnings.iter().any(|w| w.contains("τ = 0.5002")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn obstacle_outside_the_domain_is_an_error() {
+    let e = error(&GOOD.replace("center = [6.0, 5.5, 3.0]", "center = [19.0, 5.5, 3.0]"));
+    assert!(
+        e.message
+            .contains("obstacle 1 (sphere) reaches outside the domain along x"),
+        "{e}"
+    );
+    assert_eq!(e.line.map(|l| l.0), Some(17));
+}
+
+#[test]
+fn one_sided_periodic_and_double_speed_are_errors() {
+    let e = error(&GOOD.replace("z = \"periodic\"", "z_min = \"periodic\"\nz_max = \"wall\""));
+    assert!(e.message.contains("only one z face is periodic"), "{e}");
+    let e = error(&GOOD.replace("velocity = 0.05", "velocity = 0.05\nmach = 0.1"));
+    assert!(
+        e.message.contains("both fluid.velocity and fluid.mach"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_values_are_named() {
+    let e = error(&GOOD.replace("x_max = \"outlet\"", "x_max = \"exit\""));
+    assert!(e.message.contains("unknown variant `exit`"), "{e}");
+    assert_eq!(e.line.map(|l| l.0), Some(8));
+    let e = error(&GOOD.replace("size = [20, 12, 6]", "size = [20, 2, 6]"));
+    assert!(e.message.contains("at least 3 cells"), "{e}");
+}
+
+#[test]
+fn set_overrides_apply_and_bad_paths_are_errors() {
+    let o = vec![
+        "fluid.reynolds=400".to_string(),
+        "domain.size=[64,64,8]".to_string(),
+        "fluid.collision=bgk".to_string(),
+    ];
+    let s = Scenario::from_text(Path::new("x.toml"), GOOD, &o).unwrap();
+    assert_eq!(s.size, [64, 64, 8]);
+    assert_eq!(s.units.reynolds, 400.0);
+    assert_eq!(s.collision, flowscope::solver::Collision::Bgk);
+    let s = Scenario::from_text(
+        Path::new("x.toml"),
+        GOOD,
+        &["obstacles.0.center=[8.0,5.5,3.0]".into()],
+    )
+    .unwrap();
+    assert!(
+        matches!(s.obstacles[0], flowscope::scenario::Shape::Sphere { center, .. } if center[0] == 8.0)
+    );
+    let e = Scenario::from_text(Path::new("x.toml"), GOOD, &["obstacles.3.radius=3".into()])
+        .unwrap_err();
+    assert!(e.message.contains("has 1 entries"), "{e}");
+    let e = Scenario::from_text(Path::new("x.toml"), GOOD, &["fluid.reynolds".into()]).unwrap_err();
+    assert!(e.message.contains("expected key=value"), "{e}");
+    let e = Scenario::from_text(Path::new("x.toml"), GOOD, &["fluid.viscosity=0.1".into()])
+        .unwrap_err();
+    assert!(
+        e.message.contains("unknown field `viscosity`") && e.message.contains("--set"),
+        "{e}"
+    );
+}
+
+#[test]
+fn physical_units_are_converted_and_printed() {
+    let text = GOOD.replace("reynolds = 50.0\n", "")
+        + "\n[physical]\ncell_size_m = 0.001\nvelocity_m_s = 0.25\nviscosity_m2_s = 1e-5\n";
+    let s = parse(&text).unwrap();
+    assert!((s.units.reynolds - 0.25 * 0.006 / 1e-5).abs() < 1e-9);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.toml"), &text).unwrap();
+    let o = flowscope(&["info", "p.toml"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("dt = 2.0000e-4 s per step"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn a_grid_larger_than_memory_is_refused_naming_the_largest_that_fits() {
+    let o = flowscope(
+        &[
+            "run",
+            "assets/scenarios/cavity.toml",
+            "--solver",
+            "cpu",
+            "--set",
+            "domain.size=[6000,6000,6000]",
+            "--steps",
+            "1",
+        ],
+        &repo(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("assets/scenarios/cavity.toml:"), "{e}");
+    assert!(
+        e.contains("needs") && e.contains("for the CPU solver, but only"),
+        "{e}"
+    );
+    assert!(e.contains("the largest cube that fits is"), "{e}");
+}
+
+#[test]
+fn a_missing_file_says_so() {
+    let o = flowscope(&["info", "no/such/file.toml"], &repo());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot read the scenario file"),
+        "{}",
+        stderr(&o)
+    );
+}
