@@ -15,3 +15,4 @@ pub mod cli;
 pub mod io;
 pub mod scenario;
 pub mod solver;
+pub mod validation;

@@ -1,11 +1,13 @@
-//! `flowscope bench`: solver speed in MLUPS on a periodic box of fluid.
+//! `flowscope bench`: solver speed in MLUPS on a periodic box of fluid, and for
+//! CUDA the device's copy bandwidth and the share of it the solver reaches.
 
 use std::time::Instant;
 
-use super::SolverKind;
+use super::{PrecisionArg, SolverKind};
 use crate::solver::cpu::CpuSolver;
+use crate::solver::cuda::{self, CudaSolver};
 use crate::solver::flags::{self, CellType};
-use crate::solver::{Collision, Grid, Initial, Params, Solver};
+use crate::solver::{Collision, Grid, Initial, Params, Precision, Solver};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -14,31 +16,45 @@ pub struct BenchArgs {
     /// Edge of the cubic grid; repeat for several sizes.
     #[arg(long = "size", default_values_t = [64usize])]
     pub sizes: Vec<usize>,
+    /// Storage precision(s) of the CUDA solver.
+    #[arg(long = "precision", value_enum, default_values_t = [PrecisionArg::Fp32])]
+    pub precisions: Vec<PrecisionArg>,
     /// Timed repeats per size (the median is reported).
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
     /// Collision model to time.
-    #[arg(long, default_value = "trt")]
-    pub collision: String,
+    #[arg(long, value_enum, default_value = "trt")]
+    pub collision: CollisionArg,
+    /// CUDA threads per block along x; repeat to compare.
+    #[arg(long = "block", default_values_t = [cuda::DEFAULT_BLOCK])]
+    pub blocks: Vec<u32>,
+    /// Also allocate and run the largest cube that fits the GPU, per precision.
+    #[arg(long)]
+    pub largest: bool,
 }
 
-/// Bytes the AA scheme must move per cell and step in FP32 (19 reads + 19 writes).
-pub const BYTES_PER_CELL_STEP_FP32: f64 = 152.0;
-
-fn collision(name: &str) -> anyhow::Result<Collision> {
-    match name {
-        "bgk" => Ok(Collision::Bgk),
-        "trt" => Ok(Collision::Trt),
-        other => anyhow::bail!("--collision {other}: use bgk or trt"),
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CollisionArg {
+    Bgk,
+    Trt,
 }
 
-/// A periodic cube of fluid with a gentle shear flow, so the arithmetic is real.
-pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver> {
+/// Bytes the AA scheme must move per cell and step: 19 reads + 19 writes.
+pub fn bytes_per_cell_step(precision: Precision) -> f64 {
+    38.0 * precision.bytes_per_population() as f64
+}
+
+fn periodic_box(n: usize) -> (Grid, Vec<u8>) {
     let grid = Grid {
         size: [n, n, n],
         periodic: [true; 3],
     };
+    (grid, vec![flags::make(CellType::Fluid, 0); grid.cells()])
+}
+
+/// A periodic cube of fluid with a shear flow, so the arithmetic is real.
+pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver> {
+    let (grid, cell_flags) = periodic_box(n);
     let mut fields = crate::solver::Fields::new(grid.size);
     for z in 0..n {
         for y in 0..n {
@@ -50,21 +66,46 @@ pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver>
             }
         }
     }
-    let flags = vec![flags::make(CellType::Fluid, 0); grid.cells()];
     Ok(CpuSolver::new(
         grid,
-        flags,
+        cell_flags,
         Params::new(0.6, collision),
         Initial::Fields(fields),
     )?)
 }
 
 pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
-    let collision = collision(&args.collision)?;
-    match args.solver {
-        SolverKind::Cuda => anyhow::bail!("the CUDA benchmark is not part of this build yet"),
-        SolverKind::Auto | SolverKind::Cpu => {}
+    let collision = match args.collision {
+        CollisionArg::Bgk => Collision::Bgk,
+        CollisionArg::Trt => Collision::Trt,
+    };
+    for &n in &args.sizes {
+        if n < 4 {
+            anyhow::bail!("--size {n}: use at least 4");
+        }
     }
+    let use_cuda = match args.solver {
+        SolverKind::Cpu => false,
+        SolverKind::Cuda => {
+            cuda::probe().map_err(|e| anyhow::anyhow!("the CUDA solver cannot be used: {e}"))?;
+            true
+        }
+        SolverKind::Auto => match cuda::probe() {
+            Ok(_) => true,
+            Err(e) => {
+                println!("no usable CUDA GPU ({e}): benchmarking the CPU solver");
+                false
+            }
+        },
+    };
+    if use_cuda {
+        bench_cuda(&args, collision)
+    } else {
+        bench_cpu(&args, collision)
+    }
+}
+
+fn bench_cpu(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
     println!(
         "solver: CPU reference ({} threads), collision {collision}, FP32",
         rayon::current_num_threads()
@@ -74,9 +115,6 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         "size", "cells", "MLUPS", "GB/s"
     );
     for &n in &args.sizes {
-        if n < 4 {
-            anyhow::bail!("--size {n}: use at least 4");
-        }
         let mut solver = bench_solver(n, collision)?;
         let cells = (n * n * n) as f64;
         // Warm up, then choose an even step count lasting ~0.5 s per repeat.
@@ -100,8 +138,140 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
             n,
             n * n * n,
             mlups,
-            mlups * 1e6 * BYTES_PER_CELL_STEP_FP32 / 1e9
+            mlups * 1e6 * bytes_per_cell_step(Precision::Fp32) / 1e9
         );
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Device-to-device copy bandwidth (bytes read + written per second).
+fn copy_bandwidth(solver: &CudaSolver) -> anyhow::Result<f64> {
+    use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+    let stream = solver.stream().clone();
+    let len = 512 * 1024 * 1024 / 4 * 4; // 2 GiB of f32
+    let src = stream.alloc_zeros::<f32>(len)?;
+    let mut dst = stream.alloc_zeros::<f32>(len)?;
+    stream.memcpy_dtod(&src, &mut dst)?;
+    let mut rates = Vec::new();
+    for _ in 0..7 {
+        let start = stream.record_event(Some(CU_EVENT_DEFAULT))?;
+        for _ in 0..5 {
+            stream.memcpy_dtod(&src, &mut dst)?;
+        }
+        let end = stream.record_event(Some(CU_EVENT_DEFAULT))?;
+        let ms = start.elapsed_ms(&end)? as f64;
+        rates.push(5.0 * 2.0 * (len * 4) as f64 / (ms / 1e3));
+    }
+    stream.synchronize()?;
+    Ok(median(rates))
+}
+
+/// Times `solver` (events around batches of steps after a warm-up): MLUPS.
+fn time_cuda(solver: &mut CudaSolver, repeats: usize) -> anyhow::Result<f64> {
+    use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+    let cells = solver.grid().cells() as f64;
+    solver.step(10)?;
+    let stream = solver.stream().clone();
+    let start = stream.record_event(Some(CU_EVENT_DEFAULT))?;
+    solver.enqueue_steps(10)?;
+    let end = stream.record_event(Some(CU_EVENT_DEFAULT))?;
+    let per_step = start.elapsed_ms(&end)? as f64 / 10.0 / 1e3;
+    let steps = (((0.3 / per_step).ceil() as u64).clamp(2, 2000) + 1) & !1;
+    let mut rates = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let start = stream.record_event(Some(CU_EVENT_DEFAULT))?;
+        solver.enqueue_steps(steps)?;
+        let end = stream.record_event(Some(CU_EVENT_DEFAULT))?;
+        let s = start.elapsed_ms(&end)? as f64 / 1e3;
+        rates.push(cells * steps as f64 / s / 1e6);
+    }
+    stream.synchronize()?;
+    if let Some(e) = solver.stats()?.instability() {
+        anyhow::bail!("benchmark flow became unstable: {e}");
+    }
+    Ok(median(rates))
+}
+
+fn cuda_box(n: usize, collision: Collision, precision: Precision) -> anyhow::Result<CudaSolver> {
+    let (grid, cell_flags) = periodic_box(n);
+    // A uniform flow does the same arithmetic as any other (no data-dependent
+    // branches) and needs no host-side initial state for large grids.
+    Ok(CudaSolver::new(
+        grid,
+        cell_flags,
+        Params::new(0.6, collision),
+        Initial::Uniform([0.05, 0.02, -0.01]),
+        precision,
+    )?)
+}
+
+fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
+    let info = cuda::probe().map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "device: {} (sm_{}{}, {} SMs), {} free of {}",
+        info.name,
+        info.compute_capability.0,
+        info.compute_capability.1,
+        info.multiprocessors,
+        crate::scenario::human_bytes(info.free_bytes),
+        crate::scenario::human_bytes(info.total_bytes)
+    );
+    let probe = cuda_box(16, collision, Precision::Fp32)?;
+    let bandwidth = copy_bandwidth(&probe)?;
+    drop(probe);
+    println!(
+        "device-to-device copy: {:.1} GB/s (bytes read + written)",
+        bandwidth / 1e9
+    );
+    println!(
+        "collision {collision}; timing: CUDA events, median of {} repeats after warm-up",
+        args.repeats.max(1)
+    );
+    println!(
+        "{:>9} {:>6} {:>6} {:>12} {:>10} {:>10} {:>8}",
+        "precision", "block", "size", "cells", "MLUPS", "GB/s", "% copy"
+    );
+    for &p in &args.precisions {
+        let precision: Precision = p.into();
+        for &n in &args.sizes {
+            let mut solver = cuda_box(n, collision, precision)?;
+            for &block in &args.blocks {
+                solver.set_block(block);
+                let mlups = time_cuda(&mut solver, args.repeats)?;
+                let gbs = mlups * 1e6 * bytes_per_cell_step(precision) / 1e9;
+                println!(
+                    "{:>9} {:>6} {:>6} {:>12} {:>10.0} {:>10.1} {:>7.1}%",
+                    precision.name(),
+                    block,
+                    n,
+                    n * n * n,
+                    mlups,
+                    gbs,
+                    100.0 * gbs * 1e9 / bandwidth
+                );
+            }
+        }
+        if args.largest {
+            let info = cuda::probe().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let usable = info.free_bytes.saturating_sub(512 * 1024 * 1024);
+            let side = ((usable / precision.bytes_per_cell() as u64) as f64)
+                .cbrt()
+                .floor() as usize;
+            let mut solver = cuda_box(side, collision, precision)?;
+            let mlups = time_cuda(&mut solver, 3)?;
+            println!(
+                "largest {}: {side}³ = {:.2} billion cells, {} on the GPU, {:.0} MLUPS",
+                precision.name(),
+                (side as f64).powi(3) / 1e9,
+                crate::scenario::human_bytes(solver.memory_bytes()),
+                mlups
+            );
+        }
     }
     Ok(())
 }

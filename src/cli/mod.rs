@@ -4,6 +4,7 @@
 //! kind of failure it was (see [`ExitCode`]).
 
 mod bench;
+mod check;
 mod run;
 
 use std::path::PathBuf;
@@ -42,6 +43,21 @@ pub enum SolverKind {
     Cuda,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    Fp32,
+    Fp16,
+}
+
+impl From<PrecisionArg> for crate::solver::Precision {
+    fn from(p: PrecisionArg) -> Self {
+        match p {
+            PrecisionArg::Fp32 => crate::solver::Precision::Fp32,
+            PrecisionArg::Fp16 => crate::solver::Precision::Fp16,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Print a scenario's derived units, cell counts and memory per solver.
@@ -55,6 +71,18 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Measure solver speed in MLUPS (million lattice-cell updates per second).
     Bench(bench::BenchArgs),
+    /// Compare the CUDA solver with the CPU reference (needs a GPU).
+    CheckCuda(check::CheckArgs),
+    /// Compile the CUDA kernels with NVRTC (needs libnvrtc, no GPU) and write
+    /// the PTX to a folder.
+    #[command(hide = true)]
+    CompileKernels {
+        /// Compute capability, e.g. 90 for Hopper.
+        #[arg(long, default_value_t = 90)]
+        arch: i32,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 /// Parses arguments, runs the command, prints any error, returns the exit code.
@@ -64,6 +92,12 @@ pub fn main() -> i32 {
         Command::Info { scenario, set } => info(&scenario, &set).map(|_| exit::OK),
         Command::Run(args) => run::run(*args),
         Command::Bench(args) => bench::bench(args).map(|_| exit::OK),
+        Command::CheckCuda(args) => {
+            check::check(args).map(|ok| if ok { exit::OK } else { exit::ERROR })
+        }
+        Command::CompileKernels { arch, out } => {
+            compile_kernels(arch, out.as_deref()).map(|_| exit::OK)
+        }
     };
     match result {
         Ok(code) => code,
@@ -171,6 +205,35 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
     );
     for w in &s.warnings {
         println!("warning: {w}");
+    }
+    Ok(())
+}
+
+fn compile_kernels(arch: i32, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use crate::solver::Precision;
+    for precision in [Precision::Fp32, Precision::Fp16] {
+        let ptx = crate::solver::cuda::compile(precision, arch / 10, arch % 10)
+            .map_err(anyhow::Error::msg)?;
+        let text = ptx.to_src();
+        let kernels: Vec<&str> = text
+            .lines()
+            .filter_map(|l| {
+                l.trim()
+                    .strip_prefix(".visible .entry ")
+                    .and_then(|r| r.split('(').next())
+            })
+            .collect();
+        println!(
+            "{}: {} bytes of PTX, kernels: {}",
+            precision.name(),
+            text.len(),
+            kernels.join(" ")
+        );
+        if let Some(dir) = out {
+            std::fs::create_dir_all(dir)?;
+            let path = dir.join(format!("d3q19_{}.ptx", precision.name()));
+            std::fs::write(&path, text)?;
+        }
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{exit, SolverKind};
+use super::{exit, PrecisionArg, SolverKind};
 use crate::io::probe::ProbeLine;
 use crate::io::{checkpoint, probe, vti};
 use crate::scenario::Scenario;
@@ -23,6 +23,9 @@ pub struct RunArgs {
     /// Which solver: auto picks CUDA when a usable GPU is found.
     #[arg(long, value_enum, default_value = "auto")]
     pub solver: SolverKind,
+    /// Population storage of the CUDA solver (fp16 halves memory and traffic).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
     /// Run until this time step (a resumed run counts from step 0 too).
     /// Default: run.steps of the scenario, unless --until-steady is given.
     #[arg(long)]
@@ -134,7 +137,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         SolverKind::Cpu => Choice::Cpu,
         SolverKind::Cuda => Choice::Cuda,
     };
-    let selected = select::build(choice, &scenario, super::available_memory())?;
+    let selected = select::build(
+        choice,
+        &scenario,
+        args.precision.into(),
+        super::available_memory(),
+    )?;
     let mut solver = selected.solver;
     eprintln!("{}: {}", scenario.name, selected.reason);
     let voxels = scenario.voxelize();

@@ -156,24 +156,7 @@ impl CpuSolver {
     }
 
     fn initialise(&mut self) {
-        let n = self.grid.cells();
-        let mut f = vec![0.0f32; Q * n];
-        for c in 0..n {
-            let fl = self.flags[c];
-            if !flags::runs(fl) {
-                continue;
-            }
-            let (rho, u) = match (&self.initial, CellType::of(fl)) {
-                (_, CellType::Inlet) => (1.0, self.params.velocities[flags::tag(fl) as usize]),
-                (Initial::Uniform(u), _) => (1.0, *u),
-                (Initial::Fields(fields), _) => (fields.rho[c], fields.velocity(c)),
-            };
-            let feq = lattice::equilibrium_shifted(rho, u);
-            for i in 0..Q {
-                f[i * n + c] = feq[i];
-            }
-        }
-        self.f = f;
+        self.f = super::initial_populations(&self.grid, &self.flags, &self.params, &self.initial);
         self.t = 0;
     }
 

@@ -90,26 +90,31 @@ pub fn runs(flag: u8) -> bool {
 /// face; clears it everywhere else. Inlets and outlets are always NEAR: their
 /// update differs from the bulk anyway.
 pub fn mark_near_cells(grid: &super::Grid, flags: &mut [u8]) {
+    use rayon::prelude::*;
+
     use super::lattice::{E, Q};
-    let [nx, ny, nz] = grid.size;
+    let [nx, ny, _] = grid.size;
     let snapshot: Vec<u8> = flags.to_vec();
-    for z in 0..nz {
-        for y in 0..ny {
-            for x in 0..nx {
-                let n = grid.index(x, y, z);
-                let f = snapshot[n] & !NEAR;
-                let mut near = false;
-                if runs(f) {
-                    near = CellType::of(f) != CellType::Fluid;
-                    for e in E.iter().take(Q).skip(1) {
-                        match grid.neighbour(x, y, z, *e) {
-                            Some(m) => near |= !runs(snapshot[m]),
-                            None => near = true,
+    flags
+        .par_chunks_mut(nx * ny)
+        .enumerate()
+        .for_each(|(z, slab)| {
+            for y in 0..ny {
+                for x in 0..nx {
+                    let n = x + nx * y;
+                    let f = snapshot[grid.index(x, y, z)] & !NEAR;
+                    let mut near = false;
+                    if runs(f) {
+                        near = CellType::of(f) != CellType::Fluid;
+                        for e in E.iter().take(Q).skip(1) {
+                            match grid.neighbour(x, y, z, *e) {
+                                Some(m) => near |= !runs(snapshot[m]),
+                                None => near = true,
+                            }
                         }
                     }
+                    slab[n] = if near { f | NEAR } else { f };
                 }
-                flags[n] = if near { f | NEAR } else { f };
             }
-        }
-    }
+        });
 }

@@ -29,6 +29,7 @@
 //! the missing neighbour.
 
 pub mod cpu;
+pub mod cuda;
 pub mod flags;
 pub mod lattice;
 pub mod select;
@@ -109,6 +110,66 @@ impl Params {
     pub fn viscosity(&self) -> f32 {
         (self.tau - 0.5) / 3.0
     }
+}
+
+/// How populations are stored (arithmetic is always FP32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// 4 bytes per population: the accuracy reference.
+    #[default]
+    Fp32,
+    /// 2 bytes per population: IEEE half of 32768 (f_i − w_i); about twice as
+    /// fast on GPUs (half the memory traffic), velocity within ~1e-3.
+    Fp16,
+}
+
+impl Precision {
+    pub fn bytes_per_population(self) -> usize {
+        match self {
+            Precision::Fp32 => 4,
+            Precision::Fp16 => 2,
+        }
+    }
+
+    /// Bytes per cell of the lattice: 19 populations and the flag byte.
+    pub fn bytes_per_cell(self) -> usize {
+        lattice::Q * self.bytes_per_population() + 1
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+        }
+    }
+}
+
+/// Shifted initial populations in storage order: the equilibrium of the initial
+/// fields in running cells (inlets: of their own velocity), zero elsewhere.
+pub fn initial_populations(
+    grid: &Grid,
+    cell_flags: &[u8],
+    params: &Params,
+    initial: &Initial,
+) -> Vec<f32> {
+    let n = grid.cells();
+    let mut f = vec![0.0f32; lattice::Q * n];
+    for c in 0..n {
+        let fl = cell_flags[c];
+        if !flags::runs(fl) {
+            continue;
+        }
+        let (rho, u) = match (initial, flags::CellType::of(fl)) {
+            (_, flags::CellType::Inlet) => (1.0, params.velocities[flags::tag(fl) as usize]),
+            (Initial::Uniform(u), _) => (1.0, *u),
+            (Initial::Fields(fields), _) => (fields.rho[c], fields.velocity(c)),
+        };
+        let feq = lattice::equilibrium_shifted(rho, u);
+        for i in 0..lattice::Q {
+            f[i * n + c] = feq[i];
+        }
+    }
+    f
 }
 
 /// Initial state: equilibrium of these fields.

@@ -1,7 +1,8 @@
 //! Choosing and building a solver for a scenario.
 
 use super::cpu::CpuSolver;
-use super::{Solver, SolverError};
+use super::cuda::{self, CudaSolver};
+use super::{Precision, Solver, SolverError};
 use crate::scenario::Scenario;
 
 /// Which solver the user asked for.
@@ -34,12 +35,9 @@ pub enum SelectError {
     Solver(#[from] SolverError),
 }
 
-/// Builds the CPU reference solver for a scenario, after checking it fits in
-/// `available` bytes of host memory.
-pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolver, SelectError> {
-    if let Some(bytes) = available {
-        scenario.check_memory(crate::cli::BYTES_PER_CELL_FP32, bytes, "the CPU solver")?;
-    }
+fn voxels_with_fluid(
+    scenario: &Scenario,
+) -> Result<crate::scenario::geometry::Voxels, SelectError> {
     let voxels = scenario.voxelize();
     if voxels.fluid_cells == 0 {
         return Err(SelectError::Solver(SolverError::InvalidParams(format!(
@@ -47,6 +45,16 @@ pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolve
             scenario.path.display()
         ))));
     }
+    Ok(voxels)
+}
+
+/// Builds the CPU reference solver for a scenario, after checking it fits in
+/// `available` bytes of host memory.
+pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolver, SelectError> {
+    if let Some(bytes) = available {
+        scenario.check_memory(crate::cli::BYTES_PER_CELL_FP32, bytes, "the CPU solver")?;
+    }
+    let voxels = voxels_with_fluid(scenario)?;
     let params = scenario.params(&voxels);
     Ok(CpuSolver::new(
         scenario.grid(),
@@ -56,32 +64,69 @@ pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolve
     )?)
 }
 
-/// Builds the solver the user chose.
+/// Builds the CUDA solver (device 0) for a scenario.
+pub fn build_cuda(scenario: &Scenario, precision: Precision) -> Result<CudaSolver, SelectError> {
+    let info = cuda::probe().map_err(SelectError::CudaUnavailable)?;
+    // Refuse before voxelising: the host would build flags for nothing.
+    cuda::check_fits(scenario.size, precision, info.free_bytes).map_err(|e| {
+        SelectError::Scenario(crate::scenario::ScenarioError {
+            file: scenario.path.clone(),
+            line: None,
+            message: e.to_string(),
+            help: "make domain.size smaller".into(),
+        })
+    })?;
+    let voxels = voxels_with_fluid(scenario)?;
+    let params = scenario.params(&voxels);
+    Ok(CudaSolver::new(
+        scenario.grid(),
+        voxels.flags,
+        params,
+        scenario.initial(),
+        precision,
+    )?)
+}
+
+/// Builds the solver the user chose; `auto` takes CUDA where a device is usable
+/// and says why it did not otherwise.
 pub fn build(
     choice: Choice,
     scenario: &Scenario,
+    precision: Precision,
     available: Option<u64>,
 ) -> Result<Selected, SelectError> {
-    let cuda = cuda_status();
-    match (choice, cuda) {
-        (Choice::Cuda, Err(why)) => Err(SelectError::CudaUnavailable(why)),
-        (Choice::Cpu, _) => Ok(Selected {
+    let cpu_only = |why: String| -> Result<Selected, SelectError> {
+        if precision != Precision::Fp32 {
+            eprintln!(
+                "note: the CPU solver stores FP32 only; --precision {} ignored",
+                precision.name()
+            );
+        }
+        Ok(Selected {
             solver: Box::new(build_cpu(scenario, available)?),
-            reason: "CPU solver (asked for with --solver cpu)".into(),
-        }),
-        (Choice::Auto, Err(why)) => Ok(Selected {
-            solver: Box::new(build_cpu(scenario, available)?),
-            reason: format!("CPU solver: no usable CUDA GPU ({why})"),
-        }),
-        (_, Ok(())) => Err(SelectError::CudaUnavailable(CudaUnavailable(
-            "the CUDA solver is not part of this build yet".into(),
-        ))),
+            reason: why,
+        })
+    };
+    match choice {
+        Choice::Cpu => cpu_only("CPU solver (asked for with --solver cpu)".into()),
+        Choice::Cuda => {
+            let solver = build_cuda(scenario, precision)?;
+            let reason = solver.describe();
+            Ok(Selected {
+                solver: Box::new(solver),
+                reason,
+            })
+        }
+        Choice::Auto => match cuda::probe() {
+            Err(why) => cpu_only(format!("CPU solver: no usable CUDA GPU ({why})")),
+            Ok(_) => {
+                let solver = build_cuda(scenario, precision)?;
+                let reason = solver.describe();
+                Ok(Selected {
+                    solver: Box::new(solver),
+                    reason,
+                })
+            }
+        },
     }
-}
-
-/// Whether a CUDA solver can run here; the error says why not.
-pub fn cuda_status() -> Result<(), CudaUnavailable> {
-    Err(CudaUnavailable(
-        "the CUDA solver is not part of this build yet".into(),
-    ))
 }

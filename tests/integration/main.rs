@@ -7,6 +7,7 @@ mod common;
 
 mod checkpoint;
 mod cli;
+mod cuda;
 mod forces;
 mod physics;
 mod scenarios;

@@ -1,0 +1,472 @@
+// D3Q19 lattice Boltzmann kernels: AA-pattern in-place streaming, BGK/TRT with
+// Guo forcing, all boundary rules. Compiled at run time by NVRTC (see
+// src/solver/cuda.rs); every formula mirrors src/solver/lattice.rs and
+// src/solver/cpu.rs operation for operation, so FP32 results match the CPU
+// reference solver to rounding (compiled without FMA contraction they match bit
+// for bit). Keep the three in sync.
+//
+// Storage: one population array, structure of arrays: f[i * n + cell],
+// cell = x + nx * (y + ny * z). Values are shifted (f_i - w_i). With
+// STORAGE_FP16 they are IEEE half of 32768 * (f_i - w_i) ("scaled deviations from
+// the weights"), arithmetic stays FP32.
+//
+// Launch shape for the lattice kernels: grid (ceil(nx / blockDim.x), ny, nz).
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define Q 19
+
+// Flag layout (src/solver/flags.rs).
+#define TYPE_MASK 7u
+#define T_FLUID 0u
+#define T_WALL 1u
+#define T_MOVING 2u
+#define T_INLET 3u
+#define T_OUTLET 4u
+#define T_FREESLIP 5u
+#define NEAR 128u
+#define TAG(fl) (((fl) >> 3) & 15u)
+
+// Keep in sync with `CudaParams` in src/solver/cuda.rs.
+struct Params {
+    u32 nx, ny, nz, periodic;   // periodic: bit a set when axis a wraps
+    float omega_plus, omega_minus;
+    float fx, fy, fz;
+    u32 has_force;
+    float vel[16][3];
+};
+
+__constant__ int EX[Q] = {0, 1, -1, 0, 0, 0, 0, 1, -1, 1, -1, 0, 0, 1, -1, 1, -1, 0, 0};
+__constant__ int EY[Q] = {0, 0, 0, 1, -1, 0, 0, 1, -1, 0, 0, 1, -1, -1, 1, 0, 0, 1, -1};
+__constant__ int EZ[Q] = {0, 0, 0, 0, 0, 1, -1, 0, 0, 1, -1, 1, -1, 0, 0, -1, 1, -1, 1};
+
+#define W0 (1.0f / 3.0f)
+#define WS (1.0f / 18.0f)
+#define WE (1.0f / 36.0f)
+__device__ __forceinline__ float weight(int i) { return i == 0 ? W0 : (i < 7 ? WS : WE); }
+__device__ __forceinline__ int opposite(int i) { return i == 0 ? 0 : ((i & 1) ? i + 1 : i - 1); }
+
+// Compile-time direction tables for unrolled loops (the __constant__ ones serve
+// run-time indices in the boundary code).
+#define CEX(i) ((i) == 1 || (i) == 7 || (i) == 9 || (i) == 13 || (i) == 15 ? 1 : ((i) == 2 || (i) == 8 || (i) == 10 || (i) == 14 || (i) == 16 ? -1 : 0))
+#define CEY(i) ((i) == 3 || (i) == 7 || (i) == 11 || (i) == 14 || (i) == 17 ? 1 : ((i) == 4 || (i) == 8 || (i) == 12 || (i) == 13 || (i) == 18 ? -1 : 0))
+#define CEZ(i) ((i) == 5 || (i) == 9 || (i) == 11 || (i) == 16 || (i) == 18 ? 1 : ((i) == 6 || (i) == 10 || (i) == 12 || (i) == 15 || (i) == 17 ? -1 : 0))
+
+#ifdef STORAGE_FP16
+typedef unsigned short store_t;
+__device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float ld(const store_t* f, u64 k) { return h2f(f[k]) * (1.0f / 32768.0f); }
+__device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = f2h(v * 32768.0f); }
+#else
+typedef float store_t;
+__device__ __forceinline__ float ld(const store_t* f, u64 k) { return f[k]; }
+__device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = v; }
+#endif
+
+__device__ __forceinline__ bool runs(u32 fl) {
+    u32 t = fl & TYPE_MASK;
+    return t == T_FLUID || t == T_INLET || t == T_OUTLET;
+}
+
+// --- collision (mirrors lattice.rs) -------------------------------------------
+
+__device__ __forceinline__ void moments(const float* f, float* rho, float* jx, float* jy, float* jz) {
+    float drho = f[0];
+    float x = 0.0f, y = 0.0f, z = 0.0f;
+#pragma unroll
+    for (int p = 0; p < 9; p++) {
+        float a = f[2 * p + 1];
+        float b = f[2 * p + 2];
+        drho += a + b;
+        float d = a - b;
+        x += (float)CEX(2 * p + 1) * d;
+        y += (float)CEY(2 * p + 1) * d;
+        z += (float)CEZ(2 * p + 1) * d;
+    }
+    *rho = 1.0f + drho;
+    *jx = x; *jy = y; *jz = z;
+}
+
+__device__ __forceinline__ float edot(int i, float ux, float uy, float uz) {
+    return (float)CEX(i) * ux + (float)CEY(i) * uy + (float)CEZ(i) * uz;
+}
+
+__device__ __forceinline__ void equilibrium(float rho, float ux, float uy, float uz, float* feq) {
+    float drho = rho - 1.0f;
+    float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
+#pragma unroll
+    for (int i = 0; i < Q; i++) {
+        float eu = edot(i, ux, uy, uz);
+        feq[i] = weight(i) * drho + weight(i) * rho * (3.0f * eu + 4.5f * eu * eu - usq);
+    }
+}
+
+__device__ __forceinline__ void collide(float* f, const Params& p) {
+    float rho, jx, jy, jz;
+    moments(f, &rho, &jx, &jy, &jz);
+    float inv = 1.0f / rho;
+    float ux = (jx + 0.5f * p.fx) * inv;
+    float uy = (jy + 0.5f * p.fy) * inv;
+    float uz = (jz + 0.5f * p.fz) * inv;
+    float feq[Q];
+    equilibrium(rho, ux, uy, uz, feq);
+    bool has_force = p.has_force != 0u;
+    float fu = p.fx * ux + p.fy * uy + p.fz * uz;
+    float kp = 1.0f - 0.5f * p.omega_plus;
+    float km = 1.0f - 0.5f * p.omega_minus;
+    f[0] += p.omega_plus * (feq[0] - f[0]);
+    if (has_force) f[0] += kp * W0 * (-3.0f * fu);
+#pragma unroll
+    for (int q = 0; q < 9; q++) {
+        int a = 2 * q + 1;
+        int b = a + 1;
+        float fp = 0.5f * (f[a] + f[b]);
+        float fm = 0.5f * (f[a] - f[b]);
+        float ep = 0.5f * (feq[a] + feq[b]);
+        float em = 0.5f * (feq[a] - feq[b]);
+        float dp = p.omega_plus * (ep - fp);
+        float dm = p.omega_minus * (em - fm);
+        if (has_force) {
+            float eu = edot(a, ux, uy, uz);
+            float ef = edot(a, p.fx, p.fy, p.fz);
+            dp += kp * weight(a) * (9.0f * eu * ef - 3.0f * fu);
+            dm += km * weight(a) * 3.0f * ef;
+        }
+        f[a] += dp + dm;
+        f[b] += dp - dm;
+    }
+}
+
+// Incoming populations -> outgoing populations of a running cell.
+__device__ __forceinline__ void apply(u32 fl, float* f, const Params& p) {
+    u32 t = fl & TYPE_MASK;
+    if (t == T_FLUID) {
+        collide(f, p);
+    } else if (t == T_INLET) {
+        u32 s = TAG(fl);
+        equilibrium(1.0f, p.vel[s][0], p.vel[s][1], p.vel[s][2], f);
+    } else {
+        float rho, jx, jy, jz;
+        moments(f, &rho, &jx, &jy, &jz);
+        float inv = 1.0f / rho;
+        equilibrium(1.0f, jx * inv, jy * inv, jz * inv, f);
+    }
+}
+
+// --- neighbours ---------------------------------------------------------------
+
+// Neighbour of (x, y, z) at offset (dx, dy, dz); -1 beyond a non-periodic face.
+__device__ __forceinline__ long long neighbour(const Params& p, int x, int y, int z, int dx, int dy, int dz) {
+    int c[3] = {x + dx, y + dy, z + dz};
+    int n[3] = {(int)p.nx, (int)p.ny, (int)p.nz};
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        if (c[a] < 0 || c[a] >= n[a]) {
+            if (!((p.periodic >> a) & 1u)) return -1;
+            c[a] = c[a] < 0 ? c[a] + n[a] : c[a] - n[a];
+        }
+    }
+    return (long long)c[0] + (long long)p.nx * ((long long)c[1] + (long long)p.ny * (long long)c[2]);
+}
+
+// Mirror of direction i across the plane normal to `axis`.
+__device__ __forceinline__ int mirror(int i, int axis) {
+    int e[3] = {EX[i], EY[i], EZ[i]};
+    e[axis] = -e[axis];
+    for (int k = 0; k < Q; k++)
+        if (EX[k] == e[0] && EY[k] == e[1] && EZ[k] == e[2]) return k;
+    return i;
+}
+
+// Partner cell of a specular reflection (cpu.rs: CpuSolver::specular); -1 if none.
+__device__ long long specular(const Params& p, const unsigned char* flags, int x, int y, int z, int ex, int ey, int ez, int axis) {
+    int e[3] = {ex, ey, ez};
+    if (e[axis] == 0) return -1;
+    long long m = neighbour(p, x, y, z, ex, ey, ez);
+    if (m < 0 || (flags[m] & TYPE_MASK) != T_FREESLIP) return -1;
+    int nrm[3] = {0, 0, 0};
+    nrm[axis] = e[axis];
+    long long mn = neighbour(p, x, y, z, nrm[0], nrm[1], nrm[2]);
+    if (mn < 0 || (flags[mn] & TYPE_MASK) != T_FREESLIP) return -1;
+    int t[3] = {ex, ey, ez};
+    t[axis] = 0;
+    long long tc = neighbour(p, x, y, z, t[0], t[1], t[2]);
+    if (tc < 0 || !runs(flags[tc])) return -1;
+    return tc;
+}
+
+__device__ __forceinline__ float edot_rt(int i, const float* u) {
+    return (float)EX[i] * u[0] + (float)EY[i] * u[1] + (float)EZ[i] * u[2];
+}
+
+// Odd-step (B) incoming populations with all boundary rules (cpu.rs: read_odd).
+__device__ void read_odd(const store_t* f, const unsigned char* flags, const Params& p, u64 n, u64 c, int x, int y, int z, float* v) {
+    v[0] = ld(f, c);
+    for (int j = 1; j < Q; j++) {
+        int o = opposite(j);
+        long long s = neighbour(p, x, y, z, -EX[j], -EY[j], -EZ[j]);
+        if (s < 0) { v[j] = ld(f, (u64)j * n + c); continue; }
+        u32 sf = flags[s];
+        u32 t = sf & TYPE_MASK;
+        if (t == T_FLUID || t == T_INLET || t == T_OUTLET) {
+            v[j] = ld(f, (u64)o * n + (u64)s);
+        } else if (t == T_WALL) {
+            v[j] = ld(f, (u64)j * n + c);
+        } else if (t == T_MOVING) {
+            v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, p.vel[TAG(sf)]);
+        } else {
+            int axis = (int)TAG(sf);
+            int jr = mirror(j, axis);
+            long long s2 = specular(p, flags, x, y, z, -EX[j], -EY[j], -EZ[j], axis);
+            if (s2 >= 0 && jr != j) v[j] = ld(f, (u64)opposite(jr) * n + (u64)s2);
+            else v[j] = ld(f, (u64)j * n + c);
+        }
+    }
+}
+
+// Odd-step (B) outgoing populations with all boundary rules (cpu.rs: write_odd).
+__device__ void write_odd(store_t* f, const unsigned char* flags, const Params& p, u64 n, u64 c, int x, int y, int z, const float* v) {
+    st(f, c, v[0]);
+    for (int i = 1; i < Q; i++) {
+        int o = opposite(i);
+        if (neighbour(p, x, y, z, -EX[i], -EY[i], -EZ[i]) < 0) st(f, (u64)i * n + c, v[i]);
+        long long m = neighbour(p, x, y, z, EX[i], EY[i], EZ[i]);
+        if (m < 0) continue;
+        u32 mf = flags[m];
+        u32 t = mf & TYPE_MASK;
+        if (t == T_FLUID || t == T_INLET || t == T_OUTLET) {
+            st(f, (u64)i * n + (u64)m, v[i]);
+        } else if (t == T_WALL) {
+            st(f, (u64)o * n + c, v[i]);
+        } else if (t == T_MOVING) {
+            st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, p.vel[TAG(mf)]));
+        } else {
+            int axis = (int)TAG(mf);
+            int ir = mirror(i, axis);
+            long long tc = specular(p, flags, x, y, z, EX[i], EY[i], EZ[i], axis);
+            if (tc >= 0 && ir != i) st(f, (u64)ir * n + (u64)tc, v[i]);
+            else st(f, (u64)o * n + c, v[i]);
+        }
+    }
+}
+
+#define CELL_COORDS                                              \
+    int x = blockIdx.x * blockDim.x + threadIdx.x;                \
+    int y = blockIdx.y;                                           \
+    int z = blockIdx.z;                                           \
+    if (x >= (int)p.nx) return;                                   \
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;              \
+    const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
+
+// --- the two steps ------------------------------------------------------------
+
+// Even step (A): read own slots, collide, write outgoing i to own slot opposite(i).
+extern "C" __global__ void __launch_bounds__(256) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p) {
+    CELL_COORDS
+    u32 fl = flags[c];
+    if (!runs(fl)) return;
+    float v[Q];
+#pragma unroll
+    for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+    apply(fl, v, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
+    if (fl & NEAR) {
+        // Populations arriving from beyond a non-periodic face are the cell's own
+        // outgoing ones; slot j then holds only a population leaving the domain.
+        for (int j = 1; j < Q; j++)
+            if (neighbour(p, x, y, z, -EX[j], -EY[j], -EZ[j]) < 0) st(f, (u64)j * n + c, v[j]);
+    }
+}
+
+// Odd step (B): read incoming j from slot opposite(j) of x - e_j, collide, write
+// outgoing i to slot i of x + e_i.
+extern "C" __global__ void __launch_bounds__(256) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p) {
+    CELL_COORDS
+    u32 fl = flags[c];
+    if (!runs(fl)) return;
+    float v[Q];
+    if (fl & NEAR) {
+        read_odd(f, flags, p, n, c, x, y, z, v);
+        apply(fl, v, p);
+        write_odd(f, flags, p, n, c, x, y, z, v);
+        return;
+    }
+    // Bulk: every neighbour runs; wrap only across periodic faces.
+    const u64 nx = p.nx, nxy = (u64)p.nx * p.ny;
+    const u64 xs[3] = {(u64)(x == 0 ? p.nx - 1 : x - 1), (u64)x, (u64)(x + 1 == (int)p.nx ? 0 : x + 1)};
+    const u64 ys[3] = {(u64)(y == 0 ? p.ny - 1 : y - 1) * nx, (u64)y * nx, (u64)(y + 1 == (int)p.ny ? 0 : y + 1) * nx};
+    const u64 zs[3] = {(u64)(z == 0 ? p.nz - 1 : z - 1) * nxy, (u64)z * nxy, (u64)(z + 1 == (int)p.nz ? 0 : z + 1) * nxy};
+#pragma unroll
+    for (int j = 0; j < Q; j++) {
+        u64 s = xs[1 - CEX(j)] + ys[1 - CEY(j)] + zs[1 - CEZ(j)];
+        v[j] = ld(f, (u64)opposite(j) * n + s);
+    }
+    apply(fl, v, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) {
+        u64 m = xs[1 + CEX(i)] + ys[1 + CEY(i)] + zs[1 + CEZ(i)];
+        st(f, (u64)i * n + m, v[i]);
+    }
+}
+
+// --- fields, reductions, forces ----------------------------------------------
+
+// Incoming populations at the current step (parity: 0 = next step is even).
+__device__ void incoming(const store_t* f, const unsigned char* flags, const Params& p, u32 parity, u64 n, u64 c, int x, int y, int z, float* v) {
+    if (parity == 0u) {
+        for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+    } else {
+        read_odd(f, flags, p, n, c, x, y, z, v);
+    }
+}
+
+// Density and velocity a cell reports (cpu.rs: cell_fields).
+__device__ void cell_fields(const store_t* f, const unsigned char* flags, const Params& p, u32 parity, u64 n, u64 c, int x, int y, int z, float* out) {
+    u32 fl = flags[c];
+    u32 t = fl & TYPE_MASK;
+    if (!runs(fl)) {
+        out[0] = 1.0f;
+        if (t == T_MOVING) { out[1] = p.vel[TAG(fl)][0]; out[2] = p.vel[TAG(fl)][1]; out[3] = p.vel[TAG(fl)][2]; }
+        else { out[1] = 0.0f; out[2] = 0.0f; out[3] = 0.0f; }
+        return;
+    }
+    if (t == T_INLET) {
+        out[0] = 1.0f; out[1] = p.vel[TAG(fl)][0]; out[2] = p.vel[TAG(fl)][1]; out[3] = p.vel[TAG(fl)][2];
+        return;
+    }
+    float v[Q];
+    incoming(f, flags, p, parity, n, c, x, y, z, v);
+    float rho, jx, jy, jz;
+    moments(v, &rho, &jx, &jy, &jz);
+    if (t == T_OUTLET) {
+        out[0] = 1.0f; out[1] = jx / rho; out[2] = jy / rho; out[3] = jz / rho;
+    } else {
+        float inv = 1.0f / rho;
+        out[0] = rho;
+        out[1] = (jx + 0.5f * p.fx) * inv;
+        out[2] = (jy + 0.5f * p.fy) * inv;
+        out[3] = (jz + 0.5f * p.fz) * inv;
+    }
+}
+
+// rho, ux, uy, uz as four planes of n floats.
+extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, float* __restrict__ out) {
+    CELL_COORDS
+    float r[4];
+    cell_fields(f, flags, p, parity, n, c, x, y, z, r);
+    out[c] = r[0];
+    out[n + c] = r[1];
+    out[2 * n + c] = r[2];
+    out[3 * n + c] = r[3];
+}
+
+// Per-block partial statistics over running cells; blocks of 256 threads.
+struct StatsPartial {
+    double mass, mx, my, mz, count;
+    float max_speed;
+    u32 pad;
+    u64 max_cell;
+    u64 bad_cell;   // first non-finite cell, or ~0
+};
+
+extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, StatsPartial* __restrict__ partials) {
+    __shared__ double s_mass[256], s_mx[256], s_my[256], s_mz[256], s_count[256];
+    __shared__ float s_max[256];
+    __shared__ u64 s_cell[256], s_bad[256];
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    double mass = 0.0, mx = 0.0, my = 0.0, mz = 0.0, count = 0.0;
+    float best = 0.0f;
+    u64 best_cell = 0, bad = ~0ull;
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < n; c += stride) {
+        u32 fl = flags[c];
+        if (!runs(fl)) continue;
+        int x = (int)(c % p.nx);
+        int y = (int)((c / p.nx) % p.ny);
+        int z = (int)(c / ((u64)p.nx * p.ny));
+        float r[4];
+        cell_fields(f, flags, p, parity, n, c, x, y, z, r);
+        float speed = sqrtf(r[1] * r[1] + r[2] * r[2] + r[3] * r[3]);
+        if (!(isfinite(r[0]) && isfinite(speed))) { if (c < bad) bad = c; continue; }
+        mass += (double)r[0]; mx += (double)r[1]; my += (double)r[2]; mz += (double)r[3]; count += 1.0;
+        if (speed > best) { best = speed; best_cell = c; }
+    }
+    int t = threadIdx.x;
+    s_mass[t] = mass; s_mx[t] = mx; s_my[t] = my; s_mz[t] = mz; s_count[t] = count;
+    s_max[t] = best; s_cell[t] = best_cell; s_bad[t] = bad;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (t < h) {
+            s_mass[t] += s_mass[t + h]; s_mx[t] += s_mx[t + h]; s_my[t] += s_my[t + h]; s_mz[t] += s_mz[t + h];
+            s_count[t] += s_count[t + h];
+            if (s_max[t + h] > s_max[t]) { s_max[t] = s_max[t + h]; s_cell[t] = s_cell[t + h]; }
+            if (s_bad[t + h] < s_bad[t]) s_bad[t] = s_bad[t + h];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        StatsPartial r;
+        r.mass = s_mass[0]; r.mx = s_mx[0]; r.my = s_my[0]; r.mz = s_mz[0]; r.count = s_count[0];
+        r.max_speed = s_max[0]; r.pad = 0; r.max_cell = s_cell[0]; r.bad_cell = s_bad[0];
+        partials[blockIdx.x] = r;
+    }
+}
+
+// Per-block partial forces on obstacle tags 1..15 (48 doubles per block, tag-major).
+extern "C" __global__ void __launch_bounds__(256) forces(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, double* __restrict__ partials) {
+    __shared__ double acc[16 * 3];
+    for (int k = threadIdx.x; k < 48; k += blockDim.x) acc[k] = 0.0;
+    __syncthreads();
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < n; c += stride) {
+        u32 fl = flags[c];
+        if (!(fl & NEAR) || !runs(fl)) continue;
+        int x = (int)(c % p.nx);
+        int y = (int)((c / p.nx) % p.ny);
+        int z = (int)(c / ((u64)p.nx * p.ny));
+        bool loaded = false;
+        float v[Q];
+        for (int i = 1; i < Q; i++) {
+            long long m = neighbour(p, x, y, z, EX[i], EY[i], EZ[i]);
+            if (m < 0) continue;
+            u32 mf = flags[m];
+            if ((mf & TYPE_MASK) != T_WALL || TAG(mf) == 0u) continue;
+            if (!loaded) { incoming(f, flags, p, parity, n, c, x, y, z, v); loaded = true; }
+            double mom = 2.0 * ((double)v[opposite(i)] + (double)weight(i));
+            u32 tag = TAG(mf);
+            // Shared-memory atomics: a few links per block, merged per block and
+            // summed on the host in block order.
+            atomicAdd(&acc[tag * 3 + 0], mom * EX[i]);
+            atomicAdd(&acc[tag * 3 + 1], mom * EY[i]);
+            atomicAdd(&acc[tag * 3 + 2], mom * EZ[i]);
+        }
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < 48; k += blockDim.x) partials[(u64)blockIdx.x * 48 + k] = acc[k];
+}
+
+// Initial state: equilibrium of rho = 1 and velocity u0 (inlets: their own velocity).
+extern "C" __global__ void init_uniform(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, float ux, float uy, float uz) {
+    CELL_COORDS
+    u32 fl = flags[c];
+    float v[Q];
+    if (!runs(fl)) {
+        for (int i = 0; i < Q; i++) v[i] = 0.0f;
+    } else if ((fl & TYPE_MASK) == T_INLET) {
+        u32 s = TAG(fl);
+        equilibrium(1.0f, p.vel[s][0], p.vel[s][1], p.vel[s][2], v);
+    } else {
+        equilibrium(1.0f, ux, uy, uz, v);
+    }
+    for (int i = 0; i < Q; i++) st(f, (u64)i * n + c, v[i]);
+}
+
+// Fills n floats with a value (poisons output buffers before checks).
+extern "C" __global__ void fill_f32(float* out, u64 count, float value) {
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < count; k += stride) out[k] = value;
+}

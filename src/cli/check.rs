@@ -1,0 +1,247 @@
+//! `flowscope check-cuda`: the CUDA solver against the CPU reference on every
+//! shipped scenario (scaled down), in both storage precisions, plus the cavity
+//! against Ghia from the CUDA path. Run on a machine with a GPU; exits non-zero
+//! if any check fails.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::scenario::Scenario;
+use crate::solver::{select, Fields, Precision, Solver};
+use crate::validation::{compare, ghia, scaled_overrides};
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Time steps per comparison (odd, so both AA layouts are read back).
+    #[arg(long, default_value_t = 601)]
+    pub steps: u64,
+    /// Largest grid of a scaled-down scenario, in cells.
+    #[arg(long, default_value_t = 300_000)]
+    pub max_cells: u64,
+    /// Scenario folder.
+    #[arg(long, default_value = "assets/scenarios")]
+    pub scenarios: PathBuf,
+}
+
+/// FP32 must agree to float rounding, FP16 storage to 1e-3 of the speed.
+const FP32_MAX_ABS_U: f64 = 1e-5;
+const FP16_MAX_REL_SPEED: f64 = 1e-3;
+
+struct Case {
+    name: String,
+    path: PathBuf,
+    overrides: Vec<String>,
+}
+
+fn cases(args: &CheckArgs) -> anyhow::Result<Vec<Case>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.scenarios)
+        .with_context(|| format!("cannot list {}", args.scenarios.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let s = Scenario::load(&path, &[])?;
+        let factor = (args.max_cells as f64 / s.cells() as f64).cbrt().min(1.0);
+        let overrides = if factor < 1.0 {
+            scaled_overrides(&s, factor, 0.55)
+        } else {
+            Vec::new()
+        };
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name == "cavity" {
+            // A body-force-driven channel (walls in y, periodic x and z) from the
+            // cavity's box, and BGK collision.
+            let mut channel = overrides.clone();
+            channel.extend(
+                [
+                    "boundaries.x=\"periodic\"",
+                    "boundaries.z=\"periodic\"",
+                    "boundaries.y_max=\"wall\"",
+                    "fluid.force=[2e-6,0,0]",
+                ]
+                .map(String::from),
+            );
+            out.push(Case {
+                name: "channel+force".into(),
+                path: path.clone(),
+                overrides: channel,
+            });
+            let mut bgk = overrides.clone();
+            bgk.push("fluid.collision=\"bgk\"".into());
+            out.push(Case {
+                name: "cavity bgk".into(),
+                path: path.clone(),
+                overrides: bgk,
+            });
+        }
+        out.push(Case {
+            name,
+            path,
+            overrides,
+        });
+    }
+    Ok(out)
+}
+
+fn max_force_difference(a: &[[f64; 3]], b: &[[f64; 3]]) -> f64 {
+    let scale = a
+        .iter()
+        .flatten()
+        .fold(0.0f64, |m, v| m.max(v.abs()))
+        .max(1e-12);
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+        / scale
+}
+
+pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
+    let info =
+        crate::solver::cuda::probe().map_err(|e| anyhow::anyhow!("no usable CUDA GPU: {e}"))?;
+    println!("device: {}; {} steps per case; FP32 passes at max|Δu| < {FP32_MAX_ABS_U:e}, FP16 at max‖Δu‖/max‖u‖ < {FP16_MAX_REL_SPEED:e}", info.name, args.steps);
+    println!(
+        "{:<16} {:>12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>6}",
+        "scenario", "grid", "storage", "max|Δu|", "max|Δρ|", "rel speed", "rel force", ""
+    );
+    let mut all_ok = true;
+    for case in cases(&args)? {
+        let scenario = Scenario::load(&case.path, &case.overrides)?;
+        let mut cpu = select::build_cpu(&scenario, None)?;
+        cpu.step(args.steps)?;
+        let reference: Fields = cpu.fields()?;
+        let ref_forces = cpu.obstacle_forces()?;
+        let ref_mass = cpu.stats()?.mass;
+        for precision in [Precision::Fp32, Precision::Fp16] {
+            let mut gpu = select::build_cuda(&scenario, precision)?;
+            gpu.poison = true;
+            gpu.step(args.steps)?;
+            let fields = gpu.fields()?;
+            let a = compare::agreement(&reference, &fields, cpu.flags());
+            let forces = max_force_difference(&ref_forces, &gpu.obstacle_forces()?);
+            let mass = (gpu.stats()?.mass - ref_mass).abs() / ref_mass;
+            let ok = a.non_finite == 0
+                && match precision {
+                    Precision::Fp32 => a.max_abs_u < FP32_MAX_ABS_U,
+                    Precision::Fp16 => a.max_rel_speed < FP16_MAX_REL_SPEED,
+                };
+            all_ok &= ok;
+            println!(
+                "{:<16} {:>12} {:>9} {:>12.3e} {:>12.3e} {:>12.3e} {:>12.3e} {:>6}   (mass {:.1e})",
+                case.name,
+                scenario.grid().to_string(),
+                precision.name(),
+                a.max_abs_u,
+                a.max_abs_rho,
+                a.max_rel_speed,
+                forces,
+                if ok { "ok" } else { "FAIL" },
+                mass
+            );
+        }
+    }
+
+    // A checkpoint round trip on the GPU continues bit for bit.
+    let s = Scenario::load(
+        &args.scenarios.join("cylinder.toml"),
+        &scaled_overrides(
+            &Scenario::load(&args.scenarios.join("cylinder.toml"), &[])?,
+            0.25,
+            0.55,
+        ),
+    )?;
+    for precision in [Precision::Fp32, Precision::Fp16] {
+        let mut a = select::build_cuda(&s, precision)?;
+        a.step(151)?;
+        let mid = a.populations()?;
+        a.step(100)?;
+        let mut b = select::build_cuda(&s, precision)?;
+        b.set_populations(151, &mid)?;
+        b.step(100)?;
+        let same = a
+            .populations()?
+            .iter()
+            .zip(b.populations()?.iter())
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        all_ok &= same;
+        println!(
+            "checkpoint resume {}: {}",
+            precision.name(),
+            if same { "bit for bit" } else { "FAIL: differs" }
+        );
+    }
+
+    // A blow-up is caught on the GPU too.
+    let blow = Scenario::load(
+        &args.scenarios.join("cylinder.toml"),
+        &[
+            "domain.size=[64,32,4]",
+            "obstacles.0.center=[16,15.5,0]",
+            "fluid.reynolds=65000",
+            "fluid.velocity=0.17",
+        ]
+        .map(String::from),
+    )?;
+    let mut g = select::build_cuda(&blow, Precision::Fp32)?;
+    let mut caught = None;
+    for _ in 0..100 {
+        g.step(50)?;
+        if let Some(e) = g.stats()?.instability() {
+            caught = Some(e);
+            break;
+        }
+    }
+    all_ok &= caught.is_some();
+    match caught {
+        Some(e) => println!("instability: caught: {e}"),
+        None => println!("instability: FAIL: not caught"),
+    }
+
+    // The cavity at Re 100 against Ghia, from the CUDA path.
+    let cavity = Scenario::load(
+        &args.scenarios.join("cavity.toml"),
+        &[
+            "domain.size=[66,66,4]",
+            "fluid.length_cells=64",
+            "fluid.velocity=0.1",
+            "boundaries.z=\"periodic\"",
+        ]
+        .map(String::from),
+    )?;
+    let mut g = select::build_cuda(&cavity, Precision::Fp32)?;
+    let mut previous: Option<Fields> = None;
+    let mut change = f64::INFINITY;
+    while g.time_step() < 60_000 && change >= 1e-7 {
+        g.step(1000)?;
+        let f = g.fields()?;
+        if let Some(p) = &previous {
+            change = crate::solver::relative_change(&f, p, 1000);
+        }
+        previous = Some(f);
+    }
+    let d = ghia::cavity_deviation(&previous.expect("ran"), 64, 0.1, 100.0, &[]);
+    let ok = d.max < 0.02 && change < 1e-7;
+    all_ok &= ok;
+    println!(
+        "cavity Re 100 (CUDA FP32, 64x64): max deviation from Ghia {:.4}, RMS {:.4} of the lid speed after {} steps (change/step {change:.1e}): {}",
+        d.max,
+        d.rms,
+        g.time_step(),
+        if ok { "ok" } else { "FAIL" }
+    );
+    println!(
+        "{}",
+        if all_ok {
+            "all checks passed"
+        } else {
+            "SOME CHECKS FAILED"
+        }
+    );
+    Ok(all_ok)
+}

@@ -1,0 +1,108 @@
+//! The CUDA path without a GPU: the kernels compile with NVRTC, and asking for
+//! CUDA where there is none is a clear error, never a panic.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::*;
+
+/// Folder of the NVRTC library from Python's `nvidia-cuda-nvrtc` package.
+fn nvrtc_dir() -> PathBuf {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'lib'))",
+        ])
+        .output()
+        .expect("python3 runs");
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        dir.join("libnvrtc.so.13").exists(),
+        "NVRTC not found (CI installs it with `pip install nvidia-cuda-nvrtc==13.0.*`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+#[test]
+fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_flowscope"))
+        .args(["compile-kernels", "--arch", "90", "--out"])
+        .arg(dir.path())
+        .env("LD_LIBRARY_PATH", nvrtc_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for precision in ["fp32", "fp16"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(precision))
+            .expect("a line per precision");
+        for kernel in [
+            "aa_even",
+            "aa_odd",
+            "fields",
+            "stats",
+            "forces",
+            "init_uniform",
+        ] {
+            assert!(
+                line.split_whitespace().any(|w| w == kernel),
+                "{precision}: {kernel} missing in {line}"
+            );
+        }
+        let ptx =
+            std::fs::read_to_string(dir.path().join(format!("d3q19_{precision}.ptx"))).unwrap();
+        assert!(ptx.contains(".target sm_90"), "{precision}");
+        // No FMA contraction in the collision: the CPU reference rounds each product.
+        assert!(!ptx.contains("fma.rn.f32"), "{precision}: FMA found");
+    }
+    let fp16 = std::fs::read_to_string(dir.path().join("d3q19_fp16.ptx")).unwrap();
+    assert!(
+        fp16.contains("cvt.rn.f16.f32")
+            && (fp16.contains("st.global.u16") || fp16.contains("st.global.b16"))
+    );
+}
+
+#[test]
+fn asking_for_cuda_without_a_gpu_is_a_one_line_error() {
+    let o = flowscope(
+        &[
+            "run",
+            "assets/scenarios/cavity.toml",
+            "--solver",
+            "cuda",
+            "--steps",
+            "2",
+        ],
+        &repo(),
+    );
+    if o.status.success() {
+        // A machine with a GPU: nothing to check here.
+        assert!(stderr(&o).contains("CUDA solver on"), "{}", stderr(&o));
+        return;
+    }
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.starts_with("error: the CUDA solver was asked for but cannot be used: "),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+    let o = flowscope(
+        &["run", "assets/scenarios/cavity.toml", "--steps", "2", "-q"],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("CPU solver: no usable CUDA GPU ("),
+        "{}",
+        stderr(&o)
+    );
+}
