@@ -7,10 +7,12 @@
 //
 // Storage: one population array, structure of arrays: f[i * n + cell],
 // cell = x + nx * (y + ny * z). Values are shifted (f_i - w_i). With
-// STORAGE_FP16 they are IEEE half of 32768 * (f_i - w_i) ("scaled deviations from
-// the weights"), arithmetic stays FP32.
+// STORAGE_FP16 they are kept in a 16-bit float format of 11 mantissa bits (see
+// fp16c_encode), arithmetic stays FP32.
 //
-// Launch shape for the lattice kernels: grid (ceil(nx / blockDim.x), ny, nz).
+// Launch shapes: aa_odd, fields and init_uniform take a grid of
+// (ceil(nx / blockDim.x), ny, nz) blocks; aa_even one thread per cell in 1D;
+// aa_boundary one thread per listed cell.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -54,11 +56,30 @@ __device__ __forceinline__ int opposite(int i) { return i == 0 ? 0 : ((i & 1) ? 
 #define CEZ(i) ((i) == 5 || (i) == 9 || (i) == 11 || (i) == 16 || (i) == 18 ? 1 : ((i) == 6 || (i) == 10 || (i) == 12 || (i) == 15 || (i) == 17 ? -1 : 0))
 
 #ifdef STORAGE_FP16
+// 16-bit storage: sign, 4 exponent bits (bias 15), 11 mantissa bits, covering
+// |v| < 2 with subnormals down to 2^-25 (FluidX3D's "FP16C" idea). Shifted
+// populations never need IEEE half's wider exponent range, so one exponent bit
+// becomes a mantissa bit: half the rounding error of IEEE half. Values beyond
+// the range saturate (the stability check then sees the speed). Mirrors
+// solver::cuda::{fp16c_encode, fp16c_decode}.
 typedef unsigned short store_t;
-__device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-__device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-__device__ __forceinline__ float ld(const store_t* f, u64 k) { return h2f(f[k]) * (1.0f / 32768.0f); }
-__device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = f2h(v * 32768.0f); }
+//
+// Both directions are a float multiply by 2^±112 plus bit moves: the format's
+// bits are the top 16 of an f32 whose exponent is 112 lower, and f32 denormals
+// (no flush to zero) carry the format's subnormals. Rounding to 11 mantissa bits
+// is to nearest even; values in the subnormal range are rounded twice (to the
+// f32 denormal, then to 11 bits), off by at most 2^-38 from one rounding.
+__device__ __forceinline__ float fp16c_decode(u32 h) {
+    return __uint_as_float(((h & 0x8000u) << 16) | ((h & 0x7fffu) << 12)) * 0x1p112f;
+}
+__device__ __forceinline__ unsigned short fp16c_encode(float v) {
+    u32 b = __float_as_uint(v * 0x1p-112f);
+    u32 a = b & 0x7fffffffu;
+    u32 r = min((a + 0x7ffu + ((a >> 12) & 1u)) >> 12, 0x7fffu);
+    return (unsigned short)(((b >> 16) & 0x8000u) | r);
+}
+__device__ __forceinline__ float ld(const store_t* f, u64 k) { return fp16c_decode(f[k]); }
+__device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = fp16c_encode(v); }
 #else
 typedef float store_t;
 __device__ __forceinline__ float ld(const store_t* f, u64 k) { return f[k]; }
@@ -103,6 +124,9 @@ __device__ __forceinline__ void equilibrium(float rho, float ux, float uy, float
     }
 }
 
+// The equilibrium is formed pair by pair: e_b = -e_a gives e_b.u = -(e_a.u)
+// exactly, so this is bit for bit the same arithmetic as lattice.rs while only
+// two equilibrium values are live at a time.
 __device__ __forceinline__ void collide(float* f, const Params& p) {
     float rho, jx, jy, jz;
     moments(f, &rho, &jx, &jy, &jz);
@@ -110,29 +134,35 @@ __device__ __forceinline__ void collide(float* f, const Params& p) {
     float ux = (jx + 0.5f * p.fx) * inv;
     float uy = (jy + 0.5f * p.fy) * inv;
     float uz = (jz + 0.5f * p.fz) * inv;
-    float feq[Q];
-    equilibrium(rho, ux, uy, uz, feq);
+    float drho = rho - 1.0f;
+    float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
     bool has_force = p.has_force != 0u;
     float fu = p.fx * ux + p.fy * uy + p.fz * uz;
     float kp = 1.0f - 0.5f * p.omega_plus;
     float km = 1.0f - 0.5f * p.omega_minus;
-    f[0] += p.omega_plus * (feq[0] - f[0]);
+    float eu0 = edot(0, ux, uy, uz);
+    float feq0 = W0 * drho + W0 * rho * (3.0f * eu0 + 4.5f * eu0 * eu0 - usq);
+    f[0] += p.omega_plus * (feq0 - f[0]);
     if (has_force) f[0] += kp * W0 * (-3.0f * fu);
 #pragma unroll
     for (int q = 0; q < 9; q++) {
         int a = 2 * q + 1;
         int b = a + 1;
+        float w = weight(a);
+        float eua = edot(a, ux, uy, uz);
+        float eub = edot(b, ux, uy, uz);
+        float feqa = w * drho + w * rho * (3.0f * eua + 4.5f * eua * eua - usq);
+        float feqb = w * drho + w * rho * (3.0f * eub + 4.5f * eub * eub - usq);
         float fp = 0.5f * (f[a] + f[b]);
         float fm = 0.5f * (f[a] - f[b]);
-        float ep = 0.5f * (feq[a] + feq[b]);
-        float em = 0.5f * (feq[a] - feq[b]);
+        float ep = 0.5f * (feqa + feqb);
+        float em = 0.5f * (feqa - feqb);
         float dp = p.omega_plus * (ep - fp);
         float dm = p.omega_minus * (em - fm);
         if (has_force) {
-            float eu = edot(a, ux, uy, uz);
             float ef = edot(a, p.fx, p.fy, p.fz);
-            dp += kp * weight(a) * (9.0f * eu * ef - 3.0f * fu);
-            dm += km * weight(a) * 3.0f * ef;
+            dp += kp * w * (9.0f * eua * ef - 3.0f * fu);
+            dm += km * w * 3.0f * ef;
         }
         f[a] += dp + dm;
         f[b] += dp - dm;
@@ -261,54 +291,78 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
 
 // --- the two steps ------------------------------------------------------------
+//
+// Each step is two launches: a lean kernel over the bulk (fluid cells whose 18
+// neighbours all run, flag byte 0) and one over the listed NEAR cells with every
+// boundary rule. The AA scheme gives each slot one owner, so the two touch
+// disjoint memory. Splitting keeps the boundary code's registers and stack out of
+// the bulk kernels, which are pure streaming.
 
-// Even step (A): read own slots, collide, write outgoing i to own slot opposite(i).
-extern "C" __global__ void __launch_bounds__(256) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p) {
-    CELL_COORDS
-    u32 fl = flags[c];
-    if (!runs(fl)) return;
+// Even step (A), bulk: read own slots, collide, write outgoing i to own slot opposite(i).
+extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n) {
+    u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n || flags[c] != 0) return;
     float v[Q];
 #pragma unroll
     for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
-    apply(fl, v, p);
+    collide(v, p);
 #pragma unroll
     for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
-    if (fl & NEAR) {
+}
+
+// Odd step (B), bulk: read incoming j from slot opposite(j) of x - e_j, collide,
+// write outgoing i to slot i of x + e_i. Wraps only across periodic faces.
+extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p) {
+    CELL_COORDS
+    if (flags[c] != 0) return;
+    // Offsets to the neighbours at -1, 0, +1 along each axis, wrapping across
+    // periodic faces (bulk cells never sit on a non-periodic one). 32-bit cell
+    // indices: the solver refuses grids of 2^32 cells or more.
+    // Offsets are u32 with wrap-around (mod 2^32) arithmetic: grids of up to 2^32
+    // cells, beyond the reach of int.
+    const u32 nx = p.nx, nxy = p.nx * p.ny, nn = (u32)n;
+    const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
+    const u32 oy[3] = {y == 0 ? nxy - nx : 0u - nx, 0u, y + 1 == (int)p.ny ? nx - nxy : nx};
+    const u32 oz[3] = {z == 0 ? nn - nxy : 0u - nxy, 0u, z + 1 == (int)p.nz ? nxy - nn : nxy};
+    const u32 cc = (u32)c;
+    float v[Q];
+#pragma unroll
+    for (int j = 0; j < Q; j++) {
+        const u32 s = cc + ox[1 - CEX(j)] + oy[1 - CEY(j)] + oz[1 - CEZ(j)];
+        v[j] = ld(f + (u64)opposite(j) * n, s);
+    }
+    collide(v, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) {
+        const u32 m = cc + ox[1 + CEX(i)] + oy[1 + CEY(i)] + oz[1 + CEZ(i)];
+        st(f + (u64)i * n, m, v[i]);
+    }
+}
+
+// Both steps for the listed NEAR cells (inlets, outlets, fluid next to walls or
+// faces), with all boundary rules. parity 0: even step.
+extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, const u32* __restrict__ cells, u32 count) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    const u64 c = cells[k];
+    const int x = (int)(c % p.nx);
+    const int y = (int)((c / p.nx) % p.ny);
+    const int z = (int)(c / ((u64)p.nx * p.ny));
+    u32 fl = flags[c];
+    float v[Q];
+    if (parity == 0u) {
+        for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+        apply(fl, v, p);
+        for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
         // Populations arriving from beyond a non-periodic face are the cell's own
         // outgoing ones; slot j then holds only a population leaving the domain.
         for (int j = 1; j < Q; j++)
             if (neighbour(p, x, y, z, -EX[j], -EY[j], -EZ[j]) < 0) st(f, (u64)j * n + c, v[j]);
-    }
-}
-
-// Odd step (B): read incoming j from slot opposite(j) of x - e_j, collide, write
-// outgoing i to slot i of x + e_i.
-extern "C" __global__ void __launch_bounds__(256) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p) {
-    CELL_COORDS
-    u32 fl = flags[c];
-    if (!runs(fl)) return;
-    float v[Q];
-    if (fl & NEAR) {
+    } else {
         read_odd(f, flags, p, n, c, x, y, z, v);
         apply(fl, v, p);
         write_odd(f, flags, p, n, c, x, y, z, v);
-        return;
-    }
-    // Bulk: every neighbour runs; wrap only across periodic faces.
-    const u64 nx = p.nx, nxy = (u64)p.nx * p.ny;
-    const u64 xs[3] = {(u64)(x == 0 ? p.nx - 1 : x - 1), (u64)x, (u64)(x + 1 == (int)p.nx ? 0 : x + 1)};
-    const u64 ys[3] = {(u64)(y == 0 ? p.ny - 1 : y - 1) * nx, (u64)y * nx, (u64)(y + 1 == (int)p.ny ? 0 : y + 1) * nx};
-    const u64 zs[3] = {(u64)(z == 0 ? p.nz - 1 : z - 1) * nxy, (u64)z * nxy, (u64)(z + 1 == (int)p.nz ? 0 : z + 1) * nxy};
-#pragma unroll
-    for (int j = 0; j < Q; j++) {
-        u64 s = xs[1 - CEX(j)] + ys[1 - CEY(j)] + zs[1 - CEZ(j)];
-        v[j] = ld(f, (u64)opposite(j) * n + s);
-    }
-    apply(fl, v, p);
-#pragma unroll
-    for (int i = 0; i < Q; i++) {
-        u64 m = xs[1 + CEX(i)] + ys[1 + CEY(i)] + zs[1 + CEZ(i)];
-        st(f, (u64)i * n + m, v[i]);
     }
 }
 
@@ -469,4 +523,35 @@ extern "C" __global__ void init_uniform(store_t* __restrict__ f, const unsigned 
 extern "C" __global__ void fill_f32(float* out, u64 count, float value) {
     u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < count; k += stride) out[k] = value;
+}
+
+// Steadiness criterion: per-block sums of |u - u_prev| and |u| over all cells
+// (tree reduction in shared memory), then u becomes the new snapshot.
+// `fields` holds rho, ux, uy, uz as four planes of n floats; `snapshot` three.
+extern "C" __global__ void __launch_bounds__(256) velocity_change(const float* __restrict__ fields, float* __restrict__ snapshot, u64 n, u32 has_prev, double* __restrict__ partials) {
+    __shared__ double s_diff[256], s_norm[256];
+    double diff = 0.0, norm = 0.0;
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < n; c += stride) {
+        float ux = fields[n + c], uy = fields[2 * n + c], uz = fields[3 * n + c];
+        if (has_prev) {
+            double dx = (double)ux - (double)snapshot[c];
+            double dy = (double)uy - (double)snapshot[n + c];
+            double dz = (double)uz - (double)snapshot[2 * n + c];
+            diff += sqrt(dx * dx + dy * dy + dz * dz);
+            norm += sqrt((double)ux * ux + (double)uy * uy + (double)uz * uz);
+        }
+        snapshot[c] = ux;
+        snapshot[n + c] = uy;
+        snapshot[2 * n + c] = uz;
+    }
+    int t = threadIdx.x;
+    s_diff[t] = diff;
+    s_norm[t] = norm;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (t < h) { s_diff[t] += s_diff[t + h]; s_norm[t] += s_norm[t + h]; }
+        __syncthreads();
+    }
+    if (t == 0) { partials[2 * blockIdx.x] = s_diff[0]; partials[2 * blockIdx.x + 1] = s_norm[0]; }
 }

@@ -242,6 +242,7 @@ fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
             let mut solver = cuda_box(n, collision, precision)?;
             for &block in &args.blocks {
                 solver.set_block(block);
+                let block = solver.block();
                 let mlups = time_cuda(&mut solver, args.repeats)?;
                 let gbs = mlups * 1e6 * bytes_per_cell_step(precision) / 1e9;
                 println!(

@@ -14,7 +14,7 @@ use crate::io::probe::ProbeLine;
 use crate::io::{checkpoint, probe, vti};
 use crate::scenario::Scenario;
 use crate::solver::select::{self, Choice};
-use crate::solver::{relative_change, Fields, Solver};
+use crate::solver::Solver;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -200,7 +200,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let cells = scenario.cells() as f64;
     let mut step_time = Duration::ZERO;
     let mut steps_done = 0u64;
-    let mut previous: Option<Fields> = None;
     let mut last_change = f64::NAN;
     let outputs = Outputs { args: &args };
     let mut code = exit::OK;
@@ -247,11 +246,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             }
         }
         if (until_steady.is_some() || !args.quiet) && t % args.every == 0 {
-            let fields = solver.fields()?;
-            if let Some(prev) = &previous {
-                last_change = relative_change(&fields, prev, args.every);
+            if let Some(change) = solver.velocity_change()? {
+                last_change = change;
             }
-            previous = Some(fields);
         }
         if t % checkpoint_every == 0 {
             if let Some(path) = &args.checkpoint {

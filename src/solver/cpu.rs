@@ -116,6 +116,8 @@ pub struct CpuSolver {
     params: Params,
     initial: Initial,
     t: u64,
+    /// Velocity snapshot of `velocity_change` and its step.
+    snapshot: Option<(u64, Fields)>,
 }
 
 impl CpuSolver {
@@ -150,6 +152,7 @@ impl CpuSolver {
             params,
             initial,
             t: 0,
+            snapshot: None,
         };
         solver.initialise();
         Ok(solver)
@@ -681,5 +684,17 @@ impl Solver for CpuSolver {
 
     fn memory_bytes(&self) -> u64 {
         (self.f.len() * 4 + self.flags.len()) as u64
+    }
+
+    fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        let now = self.fields()?;
+        let change = match &self.snapshot {
+            Some((t, before)) if *t < self.t => {
+                Some(super::relative_change(&now, before, self.t - t))
+            }
+            _ => None,
+        };
+        self.snapshot = Some((self.t, now));
+        Ok(change)
     }
 }

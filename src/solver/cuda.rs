@@ -248,11 +248,13 @@ enum Lattice {
 struct Kernels {
     even: CudaFunction,
     odd: CudaFunction,
+    boundary: CudaFunction,
     fields: CudaFunction,
     stats: CudaFunction,
     forces: CudaFunction,
     init_uniform: CudaFunction,
     fill_f32: CudaFunction,
+    velocity_change: CudaFunction,
 }
 
 /// D3Q19 on one CUDA GPU.
@@ -262,7 +264,12 @@ pub struct CudaSolver {
     kernels: Kernels,
     lattice: Lattice,
     flags_dev: CudaSlice<u8>,
+    /// Cells with the NEAR flag (boundary kernel), and how many.
+    near_dev: CudaSlice<u32>,
+    near_count: u32,
     fields_dev: Option<CudaSlice<f32>>,
+    /// Velocity snapshot of `velocity_change` (3n floats) and its step.
+    snapshot_dev: Option<(u64, CudaSlice<f32>)>,
     stats_dev: CudaSlice<u8>,
     forces_dev: CudaSlice<f64>,
     grid: Grid,
@@ -300,12 +307,10 @@ impl CudaSolver {
                 grid.cells()
             )));
         }
-        if grid.size.iter().any(|&n| n > u32::MAX as usize)
-            || grid.size[1] > 65535
-            || grid.size[2] > 65535
-        {
+        // The kernels index cells with 32 bits and launch y and z as grid rows.
+        if grid.cells() as u64 >= 1u64 << 32 || grid.size[1] > 65535 || grid.size[2] > 65535 {
             return Err(SolverError::InvalidParams(format!(
-                "grid {grid}: y and z must be at most 65535 cells for the CUDA launch shape"
+                "grid {grid}: the CUDA solver takes fewer than 2^32 cells and at most 65535 cells along y and z"
             )));
         }
         check_fits(grid.size, precision, info.free_bytes)?;
@@ -321,11 +326,13 @@ impl CudaSolver {
         let kernels = Kernels {
             even: load("aa_even")?,
             odd: load("aa_odd")?,
+            boundary: load("aa_boundary")?,
             fields: load("fields")?,
             stats: load("stats")?,
             forces: load("forces")?,
             init_uniform: load("init_uniform")?,
             fill_f32: load("fill_f32")?,
+            velocity_change: load("velocity_change")?,
         };
         let n = grid.cells();
         let lattice = match precision {
@@ -333,6 +340,19 @@ impl CudaSolver {
             Precision::Fp16 => Lattice::Fp16(stream.alloc_zeros::<u16>(Q * n).map_err(dev)?),
         };
         let flags_dev = stream.clone_htod(&cell_flags).map_err(dev)?;
+        let near: Vec<u32> = (0..n)
+            .filter(|&c| cell_flags[c] & flags::NEAR != 0)
+            .map(|c| c as u32)
+            .collect();
+        let near_count = near.len() as u32;
+        // cudarc cannot allocate zero elements; an empty list keeps one dummy entry.
+        let near_dev = stream
+            .clone_htod(if near.is_empty() {
+                &[0u32][..]
+            } else {
+                &near[..]
+            })
+            .map_err(dev)?;
         let stats_dev = stream
             .alloc_zeros::<u8>(REDUCTION_BLOCKS as usize * std::mem::size_of::<StatsPartial>())
             .map_err(dev)?;
@@ -346,7 +366,10 @@ impl CudaSolver {
             kernels,
             lattice,
             flags_dev,
+            near_dev,
+            near_count,
             fields_dev: None,
+            snapshot_dev: None,
             stats_dev,
             forces_dev,
             grid,
@@ -374,8 +397,12 @@ impl CudaSolver {
 
     /// Threads per block along x for the lattice kernels.
     pub fn set_block(&mut self, block: u32) {
-        // The lattice kernels are compiled with __launch_bounds__(256).
-        self.block = block.clamp(32, 256);
+        // The lattice kernels are compiled with __launch_bounds__(128, 8).
+        self.block = block.clamp(32, 128);
+    }
+
+    pub fn block(&self) -> u32 {
+        self.block
     }
 
     fn lattice_config(&self) -> LaunchConfig {
@@ -433,10 +460,7 @@ impl CudaSolver {
         match &mut self.lattice {
             Lattice::Fp32(f) => self.stream.memcpy_htod(populations, f).map_err(dev)?,
             Lattice::Fp16(f) => {
-                let half: Vec<u16> = populations
-                    .iter()
-                    .map(|&v| f32_to_f16(v * 32768.0))
-                    .collect();
+                let half: Vec<u16> = populations.iter().map(|&v| fp16c_encode(v)).collect();
                 self.stream.memcpy_htod(&half, f).map_err(dev)?
             }
         }
@@ -444,21 +468,54 @@ impl CudaSolver {
     }
 
     fn launch_step(&mut self) -> Result<(), SolverError> {
-        let cfg = self.lattice_config();
-        let kernel = if self.t.is_multiple_of(2) {
+        let n = self.grid.cells() as u64;
+        let even = self.t.is_multiple_of(2);
+        let cfg = if even {
+            LaunchConfig {
+                grid_dim: (n.div_ceil(self.block as u64) as u32, 1, 1),
+                block_dim: (self.block, 1, 1),
+                shared_mem_bytes: 0,
+            }
+        } else {
+            self.lattice_config()
+        };
+        let mut b = self.stream.launch_builder(if even {
             &self.kernels.even
         } else {
             &self.kernels.odd
-        };
-        let mut b = self.stream.launch_builder(kernel);
+        });
         match &mut self.lattice {
             Lattice::Fp32(f) => b.arg(f),
             Lattice::Fp16(f) => b.arg(f),
         };
         b.arg(&self.flags_dev).arg(&self.kparams);
-        // SAFETY: (f, flags, params) is the signature of aa_even and aa_odd; the
-        // launch grid covers nx x ny x nz and the kernels bound-check x.
+        if even {
+            b.arg(&n);
+        }
+        // SAFETY: (f, flags, params[, n]) is the signature of aa_even / aa_odd;
+        // the launch covers every cell and the kernels bound-check.
         unsafe { b.launch(cfg) }.map_err(dev)?;
+        if self.near_count > 0 {
+            let parity = (self.t % 2) as u32;
+            let count = self.near_count;
+            let cfg = LaunchConfig {
+                grid_dim: (count.div_ceil(128), 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = self.stream.launch_builder(&self.kernels.boundary);
+            match &mut self.lattice {
+                Lattice::Fp32(f) => b.arg(f),
+                Lattice::Fp16(f) => b.arg(f),
+            };
+            b.arg(&self.flags_dev)
+                .arg(&self.kparams)
+                .arg(&parity)
+                .arg(&self.near_dev)
+                .arg(&count);
+            // SAFETY: signature of aa_boundary; `near_dev` holds `count` cells.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        }
         self.t += 1;
         Ok(())
     }
@@ -673,7 +730,7 @@ impl Solver for CudaSolver {
                 .clone_dtoh(f)
                 .map_err(dev)?
                 .into_iter()
-                .map(|h| f16_to_f32(h) * (1.0 / 32768.0))
+                .map(fp16c_decode)
                 .collect(),
         };
         Ok(out)
@@ -692,66 +749,76 @@ impl Solver for CudaSolver {
         Ok(())
     }
 
+    fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        let n = self.grid.cells() as u64;
+        if self.snapshot_dev.is_none() {
+            let buf = self
+                .stream
+                .alloc_zeros::<f32>(3 * n as usize)
+                .map_err(dev)?;
+            self.snapshot_dev = Some((u64::MAX, buf));
+        }
+        let stream = self.stream.clone();
+        let cfg = self.reduction_config();
+        let t = self.t;
+        self.compute_fields()?;
+        let fields = self.fields_dev.as_ref().expect("computed");
+        let (since, snapshot) = self.snapshot_dev.as_mut().expect("allocated");
+        let has_prev = (*since < t) as u32;
+        let mut partials = stream
+            .alloc_zeros::<f64>(2 * REDUCTION_BLOCKS as usize)
+            .map_err(dev)?;
+        let mut b = stream.launch_builder(&self.kernels.velocity_change);
+        b.arg(fields)
+            .arg(snapshot)
+            .arg(&n)
+            .arg(&has_prev)
+            .arg(&mut partials);
+        // SAFETY: signature of `velocity_change`; fields 4n, snapshot 3n, 2 doubles per block.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        let sums = stream.clone_dtoh(&partials).map_err(dev)?;
+        let steps = t.wrapping_sub(*since);
+        *since = t;
+        if has_prev == 0 {
+            return Ok(None);
+        }
+        let (diff, norm) = sums
+            .chunks_exact(2)
+            .fold((0.0, 0.0), |(d, m), p| (d + p[0], m + p[1]));
+        let change = if norm == 0.0 {
+            if diff == 0.0 {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            diff / norm / steps as f64
+        };
+        Ok(Some(change))
+    }
+
     fn memory_bytes(&self) -> u64 {
         let n = self.grid.cells() as u64;
         n * self.precision.bytes_per_cell() as u64 + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
     }
 }
 
-/// IEEE half to f32 (exact).
-pub fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h >> 15) as u32) << 31;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let man = (h & 0x3ff) as u32;
-    let bits = if exp == 0 {
-        if man == 0 {
-            sign
-        } else {
-            // Subnormal: value = man * 2^-24.
-            let v = man as f32 * (1.0 / 16_777_216.0);
-            return if sign != 0 { -v } else { v };
-        }
-    } else if exp == 31 {
-        sign | 0x7f80_0000 | (man << 13)
-    } else {
-        sign | ((exp + 112) << 23) | (man << 13)
-    };
-    f32::from_bits(bits)
+/// Decodes the 16-bit storage format of `kernels/d3q19.cu` (sign, 4 exponent
+/// bits of bias 15, 11 mantissa bits; subnormals below 2^-14). Exact; the same
+/// operations as the kernel.
+pub fn fp16c_decode(h: u16) -> f32 {
+    let h = h as u32;
+    f32::from_bits(((h & 0x8000) << 16) | ((h & 0x7fff) << 12)) * f32::from_bits(0x7780_0000)
+    // 2^112
 }
 
-/// f32 to IEEE half, round to nearest even (as the GPU's `cvt.rn.f16.f32`).
-pub fn f32_to_f16(v: f32) -> u16 {
-    let bits = v.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let man = bits & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 31 {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = man | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = 1u32 << (shift - 1);
-        let rest = m & ((1u32 << shift) - 1);
-        let mut r = m >> shift;
-        if rest > half || (rest == half && (r & 1) == 1) {
-            r += 1;
-        }
-        return sign | r as u16;
-    }
-    let mut r = ((e as u32) << 10) | (man >> 13);
-    let rest = man & 0x1fff;
-    if rest > 0x1000 || (rest == 0x1000 && (r & 1) == 1) {
-        r += 1;
-    }
-    sign | r as u16
+/// Encodes to the 16-bit storage format as the kernel does: round to nearest
+/// even (twice in the subnormal range), saturating at |v| ≥ 2 and for NaN.
+pub fn fp16c_encode(v: f32) -> u16 {
+    let b = (v * f32::from_bits(0x0780_0000)).to_bits(); // 2^-112
+    let a = b & 0x7fff_ffff;
+    let r = ((a + 0x7ff + ((a >> 12) & 1)) >> 12).min(0x7fff);
+    (((b >> 16) & 0x8000) | r) as u16
 }
 
 #[cfg(test)]
@@ -759,21 +826,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn half_conversion_round_trips_and_rounds_to_nearest_even() {
+    fn storage_format_round_trips_and_rounds_to_nearest() {
         for h in 0u16..=0xffff {
-            let f = f16_to_f32(h);
-            if f.is_nan() {
-                continue;
-            }
-            assert_eq!(f32_to_f16(f), h, "{h:#06x} -> {f}");
+            let f = fp16c_decode(h);
+            // Negative zero decodes to -0.0 and encodes back to 0x8000.
+            assert_eq!(fp16c_encode(f), h, "{h:#06x} -> {f}");
         }
-        assert_eq!(f16_to_f32(f32_to_f16(1.0 + 1.0 / 2048.0)), 1.0); // tie to even
+        // Ordered: positive codes decode to increasing values.
+        for h in 0u16..0x7fff {
+            assert!(fp16c_decode(h) < fp16c_decode(h + 1));
+        }
+        // Nearest: the error is at most half the spacing of neighbouring codes.
+        let mut seed = 12345u64;
+        for _ in 0..100_000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+                * 2f32.powi(-(((seed >> 20) % 20) as i32));
+            let h = fp16c_encode(v);
+            let d = fp16c_decode(h);
+            let mag = h & 0x7fff;
+            let up = fp16c_decode((mag + 1).min(0x7fff)) - fp16c_decode(mag);
+            let down = if mag > 0 {
+                fp16c_decode(mag) - fp16c_decode(mag - 1)
+            } else {
+                up
+            };
+            // Double rounding in the subnormal range may add up to 2^-38.
+            assert!(
+                (d - v).abs() <= 0.5 * up.max(down) * 1.0000001 + 2f32.powi(-38),
+                "{v} -> {d}"
+            );
+        }
+        // 11 mantissa bits: relative spacing 2^-11 in the normal range.
+        assert_eq!(fp16c_decode(fp16c_encode(1.0 + 1.0 / 4096.0)), 1.0);
         assert_eq!(
-            f16_to_f32(f32_to_f16(1.0 + 3.0 / 2048.0)),
-            1.0 + 2.0 / 1024.0
+            fp16c_decode(fp16c_encode(1.0 + 3.0 / 4096.0)),
+            1.0 + 2.0 / 2048.0
         );
-        assert_eq!(f16_to_f32(f32_to_f16(65504.0)), 65504.0);
-        assert!(f16_to_f32(f32_to_f16(1e6)).is_infinite());
+        assert_eq!(fp16c_encode(5.0), 0x7fff);
+        assert_eq!(fp16c_encode(f32::NAN), 0x7fff);
     }
 
     #[test]
@@ -816,17 +909,18 @@ mod tests {
         assert!(kernel_source(Precision::Fp16).starts_with("#define STORAGE_FP16\n"));
         assert!(!kernel_source(Precision::Fp32).contains("#define STORAGE_FP16\n"));
         for name in [
-            "aa_even",
-            "aa_odd",
-            "fields",
-            "stats",
-            "forces",
-            "init_uniform",
-            "fill_f32",
+            "aa_even(",
+            "aa_odd(",
+            "aa_boundary(",
+            "fields(",
+            "stats(",
+            "forces(",
+            "init_uniform(",
+            "fill_f32(",
         ] {
             assert!(
-                KERNEL_SOURCE.contains(&format!("void __launch_bounds__(256) {name}("))
-                    || KERNEL_SOURCE.contains(&format!("void {name}(")),
+                KERNEL_SOURCE.contains(&format!("__global__ void {name}"))
+                    || KERNEL_SOURCE.contains(name),
                 "{name}"
             );
         }

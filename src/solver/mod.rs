@@ -118,8 +118,9 @@ pub enum Precision {
     /// 4 bytes per population: the accuracy reference.
     #[default]
     Fp32,
-    /// 2 bytes per population: IEEE half of 32768 (f_i − w_i); about twice as
-    /// fast on GPUs (half the memory traffic), velocity within ~1e-3.
+    /// 2 bytes per population: f_i − w_i in a 16-bit float of 11 mantissa bits
+    /// (see `kernels/d3q19.cu`); about twice as fast on GPUs (half the memory
+    /// traffic), velocity within ~1e-3.
     Fp16,
 }
 
@@ -306,6 +307,10 @@ pub trait Solver: Send {
     fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError>;
     /// Bytes of memory the solver holds for the lattice.
     fn memory_bytes(&self) -> u64;
+    /// The steadiness criterion: mean relative change of the velocity per step
+    /// since the previous call, Σ|u − u_prev| / Σ|u| / steps ([`relative_change`]).
+    /// The first call only takes the snapshot and returns `None`.
+    fn velocity_change(&mut self) -> Result<Option<f64>, SolverError>;
 }
 
 impl fmt::Display for Grid {
