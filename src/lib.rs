@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod io;
+pub mod render;
 pub mod scenario;
 pub mod solver;
 pub mod validation;

@@ -5,6 +5,7 @@
 
 mod bench;
 mod check;
+mod render;
 mod run;
 
 use std::path::PathBuf;
@@ -71,6 +72,8 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Measure solver speed in MLUPS (million lattice-cell updates per second).
     Bench(bench::BenchArgs),
+    /// Run a scenario and draw an isosurface off-screen to a PNG file.
+    Render(Box<render::RenderArgs>),
     /// Compare the CUDA solver with the CPU reference (needs a GPU).
     CheckCuda(check::CheckArgs),
     /// Compile the CUDA kernels with NVRTC (needs libnvrtc, no GPU) and write
@@ -92,6 +95,7 @@ pub fn main() -> i32 {
         Command::Info { scenario, set } => info(&scenario, &set).map(|_| exit::OK),
         Command::Run(args) => run::run(*args),
         Command::Bench(args) => bench::bench(args).map(|_| exit::OK),
+        Command::Render(args) => render::render(*args).map(|_| exit::OK),
         Command::CheckCuda(args) => {
             check::check(args).map(|ok| if ok { exit::OK } else { exit::ERROR })
         }

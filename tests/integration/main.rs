@@ -10,6 +10,7 @@ mod cli;
 mod cuda;
 mod forces;
 mod physics;
+mod render;
 mod scenarios;
 mod validation;
 mod vti;

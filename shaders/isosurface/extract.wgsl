@@ -1,0 +1,159 @@
+// Marching tetrahedra: one invocation per cube cell, six tetrahedra per cube
+// around the diagonal 0-7 (src/render/isosurface/tables.rs), triangles appended
+// with an atomic bump counter; an overflow flag tells the CPU to grow the buffer.
+// Edge points are interpolated from the corner of lower grid index, so cubes
+// sharing an edge compute the same bits (watertight). CPU twin: isosurface/cpu.rs.
+
+struct ExtractParams {
+    size: vec3<u32>,
+    iso: f32,
+    // Cubes are extracted only where all corners lie in [lo, hi] (the boundary
+    // layers of non-periodic faces carry wall values, not flow).
+    lo: vec3<u32>,
+    capacity: u32,   // vertices the buffer holds
+    hi: vec3<u32>,
+    _pad: u32,
+}
+
+struct Vertex {
+    position: vec4<f32>,   // xyz in cells, w = 1
+    normal: vec4<f32>,     // field gradient direction, w = 0
+}
+
+@group(0) @binding(0) var scalar: texture_3d<f32>;
+@group(0) @binding(1) var<storage, read_write> vertices: array<Vertex>;
+@group(0) @binding(2) var<storage, read_write> counter: array<atomic<u32>, 2>;   // vertices, overflow
+@group(0) @binding(3) var<uniform> params: ExtractParams;
+
+var<private> TETS: array<vec4<u32>, 6> = array<vec4<u32>, 6>(
+    vec4<u32>(0u, 1u, 3u, 7u),
+    vec4<u32>(0u, 3u, 2u, 7u),
+    vec4<u32>(0u, 2u, 6u, 7u),
+    vec4<u32>(0u, 6u, 4u, 7u),
+    vec4<u32>(0u, 4u, 5u, 7u),
+    vec4<u32>(0u, 5u, 1u, 7u),
+);
+
+fn corner(base: vec3<u32>, k: u32) -> vec3<u32> {
+    return base + vec3<u32>(k & 1u, (k >> 1u) & 1u, (k >> 2u) & 1u);
+}
+
+fn value(p: vec3<u32>) -> f32 {
+    return textureLoad(scalar, vec3<i32>(p), 0).x;
+}
+
+fn gradient(p: vec3<u32>) -> vec3<f32> {
+    let q = vec3<i32>(p);
+    let m = vec3<i32>(params.size) - vec3<i32>(1);
+    var g = vec3<f32>(0.0);
+    for (var a = 0; a < 3; a++) {
+        var e = vec3<i32>(0);
+        e[a] = 1;
+        let lo = clamp(q - e, vec3<i32>(0), m);
+        let hi = clamp(q + e, vec3<i32>(0), m);
+        let d = f32(hi[a] - lo[a]);
+        if (d > 0.0) {
+            g[a] = (textureLoad(scalar, hi, 0).x - textureLoad(scalar, lo, 0).x) / d;
+        }
+    }
+    return g;
+}
+
+// Crossing on the edge between cube corners i < j (lower corner = lower grid index).
+fn edge(base: vec3<u32>, i: u32, j: u32, vi: f32, vj: f32) -> Vertex {
+    let a = corner(base, i);
+    let b = corner(base, j);
+    let t = (params.iso - vi) / (vj - vi);
+    let pa = vec3<f32>(a);
+    let pb = vec3<f32>(b);
+    let p = pa + t * (pb - pa);
+    let n = mix(gradient(a), gradient(b), t);
+    return Vertex(vec4<f32>(p, 1.0), vec4<f32>(n, 0.0));
+}
+
+fn crossing(base: vec3<u32>, corners: array<u32, 4>, values: array<f32, 4>, i: u32, j: u32) -> Vertex {
+    var c = corners;
+    var v = values;
+    if (c[i] < c[j]) {
+        return edge(base, c[i], c[j], v[i], v[j]);
+    }
+    return edge(base, c[j], c[i], v[j], v[i]);
+}
+
+fn emit(at: u32, a: Vertex, b: Vertex, c: Vertex) {
+    vertices[at] = a;
+    vertices[at + 1u] = b;
+    vertices[at + 2u] = c;
+}
+
+@compute @workgroup_size(4, 4, 4)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (any(id + vec3<u32>(1u) >= params.size) || any(id < params.lo) || any(id + vec3<u32>(1u) > params.hi)) {
+        return;
+    }
+    var cv: array<f32, 8>;
+    for (var k = 0u; k < 8u; k++) {
+        cv[k] = value(corner(id, k));
+    }
+    // Count first, then reserve once per cube.
+    var count = 0u;
+    for (var t = 0u; t < 6u; t++) {
+        var inside = 0u;
+        for (var k = 0u; k < 4u; k++) {
+            inside += select(0u, 1u, cv[TETS[t][k]] < params.iso);
+        }
+        count += select(0u, select(1u, 2u, inside == 2u), inside > 0u && inside < 4u);
+    }
+    if (count == 0u) {
+        return;
+    }
+    let start = atomicAdd(&counter[0], 3u * count);
+    if (start + 3u * count > params.capacity) {
+        atomicStore(&counter[1], 1u);
+        return;
+    }
+    var at = start;
+    for (var t = 0u; t < 6u; t++) {
+        let c = array<u32, 4>(TETS[t][0], TETS[t][1], TETS[t][2], TETS[t][3]);
+        let v = array<f32, 4>(cv[c[0]], cv[c[1]], cv[c[2]], cv[c[3]]);
+        var ins = array<u32, 4>(0u, 0u, 0u, 0u);
+        var outs = array<u32, 4>(0u, 0u, 0u, 0u);
+        var ni = 0u;
+        var no = 0u;
+        for (var k = 0u; k < 4u; k++) {
+            if (v[k] < params.iso) {
+                ins[ni] = k;
+                ni++;
+            } else {
+                outs[no] = k;
+                no++;
+            }
+        }
+        if (ni == 1u) {
+            emit(at, crossing(id, c, v, ins[0], outs[0]), crossing(id, c, v, ins[0], outs[1]), crossing(id, c, v, ins[0], outs[2]));
+            at += 3u;
+        } else if (ni == 3u) {
+            emit(at, crossing(id, c, v, ins[0], outs[0]), crossing(id, c, v, ins[1], outs[0]), crossing(id, c, v, ins[2], outs[0]));
+            at += 3u;
+        } else if (ni == 2u) {
+            let p0 = crossing(id, c, v, ins[0], outs[0]);
+            let p1 = crossing(id, c, v, ins[0], outs[1]);
+            let p2 = crossing(id, c, v, ins[1], outs[1]);
+            let p3 = crossing(id, c, v, ins[1], outs[0]);
+            emit(at, p0, p1, p2);
+            emit(at + 3u, p0, p2, p3);
+            at += 6u;
+        }
+    }
+}
+
+// Indirect draw arguments from the bump counter (clamped to the capacity).
+@group(0) @binding(4) var<storage, read_write> draw_args: array<u32, 4>;
+
+@compute @workgroup_size(1)
+fn args() {
+    draw_args[0] = min(atomicLoad(&counter[0]), params.capacity);
+    draw_args[1] = 1u;
+    draw_args[2] = 0u;
+    draw_args[3] = 0u;
+}

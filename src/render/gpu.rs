@@ -1,0 +1,85 @@
+//! The wgpu device: headless (no window, no surface) or shared with a window.
+
+/// Why no GPU rendering is possible.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no Vulkan graphics adapter found ({0}); on Debian/Ubuntu install mesa-vulkan-drivers (software rendering) or a GPU driver with Vulkan")]
+    NoAdapter(String),
+    #[error("the graphics device could not be opened: {0}")]
+    Device(String),
+}
+
+/// A device and its queue.
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    /// Whether timestamp queries are available (benchmarks).
+    pub timestamps: bool,
+}
+
+/// Native wgpu futures complete on their first poll.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+impl Gpu {
+    /// Opens the best Vulkan adapter (a real GPU before a software one).
+    pub fn headless() -> Result<Gpu, GpuError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::VULKAN,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        let info = adapter.get_info();
+        let wanted = wgpu::Features::TIMESTAMP_QUERY;
+        let features = adapter.features() & wanted;
+        let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("flowscope"),
+            required_features: features,
+            required_limits: wgpu::Limits::default().using_resolution(adapter.limits()),
+            ..Default::default()
+        }))
+        .map_err(|e| GpuError::Device(e.to_string()))?;
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+        })
+    }
+
+    /// Copies `size` bytes of `buffer` (COPY_SRC) to the host, waiting for the GPU.
+    pub fn read_buffer(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>, GpuError> {
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        self.queue.submit([encoder.finish()]);
+        staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Device(format!("waiting for the GPU: {e}")))?;
+        let bytes = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| GpuError::Device(format!("reading back a buffer: {e}")))?
+            .to_vec();
+        staging.unmap();
+        Ok(bytes)
+    }
+}

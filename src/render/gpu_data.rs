@@ -1,0 +1,55 @@
+//! Rust mirrors of the structs shared with WGSL: `#[repr(C)]`, `Pod`, explicit
+//! padding, size asserted. Keep each in sync with the shader named.
+
+use bytemuck::{Pod, Zeroable};
+
+/// shaders/fields/derive.wgsl `DeriveParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct DeriveParams {
+    pub size: [u32; 3],
+    pub plot: u32,
+}
+const _: () = assert!(std::mem::size_of::<DeriveParams>() == 16);
+
+/// shaders/fields/minmax.wgsl `ReduceParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct ReduceParams {
+    pub size: [u32; 3],
+    pub groups: u32,
+}
+const _: () = assert!(std::mem::size_of::<ReduceParams>() == 16);
+
+/// shaders/isosurface/extract.wgsl `ExtractParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct ExtractParams {
+    pub size: [u32; 3],
+    pub iso: f32,
+    pub lo: [u32; 3],
+    pub capacity: u32,
+    pub hi: [u32; 3],
+    pub _pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<ExtractParams>() == 48);
+
+/// shaders/isosurface/extract.wgsl and draw.wgsl `Vertex`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+pub struct Vertex {
+    pub position: [f32; 4],
+    pub normal: [f32; 4],
+}
+const _: () = assert!(std::mem::size_of::<Vertex>() == 32);
+
+/// shaders/isosurface/draw.wgsl `Camera`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct CameraUniform {
+    pub view_proj: [[f32; 4]; 4],
+    pub eye: [f32; 4],
+    pub colour: [f32; 4],
+    pub light: [f32; 4],
+}
+const _: () = assert!(std::mem::size_of::<CameraUniform>() == 112);

@@ -1,0 +1,188 @@
+//! Isosurfaces by marching tetrahedra on the GPU (`shaders/isosurface/extract.wgsl`):
+//! triangles appended to a storage buffer with a bump counter, an overflow flag
+//! that makes the CPU grow the buffer, and indirect draw arguments, so geometry
+//! never comes back to the CPU. `cpu` is the test twin.
+
+pub mod cpu;
+pub mod tables;
+
+use super::gpu::{Gpu, GpuError};
+use super::gpu_data::{ExtractParams, Vertex};
+use super::passes::{buffer_entry, compute_pipeline, storage};
+use super::volume::Volume;
+
+/// Extraction pipelines and their buffers.
+pub struct Extractor {
+    layout: wgpu::BindGroupLayout,
+    extract: wgpu::ComputePipeline,
+    args: wgpu::ComputePipeline,
+    pub vertices: wgpu::Buffer,
+    /// [vertex count, overflow flag].
+    pub counter: wgpu::Buffer,
+    /// Indirect draw arguments (vertex count, 1, 0, 0).
+    pub draw_args: wgpu::Buffer,
+    params: wgpu::Buffer,
+    pub capacity: u32,
+    /// Corner range [lo, hi] of the cubes extracted (default: everything).
+    pub clip: ([u32; 3], [u32; 3]),
+}
+
+const VERTEX_SIZE: u64 = std::mem::size_of::<Vertex>() as u64;
+
+impl Extractor {
+    pub fn new(gpu: &Gpu, capacity: u32) -> Extractor {
+        let c = wgpu::ShaderStages::COMPUTE;
+        // Same order as the @group(0) block of extract.wgsl.
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("extract"),
+                entries: &[
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 0,
+                        visibility: c,
+                        ty: wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D3,
+                            multisampled: false,
+                        },
+                        count: None,
+                    },
+                    buffer_entry(1, storage(false), c),
+                    buffer_entry(2, storage(false), c),
+                    buffer_entry(3, wgpu::BufferBindingType::Uniform, c),
+                    buffer_entry(4, storage(false), c),
+                ],
+            });
+        let extract = compute_pipeline(gpu, &layout, "isosurface/extract.wgsl", "main");
+        let args = compute_pipeline(gpu, &layout, "isosurface/extract.wgsl", "args");
+        let buffer = |label, size, usage| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        use wgpu::BufferUsages as U;
+        let (vertices, capacity) = Self::vertex_buffer(gpu, capacity);
+        Extractor {
+            layout,
+            extract,
+            args,
+            vertices,
+            counter: buffer("iso counter", 8, U::STORAGE | U::COPY_DST | U::COPY_SRC),
+            draw_args: buffer("iso draw args", 16, U::STORAGE | U::INDIRECT | U::COPY_SRC),
+            params: buffer(
+                "iso params",
+                std::mem::size_of::<ExtractParams>() as u64,
+                U::UNIFORM | U::COPY_DST,
+            ),
+            capacity,
+            clip: ([0; 3], [u32::MAX; 3]),
+        }
+    }
+
+    /// Leaves out the boundary layer of each non-periodic face of `grid`.
+    pub fn clip_to_interior(&mut self, grid: &crate::solver::Grid) {
+        let lo = [0, 1, 2].map(|a| if grid.periodic[a] { 0 } else { 1 });
+        let hi = [0, 1, 2].map(|a| grid.size[a] as u32 - 1 - lo[a]);
+        self.clip = (lo, hi);
+    }
+
+    fn vertex_buffer(gpu: &Gpu, capacity: u32) -> (wgpu::Buffer, u32) {
+        let max = (gpu.device.limits().max_storage_buffer_binding_size / VERTEX_SIZE)
+            .min(u32::MAX as u64) as u32;
+        let capacity = capacity.clamp(3, max) / 3 * 3;
+        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("iso vertices"),
+            size: capacity as u64 * VERTEX_SIZE,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        (buffer, capacity)
+    }
+
+    /// Records extraction of the `iso` surface of `scalar` and the draw arguments.
+    pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume, iso: f32) {
+        let p = ExtractParams {
+            size: scalar.size,
+            iso,
+            lo: self.clip.0,
+            capacity: self.capacity,
+            hi: self.clip.1,
+            _pad: 0,
+        };
+        gpu.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
+        gpu.queue
+            .write_buffer(&self.counter, 0, bytemuck::cast_slice(&[0u32, 0u32]));
+        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("extract"),
+            layout: &self.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::TextureView(&scalar.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: self.vertices.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: self.counter.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: self.params.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 4,
+                    resource: self.draw_args.as_entire_binding(),
+                },
+            ],
+        });
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_bind_group(0, &bind, &[]);
+        pass.set_pipeline(&self.extract);
+        let [x, y, z] = scalar.size;
+        pass.dispatch_workgroups(x.div_ceil(4), y.div_ceil(4), z.div_ceil(4));
+        pass.set_pipeline(&self.args);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+
+    /// Extracts, and if the buffer overflowed grows it to fit and extracts again.
+    /// Returns the vertex count (a read-back of 8 bytes, not of the geometry).
+    pub fn extract(&mut self, gpu: &Gpu, scalar: &Volume, iso: f32) -> Result<u32, GpuError> {
+        loop {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            self.run(gpu, &mut encoder, scalar, iso);
+            gpu.queue.submit([encoder.finish()]);
+            let bytes = gpu.read_buffer(&self.counter, 8)?;
+            let c: &[u32] = bytemuck::cast_slice(&bytes);
+            if c[1] == 0 {
+                return Ok(c[0]);
+            }
+            let want = (c[0] as u64 * 5 / 4).min(u32::MAX as u64) as u32;
+            let (buffer, capacity) = Self::vertex_buffer(gpu, want);
+            if capacity <= self.capacity {
+                return Err(GpuError::Device(format!(
+                    "the isosurface needs {} vertices, more than one buffer may hold ({}); choose another isovalue",
+                    c[0], self.capacity
+                )));
+            }
+            self.vertices = buffer;
+            self.capacity = capacity;
+        }
+    }
+
+    /// The extracted vertices (tests; rendering draws them in place).
+    pub fn read_vertices(&self, gpu: &Gpu, count: u32) -> Result<Vec<Vertex>, GpuError> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = gpu.read_buffer(&self.vertices, count as u64 * VERTEX_SIZE)?;
+        Ok(bytemuck::cast_slice(&bytes).to_vec())
+    }
+}

@@ -1,0 +1,12 @@
+//! GPU visualisation: fields in 3D textures, derived scalars, reductions and
+//! isosurfaces as compute passes, and off-screen rendering to PNG. (The live
+//! window builds on these.)
+
+pub mod derive;
+pub mod gpu;
+pub mod gpu_data;
+pub mod isosurface;
+pub mod passes;
+pub mod scene;
+pub mod shaders;
+pub mod volume;

@@ -1,0 +1,266 @@
+//! Long-lived compute pipelines over field volumes: the derived scalar and its
+//! min/max. Created once; per-call data are uniform writes and bind groups.
+
+use wgpu::util::DeviceExt;
+
+use super::derive::PlotType;
+use super::gpu::{Gpu, GpuError};
+use super::gpu_data::{DeriveParams, ReduceParams};
+use super::shaders;
+use super::volume::Volume;
+
+fn texture_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Texture {
+            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+            view_dimension: wgpu::TextureViewDimension::D3,
+            multisampled: false,
+        },
+        count: None,
+    }
+}
+
+pub(crate) fn buffer_entry(
+    binding: u32,
+    ty: wgpu::BufferBindingType,
+    visibility: wgpu::ShaderStages,
+) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility,
+        ty: wgpu::BindingType::Buffer {
+            ty,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+pub(crate) fn storage(read_only: bool) -> wgpu::BufferBindingType {
+    wgpu::BufferBindingType::Storage { read_only }
+}
+
+pub(crate) fn compute_pipeline(
+    gpu: &Gpu,
+    layout: &wgpu::BindGroupLayout,
+    shader: &str,
+    entry: &str,
+) -> wgpu::ComputePipeline {
+    let module = shaders::module(&gpu.device, shader);
+    let pipeline_layout = gpu
+        .device
+        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(shader),
+            bind_group_layouts: &[Some(layout)],
+            immediate_size: 0,
+        });
+    gpu.device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+}
+
+/// `shaders/fields/derive.wgsl`: fields → scalar of a plot type.
+pub struct DerivePass {
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::ComputePipeline,
+    params: wgpu::Buffer,
+}
+
+impl DerivePass {
+    pub fn new(gpu: &Gpu) -> DerivePass {
+        // Same order as the @group(0) block of derive.wgsl.
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("derive"),
+                entries: &[
+                    texture_entry(0),
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 1,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::StorageTexture {
+                            access: wgpu::StorageTextureAccess::WriteOnly,
+                            format: wgpu::TextureFormat::R32Float,
+                            view_dimension: wgpu::TextureViewDimension::D3,
+                        },
+                        count: None,
+                    },
+                    buffer_entry(
+                        2,
+                        wgpu::BufferBindingType::Uniform,
+                        wgpu::ShaderStages::COMPUTE,
+                    ),
+                ],
+            });
+        let pipeline = compute_pipeline(gpu, &layout, "fields/derive.wgsl", "main");
+        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("derive params"),
+            size: std::mem::size_of::<DeriveParams>() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        DerivePass {
+            layout,
+            pipeline,
+            params,
+        }
+    }
+
+    pub fn run(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        fields: &Volume,
+        scalar: &Volume,
+        plot: PlotType,
+    ) {
+        let p = DeriveParams {
+            size: fields.size,
+            plot: plot.index(),
+        };
+        gpu.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
+        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("derive"),
+            layout: &self.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::TextureView(&fields.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(&scalar.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: self.params.as_entire_binding(),
+                },
+            ],
+        });
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        let [x, y, z] = fields.size;
+        pass.dispatch_workgroups(x.div_ceil(4), y.div_ceil(4), z.div_ceil(4));
+    }
+}
+
+/// Workgroups of the first reduction stage.
+const REDUCE_GROUPS: u32 = 256;
+
+/// `shaders/fields/minmax.wgsl`: exact min and max of a scalar volume.
+pub struct MinMax {
+    layout: wgpu::BindGroupLayout,
+    partial: wgpu::ComputePipeline,
+    finish: wgpu::ComputePipeline,
+    partials: wgpu::Buffer,
+    pub result: wgpu::Buffer,
+    params: wgpu::Buffer,
+}
+
+impl MinMax {
+    pub fn new(gpu: &Gpu) -> MinMax {
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("minmax"),
+                entries: &[
+                    texture_entry(0),
+                    buffer_entry(1, storage(false), wgpu::ShaderStages::COMPUTE),
+                    buffer_entry(2, storage(false), wgpu::ShaderStages::COMPUTE),
+                    buffer_entry(
+                        3,
+                        wgpu::BufferBindingType::Uniform,
+                        wgpu::ShaderStages::COMPUTE,
+                    ),
+                ],
+            });
+        let partial = compute_pipeline(gpu, &layout, "fields/minmax.wgsl", "partial");
+        let finish = compute_pipeline(gpu, &layout, "fields/minmax.wgsl", "finish");
+        let partials = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("minmax partials"),
+            size: 8 * REDUCE_GROUPS as u64,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let result = gpu
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("minmax result"),
+                contents: bytemuck::cast_slice(&[f32::NAN, f32::NAN]),
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            });
+        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("minmax params"),
+            size: std::mem::size_of::<ReduceParams>() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        MinMax {
+            layout,
+            partial,
+            finish,
+            partials,
+            result,
+            params,
+        }
+    }
+
+    /// Records the reduction of `scalar` into `self.result` ([min, max]).
+    pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume) {
+        let p = ReduceParams {
+            size: scalar.size,
+            groups: REDUCE_GROUPS,
+        };
+        gpu.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
+        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("minmax"),
+            layout: &self.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::TextureView(&scalar.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: self.partials.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: self.result.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: self.params.as_entire_binding(),
+                },
+            ],
+        });
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_bind_group(0, &bind, &[]);
+        pass.set_pipeline(&self.partial);
+        pass.dispatch_workgroups(REDUCE_GROUPS, 1, 1);
+        pass.set_pipeline(&self.finish);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+
+    /// Runs the reduction and reads [min, max] back (a few bytes: the slider range).
+    pub fn compute(&self, gpu: &Gpu, scalar: &Volume) -> Result<(f32, f32), GpuError> {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        self.run(gpu, &mut encoder, scalar);
+        gpu.queue.submit([encoder.finish()]);
+        let bytes = gpu.read_buffer(&self.result, 8)?;
+        let v: &[f32] = bytemuck::cast_slice(&bytes);
+        Ok((v[0], v[1]))
+    }
+}

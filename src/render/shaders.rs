@@ -1,0 +1,72 @@
+//! The WGSL sources, embedded in the binary, one file per stage under `shaders/`.
+
+/// (path under `shaders/`, source) of every shader.
+pub const ALL: &[(&str, &str)] = &[
+    (
+        "fields/derive.wgsl",
+        include_str!("../../shaders/fields/derive.wgsl"),
+    ),
+    (
+        "fields/minmax.wgsl",
+        include_str!("../../shaders/fields/minmax.wgsl"),
+    ),
+    (
+        "isosurface/extract.wgsl",
+        include_str!("../../shaders/isosurface/extract.wgsl"),
+    ),
+    (
+        "isosurface/draw.wgsl",
+        include_str!("../../shaders/isosurface/draw.wgsl"),
+    ),
+];
+
+/// The source of `shaders/<path>`.
+pub fn source(path: &str) -> &'static str {
+    ALL.iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, s)| *s)
+        .unwrap_or_else(|| panic!("no shader {path} in render::shaders::ALL"))
+}
+
+pub fn module(device: &wgpu::Device, path: &str) -> wgpu::ShaderModule {
+    device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(path),
+        source: wgpu::ShaderSource::Wgsl(source(path).into()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use wgpu::naga;
+
+    #[test]
+    fn every_shader_file_is_listed_and_valid_wgsl() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+        let mut on_disk = Vec::new();
+        for sub in std::fs::read_dir(&dir).unwrap() {
+            let sub = sub.unwrap().path();
+            if sub.is_dir() {
+                for f in std::fs::read_dir(&sub).unwrap() {
+                    let f = f.unwrap().path();
+                    if f.extension().is_some_and(|e| e == "wgsl") {
+                        on_disk.push(f.strip_prefix(&dir).unwrap().to_string_lossy().into_owned());
+                    }
+                }
+            }
+        }
+        on_disk.sort();
+        let mut listed: Vec<String> = super::ALL.iter().map(|(p, _)| p.to_string()).collect();
+        listed.sort();
+        assert_eq!(on_disk, listed, "shaders/ and render::shaders::ALL differ");
+        for (path, src) in super::ALL {
+            let module = naga::front::wgsl::parse_str(src)
+                .unwrap_or_else(|e| panic!("{path}: {}", e.emit_to_string(src)));
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::empty(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{path}: {}", e.emit_to_string(src)));
+        }
+    }
+}

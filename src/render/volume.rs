@@ -1,0 +1,153 @@
+//! Fields on the GPU: ρ and u in an rgba32float 3D texture, the derived scalar
+//! (and obstacle indicator) in r32float 3D textures.
+
+use super::gpu::Gpu;
+use crate::solver::{flags, Fields};
+
+/// One 3D texture and its view.
+pub struct Volume {
+    pub size: [u32; 3],
+    pub texture: wgpu::Texture,
+    pub view: wgpu::TextureView,
+}
+
+fn extent(size: [u32; 3]) -> wgpu::Extent3d {
+    wgpu::Extent3d {
+        width: size[0],
+        height: size[1],
+        depth_or_array_layers: size[2],
+    }
+}
+
+impl Volume {
+    fn new(
+        gpu: &Gpu,
+        size: [u32; 3],
+        format: wgpu::TextureFormat,
+        usage: wgpu::TextureUsages,
+        label: &str,
+    ) -> Volume {
+        let texture = gpu.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some(label),
+            size: extent(size),
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D3,
+            format,
+            usage,
+            view_formats: &[],
+        });
+        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        Volume {
+            size,
+            texture,
+            view,
+        }
+    }
+
+    /// (ρ, ux, uy, uz) per cell, written by [`Volume::write_fields`].
+    pub fn fields(gpu: &Gpu, size: [u32; 3]) -> Volume {
+        Volume::new(
+            gpu,
+            size,
+            wgpu::TextureFormat::Rgba32Float,
+            wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            "fields",
+        )
+    }
+
+    /// One float per cell, written by compute passes or [`Volume::write_scalar`].
+    pub fn scalar(gpu: &Gpu, size: [u32; 3]) -> Volume {
+        Volume::new(
+            gpu,
+            size,
+            wgpu::TextureFormat::R32Float,
+            wgpu::TextureUsages::TEXTURE_BINDING
+                | wgpu::TextureUsages::STORAGE_BINDING
+                | wgpu::TextureUsages::COPY_DST
+                | wgpu::TextureUsages::COPY_SRC,
+            "scalar",
+        )
+    }
+
+    fn write(&self, gpu: &Gpu, bytes: &[u8], texel: u32) {
+        gpu.queue.write_texture(
+            self.texture.as_image_copy(),
+            bytes,
+            wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(self.size[0] * texel),
+                rows_per_image: Some(self.size[1]),
+            },
+            extent(self.size),
+        );
+    }
+
+    pub fn write_fields(&self, gpu: &Gpu, f: &Fields) {
+        let n = f.rho.len();
+        let mut texels = Vec::with_capacity(4 * n);
+        for c in 0..n {
+            texels.extend_from_slice(&[f.rho[c], f.ux[c], f.uy[c], f.uz[c]]);
+        }
+        self.write(gpu, bytemuck::cast_slice(&texels), 16);
+    }
+
+    pub fn write_scalar(&self, gpu: &Gpu, values: &[f32]) {
+        self.write(gpu, bytemuck::cast_slice(values), 4);
+    }
+
+    /// 1 inside solid cells (walls, obstacles), 0 elsewhere: obstacles are
+    /// drawn as the 0.5 isosurface of this.
+    pub fn write_solid(&self, gpu: &Gpu, cell_flags: &[u8]) {
+        let v: Vec<f32> = cell_flags
+            .iter()
+            .map(|&f| {
+                if flags::CellType::of(f) == flags::CellType::Wall && flags::tag(f) > 0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        self.write_scalar(gpu, &v);
+    }
+
+    /// Reads an r32float volume back (tests).
+    pub fn read_scalar(&self, gpu: &Gpu) -> Result<Vec<f32>, super::gpu::GpuError> {
+        let [w, h, d] = self.size;
+        let row = (w * 4).div_ceil(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT)
+            * wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
+        let size = (row * h * d) as u64;
+        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("scalar readback"),
+            size,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        encoder.copy_texture_to_buffer(
+            self.texture.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(row),
+                    rows_per_image: Some(h),
+                },
+            },
+            extent(self.size),
+        );
+        gpu.queue.submit([encoder.finish()]);
+        let bytes = gpu.read_buffer(&buffer, size)?;
+        let mut out = Vec::with_capacity((w * h * d) as usize);
+        for z in 0..d {
+            for y in 0..h {
+                let start = ((z * h + y) * row) as usize;
+                out.extend_from_slice(bytemuck::cast_slice(
+                    &bytes[start..start + (w * 4) as usize],
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
