@@ -88,7 +88,7 @@ __device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = v; }
 
 __device__ __forceinline__ bool runs(u32 fl) {
     u32 t = fl & TYPE_MASK;
-    return t == T_FLUID || t == T_INLET || t == T_OUTLET;
+    return t == T_FLUID || t == T_OUTLET;
 }
 
 // --- collision (mirrors lattice.rs) -------------------------------------------
@@ -174,10 +174,8 @@ __device__ __forceinline__ void apply(u32 fl, float* f, const Params& p) {
     u32 t = fl & TYPE_MASK;
     if (t == T_FLUID) {
         collide(f, p);
-    } else if (t == T_INLET) {
-        u32 s = TAG(fl);
-        equilibrium(1.0f, p.vel[s][0], p.vel[s][1], p.vel[s][2], f);
     } else {
+        // Outlet: rho = 1 and the velocity that arrives.
         float rho, jx, jy, jz;
         moments(f, &rho, &jx, &jy, &jz);
         float inv = 1.0f / rho;
@@ -227,6 +225,19 @@ __device__ long long specular(const Params& p, const unsigned char* flags, int x
     return tc;
 }
 
+// Velocity slot of the inlet or moving wall met along a free-slip face (cpu.rs:
+// CpuSolver::edge_velocity), or -1.
+__device__ int edge_velocity(const Params& p, const unsigned char* flags, int x, int y, int z, int ex, int ey, int ez, int axis) {
+    int t[3] = {ex, ey, ez};
+    t[axis] = 0;
+    if (t[0] == 0 && t[1] == 0 && t[2] == 0) return -1;
+    long long m = neighbour(p, x, y, z, t[0], t[1], t[2]);
+    if (m < 0) return -1;
+    u32 tf = flags[m];
+    u32 ty = tf & TYPE_MASK;
+    return (ty == T_INLET || ty == T_MOVING) ? (int)TAG(tf) : -1;
+}
+
 __device__ __forceinline__ float edot_rt(int i, const float* u) {
     return (float)EX[i] * u[0] + (float)EY[i] * u[1] + (float)EZ[i] * u[2];
 }
@@ -240,18 +251,23 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
         if (s < 0) { v[j] = ld(f, (u64)j * n + c); continue; }
         u32 sf = flags[s];
         u32 t = sf & TYPE_MASK;
-        if (t == T_FLUID || t == T_INLET || t == T_OUTLET) {
+        if (t == T_FLUID || t == T_OUTLET) {
             v[j] = ld(f, (u64)o * n + (u64)s);
         } else if (t == T_WALL) {
             v[j] = ld(f, (u64)j * n + c);
-        } else if (t == T_MOVING) {
+        } else if (t == T_MOVING || t == T_INLET) {
             v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, p.vel[TAG(sf)]);
         } else {
             int axis = (int)TAG(sf);
             int jr = mirror(j, axis);
             long long s2 = specular(p, flags, x, y, z, -EX[j], -EY[j], -EZ[j], axis);
-            if (s2 >= 0 && jr != j) v[j] = ld(f, (u64)opposite(jr) * n + (u64)s2);
-            else v[j] = ld(f, (u64)j * n + c);
+            if (s2 >= 0 && jr != j) {
+                v[j] = ld(f, (u64)opposite(jr) * n + (u64)s2);
+            } else {
+                int ev = edge_velocity(p, flags, x, y, z, -EX[j], -EY[j], -EZ[j], axis);
+                if (ev >= 0) v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, p.vel[ev]);
+                else v[j] = ld(f, (u64)j * n + c);
+            }
         }
     }
 }
@@ -266,18 +282,23 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
         if (m < 0) continue;
         u32 mf = flags[m];
         u32 t = mf & TYPE_MASK;
-        if (t == T_FLUID || t == T_INLET || t == T_OUTLET) {
+        if (t == T_FLUID || t == T_OUTLET) {
             st(f, (u64)i * n + (u64)m, v[i]);
         } else if (t == T_WALL) {
             st(f, (u64)o * n + c, v[i]);
-        } else if (t == T_MOVING) {
+        } else if (t == T_MOVING || t == T_INLET) {
             st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, p.vel[TAG(mf)]));
         } else {
             int axis = (int)TAG(mf);
             int ir = mirror(i, axis);
             long long tc = specular(p, flags, x, y, z, EX[i], EY[i], EZ[i], axis);
-            if (tc >= 0 && ir != i) st(f, (u64)ir * n + (u64)tc, v[i]);
-            else st(f, (u64)o * n + c, v[i]);
+            if (tc >= 0 && ir != i) {
+                st(f, (u64)ir * n + (u64)tc, v[i]);
+            } else {
+                int ev = edge_velocity(p, flags, x, y, z, EX[i], EY[i], EZ[i], axis);
+                if (ev >= 0) st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, p.vel[ev]));
+                else st(f, (u64)o * n + c, v[i]);
+            }
         }
     }
 }
@@ -339,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict_
     }
 }
 
-// Both steps for the listed NEAR cells (inlets, outlets, fluid next to walls or
+// Both steps for the listed NEAR cells (outlets, fluid next to walls, inlets or
 // faces), with all boundary rules. parity 0: even step.
 extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, const u32* __restrict__ cells, u32 count) {
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -383,12 +404,8 @@ __device__ void cell_fields(const store_t* f, const unsigned char* flags, const 
     u32 t = fl & TYPE_MASK;
     if (!runs(fl)) {
         out[0] = 1.0f;
-        if (t == T_MOVING) { out[1] = p.vel[TAG(fl)][0]; out[2] = p.vel[TAG(fl)][1]; out[3] = p.vel[TAG(fl)][2]; }
+        if (t == T_MOVING || t == T_INLET) { out[1] = p.vel[TAG(fl)][0]; out[2] = p.vel[TAG(fl)][1]; out[3] = p.vel[TAG(fl)][2]; }
         else { out[1] = 0.0f; out[2] = 0.0f; out[3] = 0.0f; }
-        return;
-    }
-    if (t == T_INLET) {
-        out[0] = 1.0f; out[1] = p.vel[TAG(fl)][0]; out[2] = p.vel[TAG(fl)][1]; out[3] = p.vel[TAG(fl)][2];
         return;
     }
     float v[Q];
@@ -406,11 +423,27 @@ __device__ void cell_fields(const store_t* f, const unsigned char* flags, const 
     }
 }
 
-// rho, ux, uy, uz as four planes of n floats.
+// rho, ux, uy, uz as four planes of n floats. A free-slip face cell reports the
+// fluid next to it without the normal velocity (cpu.rs: free_slip_fields).
 extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, float* __restrict__ out) {
     CELL_COORDS
     float r[4];
-    cell_fields(f, flags, p, parity, n, c, x, y, z, r);
+    u32 fl = flags[c];
+    if ((fl & TYPE_MASK) == T_FREESLIP) {
+        int axis = (int)TAG(fl);
+        int q[3] = {x, y, z};
+        int e[3] = {0, 0, 0};
+        e[axis] = q[axis] == 0 ? 1 : -1;
+        long long m = neighbour(p, x, y, z, e[0], e[1], e[2]);
+        if (m >= 0 && runs(flags[m])) {
+            cell_fields(f, flags, p, parity, n, (u64)m, x + e[0], y + e[1], z + e[2], r);
+            r[1 + axis] = 0.0f;
+        } else {
+            r[0] = 1.0f; r[1] = 0.0f; r[2] = 0.0f; r[3] = 0.0f;
+        }
+    } else {
+        cell_fields(f, flags, p, parity, n, c, x, y, z, r);
+    }
     out[c] = r[0];
     out[n + c] = r[1];
     out[2 * n + c] = r[2];
@@ -503,16 +536,13 @@ extern "C" __global__ void __launch_bounds__(256) forces(const store_t* __restri
     for (int k = threadIdx.x; k < 48; k += blockDim.x) partials[(u64)blockIdx.x * 48 + k] = acc[k];
 }
 
-// Initial state: equilibrium of rho = 1 and velocity u0 (inlets: their own velocity).
+// Initial state: equilibrium of rho = 1 and velocity u0 in running cells.
 extern "C" __global__ void init_uniform(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, float ux, float uy, float uz) {
     CELL_COORDS
     u32 fl = flags[c];
     float v[Q];
     if (!runs(fl)) {
         for (int i = 0; i < Q; i++) v[i] = 0.0f;
-    } else if ((fl & TYPE_MASK) == T_INLET) {
-        u32 s = TAG(fl);
-        equilibrium(1.0f, p.vel[s][0], p.vel[s][1], p.vel[s][2], v);
     } else {
         equilibrium(1.0f, ux, uy, uz, v);
     }

@@ -5,7 +5,7 @@
 pub enum GpuError {
     #[error("no Vulkan graphics adapter found ({0}); on Debian/Ubuntu install mesa-vulkan-drivers (software rendering) or a GPU driver with Vulkan")]
     NoAdapter(String),
-    #[error("the graphics device could not be opened: {0}")]
+    #[error("graphics device: {0}")]
     Device(String),
 }
 
@@ -47,7 +47,9 @@ impl Gpu {
         let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("flowscope"),
             required_features: features,
-            required_limits: wgpu::Limits::default().using_resolution(adapter.limits()),
+            // The adapter's own limits: isosurface buffers want its largest
+            // storage bindings (2 GiB on the H100, 128 MiB on lavapipe).
+            required_limits: adapter.limits(),
             ..Default::default()
         }))
         .map_err(|e| GpuError::Device(e.to_string()))?;

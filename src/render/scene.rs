@@ -26,20 +26,21 @@ impl Camera {
         let s = Vec3::new(size[0] as f32, size[1] as f32, size[2] as f32);
         Camera {
             target: (s - Vec3::ONE) * 0.5,
-            distance: s.length() * 0.8,
-            yaw: -0.6,
-            pitch: 0.45,
+            distance: s.length() * 0.9,
+            yaw: -2.2,
+            pitch: 0.55,
             fov_y: 0.8,
         }
     }
 
+    /// Yaw 0 puts the eye on the +x side; pitch > 0 above the target.
     pub fn eye(&self) -> Vec3 {
         let dir = Vec3::new(
             self.pitch.cos() * self.yaw.cos(),
             self.pitch.cos() * self.yaw.sin(),
             self.pitch.sin(),
         );
-        self.target - dir * self.distance
+        self.target + dir * self.distance
     }
 
     pub fn view_proj(&self, aspect: f32) -> Mat4 {

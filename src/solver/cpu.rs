@@ -98,7 +98,7 @@ impl Update {
     fn apply(&self, flag: u8, f: &mut [f32; Q]) {
         match flag & TYPE_MASK {
             0 => lattice::collide(f, self.omega_plus, self.omega_minus, self.force),
-            3 => *f = lattice::equilibrium_shifted(1.0, self.velocities[flags::tag(flag) as usize]),
+            // Outlet: ρ = 1 and the velocity that arrives.
             _ => {
                 let (rho, j) = lattice::moments(f);
                 let inv = 1.0 / rho;
@@ -194,6 +194,29 @@ impl CpuSolver {
             .filter(|&t| flags::runs(self.flags[t]))
     }
 
+    /// Where a free-slip face meets an inlet or a moving wall, a link that cannot
+    /// reflect specularly bounces back off that neighbour along the face instead,
+    /// with its velocity: the velocity of the cell at `p + e` without the normal
+    /// component, if it is an inlet or a moving wall.
+    #[inline]
+    fn edge_velocity(
+        &self,
+        p: [usize; 3],
+        e: [i32; 3],
+        axis: usize,
+        vel: &[[f32; 3]],
+    ) -> Option<[f32; 3]> {
+        let mut tangential = e;
+        tangential[axis] = 0;
+        if tangential == [0; 3] {
+            return None;
+        }
+        let t = self.grid.neighbour(p[0], p[1], p[2], tangential)?;
+        let tf = self.flags[t];
+        matches!(CellType::of(tf), CellType::Inlet | CellType::MovingWall)
+            .then(|| vel[flags::tag(tf) as usize])
+    }
+
     /// Incoming populations of running cell `c` in the odd-step layout, with the
     /// boundary rules. `lat` may be read concurrently with other cells' updates
     /// only within the AA ownership rules.
@@ -211,9 +234,9 @@ impl CpuSolver {
                 Some(s) => {
                     let sf = self.flags[s];
                     match CellType::of(sf) {
-                        CellType::Fluid | CellType::Inlet | CellType::Outlet => lat.get(o, s),
+                        CellType::Fluid | CellType::Outlet => lat.get(o, s),
                         CellType::Wall => lat.get(j, c),
-                        CellType::MovingWall => {
+                        CellType::MovingWall | CellType::Inlet => {
                             lat.get(j, c) + 6.0 * W[j] * edot(j, vel[flags::tag(sf) as usize])
                         }
                         CellType::FreeSlip => {
@@ -221,7 +244,10 @@ impl CpuSolver {
                             let jr = MIRROR[axis][j];
                             match self.specular(p, neg(E[j]), axis) {
                                 Some(s2) if jr != j => lat.get(opposite(jr), s2),
-                                _ => lat.get(j, c),
+                                _ => match self.edge_velocity(p, neg(E[j]), axis, vel) {
+                                    Some(v) => lat.get(j, c) + 6.0 * W[j] * edot(j, v),
+                                    None => lat.get(j, c),
+                                },
                             }
                         }
                     }
@@ -255,9 +281,9 @@ impl CpuSolver {
                 Some(m) => {
                     let mf = self.flags[m];
                     match CellType::of(mf) {
-                        CellType::Fluid | CellType::Inlet | CellType::Outlet => lat.set(i, m, f[i]),
+                        CellType::Fluid | CellType::Outlet => lat.set(i, m, f[i]),
                         CellType::Wall => lat.set(o, c, f[i]),
-                        CellType::MovingWall => lat.set(
+                        CellType::MovingWall | CellType::Inlet => lat.set(
                             o,
                             c,
                             f[i] - 6.0 * W[i] * edot(i, vel[flags::tag(mf) as usize]),
@@ -267,7 +293,10 @@ impl CpuSolver {
                             let ir = MIRROR[axis][i];
                             match self.specular(p, E[i], axis) {
                                 Some(t) if ir != i => lat.set(ir, t, f[i]),
-                                _ => lat.set(o, c, f[i]),
+                                _ => match self.edge_velocity(p, E[i], axis, vel) {
+                                    Some(v) => lat.set(o, c, f[i] - 6.0 * W[i] * edot(i, v)),
+                                    None => lat.set(o, c, f[i]),
+                                },
                             }
                         }
                     }
@@ -470,11 +499,26 @@ impl CpuSolver {
         });
     }
 
+    /// A free-slip face cell reports the fluid next to it, without the normal
+    /// velocity: the slip the face allows (keep in sync with the fields kernel).
+    fn free_slip_fields(&self, c: usize, axis: usize) -> (f32, [f32; 3]) {
+        let p = self.grid.coords(c);
+        let mut e = [0; 3];
+        e[axis] = if p[axis] == 0 { 1 } else { -1 };
+        match self.grid.neighbour(p[0], p[1], p[2], e) {
+            Some(m) if flags::runs(self.flags[m]) => {
+                let (rho, mut u) = self.cell_fields(m);
+                u[axis] = 0.0;
+                (rho, u)
+            }
+            _ => (1.0, [0.0; 3]),
+        }
+    }
+
     /// Density and velocity a running cell reports.
     fn cell_fields(&self, c: usize) -> (f32, [f32; 3]) {
         let fl = self.flags[c];
         match CellType::of(fl) {
-            CellType::Inlet => (1.0, self.params.velocities[flags::tag(fl) as usize]),
             CellType::Outlet => {
                 let (rho, j) = lattice::moments(&self.incoming(c));
                 (1.0, [j[0] / rho, j[1] / rho, j[2] / rho])
@@ -545,12 +589,13 @@ impl Solver for CpuSolver {
             .enumerate()
             .for_each(|(c, (((rho, ux), uy), uz))| {
                 let fl = this.flags[c];
-                let (r, u) = if flags::runs(fl) {
-                    this.cell_fields(c)
-                } else if CellType::of(fl) == CellType::MovingWall {
-                    (1.0, this.params.velocities[flags::tag(fl) as usize])
-                } else {
-                    (1.0, [0.0; 3])
+                let (r, u) = match CellType::of(fl) {
+                    _ if flags::runs(fl) => this.cell_fields(c),
+                    CellType::MovingWall | CellType::Inlet => {
+                        (1.0, this.params.velocities[flags::tag(fl) as usize])
+                    }
+                    CellType::FreeSlip => this.free_slip_fields(c, flags::tag(fl) as usize),
+                    _ => (1.0, [0.0; 3]),
                 };
                 *rho = r;
                 *ux = u[0];

@@ -19,7 +19,9 @@ pub enum CellType {
     /// Solid moving tangentially (a cavity lid): bounce-back with the
     /// wall-velocity correction.
     MovingWall = 2,
-    /// Velocity inlet: emits the equilibrium of ρ = 1 and its slot's velocity.
+    /// Velocity inlet: bounce-back with the velocity term of its slot's velocity
+    /// (Ladd). Link-wise like the walls, so TRT keeps its accuracy and stability
+    /// there; an equilibrium inlet made TRT unstable at τ close to ½.
     Inlet = 3,
     /// Fixed-pressure outlet: emits the equilibrium of ρ = 1 and the velocity
     /// that arrives at it (zero-gradient).
@@ -51,7 +53,7 @@ impl CellType {
     /// Cells that stream and collide (hold populations of their own).
     #[inline(always)]
     pub fn runs(self) -> bool {
-        matches!(self, CellType::Fluid | CellType::Inlet | CellType::Outlet)
+        matches!(self, CellType::Fluid | CellType::Outlet)
     }
 
     pub fn name(self) -> &'static str {
@@ -81,14 +83,14 @@ pub fn tag(flag: u8) -> u8 {
 
 #[inline(always)]
 pub fn runs(flag: u8) -> bool {
-    // Fluid = 0, Inlet = 3, Outlet = 4.
-    matches!(flag & TYPE_MASK, 0 | 3 | 4)
+    // Fluid = 0, Outlet = 4.
+    matches!(flag & TYPE_MASK, 0 | 4)
 }
 
 /// Sets the NEAR bit on every running cell that has a neighbour (in any of the 18
 /// lattice directions) that does not run, or that lies beyond a non-periodic
-/// face; clears it everywhere else. Inlets and outlets are always NEAR: their
-/// update differs from the bulk anyway.
+/// face; clears it everywhere else. Outlets are always NEAR: their update
+/// differs from the bulk anyway.
 pub fn mark_near_cells(grid: &super::Grid, flags: &mut [u8]) {
     use rayon::prelude::*;
 

@@ -20,11 +20,11 @@
 //!
 //! Boundary rules of the odd step (see [`cpu`] and `kernels/d3q19.cu`): a read from
 //! or write to a non-running neighbour becomes half-way bounce-back within the cell
-//! (plus the wall-velocity term for moving walls), or specular reflection through
+//! (plus the wall-velocity term for moving walls and inlets), or specular reflection through
 //! the neighbouring cell along the wall (free-slip). Slot `k` of cell `s` is owned
 //! within a step by cell `s - e_k`; these rules only use slots whose owner is a
 //! non-running cell, so they stay race-free. A population that would arrive from
-//! beyond a non-periodic face (at inlet and outlet cells) is the cell's own
+//! beyond a non-periodic face (at outlet cells) is the cell's own
 //! outgoing one of the previous step (zero gradient), kept in the slot owned by
 //! the missing neighbour.
 
@@ -146,11 +146,11 @@ impl Precision {
 }
 
 /// Shifted initial populations in storage order: the equilibrium of the initial
-/// fields in running cells (inlets: of their own velocity), zero elsewhere.
+/// fields in running cells, zero elsewhere.
 pub fn initial_populations(
     grid: &Grid,
     cell_flags: &[u8],
-    params: &Params,
+    _params: &Params,
     initial: &Initial,
 ) -> Vec<f32> {
     let n = grid.cells();
@@ -160,10 +160,9 @@ pub fn initial_populations(
         if !flags::runs(fl) {
             continue;
         }
-        let (rho, u) = match (initial, flags::CellType::of(fl)) {
-            (_, flags::CellType::Inlet) => (1.0, params.velocities[flags::tag(fl) as usize]),
-            (Initial::Uniform(u), _) => (1.0, *u),
-            (Initial::Fields(fields), _) => (fields.rho[c], fields.velocity(c)),
+        let (rho, u) = match initial {
+            Initial::Uniform(u) => (1.0, *u),
+            Initial::Fields(fields) => (fields.rho[c], fields.velocity(c)),
         };
         let feq = lattice::equilibrium_shifted(rho, u);
         for i in 0..lattice::Q {
