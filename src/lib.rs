@@ -11,9 +11,11 @@
 // loops say that more plainly than zipped iterators.
 #![allow(clippy::needless_range_loop)]
 
+pub mod app;
 pub mod cli;
 pub mod io;
 pub mod render;
 pub mod scenario;
 pub mod solver;
+pub mod ui;
 pub mod validation;

@@ -32,8 +32,9 @@ pub mod exit {
     about = "Explore 3D fluid flows live (D3Q19 lattice Boltzmann, CUDA or CPU)"
 )]
 pub struct Cli {
+    /// Without a command, the window opens on the default scenario.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -61,6 +62,8 @@ impl From<PrecisionArg> for crate::solver::Precision {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Open the window on a scenario (the default command).
+    Gui(GuiArgs),
     /// Print a scenario's derived units, cell counts and memory per solver.
     Info {
         scenario: PathBuf,
@@ -91,7 +94,14 @@ pub enum Command {
 /// Parses arguments, runs the command, prints any error, returns the exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let command = cli.command.unwrap_or(Command::Gui(GuiArgs {
+        scenario: PathBuf::from(DEFAULT_SCENARIO),
+        solver: SolverKind::Auto,
+        precision: PrecisionArg::Fp32,
+        smoke_frames: None,
+    }));
+    let result = match command {
+        Command::Gui(args) => gui(args).map(|_| exit::OK),
         Command::Info { scenario, set } => info(&scenario, &set).map(|_| exit::OK),
         Command::Run(args) => run::run(*args),
         Command::Bench(args) => bench::bench(args).map(|_| exit::OK),
@@ -113,6 +123,45 @@ pub fn main() -> i32 {
             exit::ERROR
         }
     }
+}
+
+/// The scenario the window opens when none is named.
+pub const DEFAULT_SCENARIO: &str = "assets/scenarios/cavity.toml";
+
+#[derive(clap::Args, Debug)]
+pub struct GuiArgs {
+    #[arg(default_value = DEFAULT_SCENARIO)]
+    pub scenario: PathBuf,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub solver: SolverKind,
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
+    /// Drive the window by itself for N frames (plot types, resize, minimise,
+    /// a scenario change), then exit: a smoke test under Xvfb.
+    #[arg(long, hide = true)]
+    pub smoke_frames: Option<u64>,
+}
+
+fn gui(args: GuiArgs) -> anyhow::Result<()> {
+    use crate::solver::select::Choice;
+    if !args.scenario.exists() {
+        anyhow::bail!(
+            "scenario {} not found; run flowscope from the project folder or name a scenario file: flowscope gui path/to/scenario.toml",
+            args.scenario.display()
+        );
+    }
+    let choice = match args.solver {
+        SolverKind::Auto => Choice::Auto,
+        SolverKind::Cpu => Choice::Cpu,
+        SolverKind::Cuda => Choice::Cuda,
+    };
+    crate::app::run(crate::app::Options {
+        scenario: args.scenario,
+        choice,
+        precision: args.precision.into(),
+        smoke_frames: args.smoke_frames,
+    })?;
+    Ok(())
 }
 
 fn face_name(f: &Face) -> String {

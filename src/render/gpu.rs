@@ -41,6 +41,11 @@ impl Gpu {
             ..Default::default()
         }))
         .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        Gpu::from_adapter(&adapter)
+    }
+
+    /// Opens a device on an adapter (the window picks one that can present).
+    pub fn from_adapter(adapter: &wgpu::Adapter) -> Result<Gpu, GpuError> {
         let info = adapter.get_info();
         let wanted = wgpu::Features::TIMESTAMP_QUERY;
         let features = adapter.features() & wanted;
@@ -53,6 +58,11 @@ impl Gpu {
             ..Default::default()
         }))
         .map_err(|e| GpuError::Device(e.to_string()))?;
+        // A validation error is a bug, but it should not take the user's run
+        // with it: report it and carry on (wgpu's default handler panics).
+        device.on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
+            eprintln!("GPU error: {e}")
+        }));
         Ok(Gpu {
             device,
             queue,

@@ -14,3 +14,4 @@ mod render;
 mod scenarios;
 mod validation;
 mod vti;
+mod window;

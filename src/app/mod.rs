@@ -1,0 +1,448 @@
+//! The window: winit + egui + wgpu. The solver runs on its own thread
+//! ([`worker`]); this thread uploads the newest field frame, draws the 3D view
+//! ([`view`]) and the panel ([`crate::ui`]), and sends commands back.
+
+pub mod view;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use winit::application::ApplicationHandler;
+use winit::event::WindowEvent;
+use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop, EventLoopProxy};
+use winit::window::{Window, WindowId};
+
+use crate::render::gpu::Gpu;
+use crate::solver::select::Choice;
+use crate::solver::Precision;
+use crate::ui::{PanelState, ViewInfo};
+use view::{View, ViewSettings};
+use worker::{Command, Worker};
+
+/// How the window was asked to start.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub scenario: PathBuf,
+    pub choice: Choice,
+    pub precision: Precision,
+    /// Drive the window by itself for this many frames, then exit (tests).
+    pub smoke_frames: Option<u64>,
+}
+
+/// Why the window could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("no display to open a window on ({0}); the headless commands work without one: flowscope run | render | bench | info")]
+    NoDisplay(String),
+    #[error("{0}")]
+    Graphics(String),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Wake;
+
+struct Gfx {
+    window: Arc<Window>,
+    surface: wgpu::Surface<'static>,
+    config: wgpu::SurfaceConfiguration,
+    gpu: Gpu,
+    egui_state: egui_winit::State,
+    egui_renderer: egui_wgpu::Renderer,
+    view: View,
+}
+
+struct App {
+    options: Options,
+    proxy: EventLoopProxy<Wake>,
+    ctx: egui::Context,
+    gfx: Option<Gfx>,
+    worker: Option<Worker>,
+    settings: ViewSettings,
+    panel: PanelState,
+    info: ViewInfo,
+    scenarios: Vec<PathBuf>,
+    frames: u64,
+    last_frame: Instant,
+    error: Option<AppError>,
+}
+
+/// Opens the window and runs until it is closed.
+pub fn run(options: Options) -> Result<(), AppError> {
+    let event_loop = EventLoop::<Wake>::with_user_event().build().map_err(|e| {
+        // winit prefixes the reason with a source location; keep the reason.
+        let text = e.to_string();
+        AppError::NoDisplay(
+            text.rsplit(": ")
+                .next()
+                .unwrap_or(&text)
+                .trim_end_matches('.')
+                .to_string(),
+        )
+    })?;
+    let proxy = event_loop.create_proxy();
+    let dir = options
+        .scenario
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("assets/scenarios"));
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    scenarios.sort();
+    let mut app = App {
+        options,
+        proxy,
+        ctx: egui::Context::default(),
+        gfx: None,
+        worker: None,
+        settings: ViewSettings::default(),
+        panel: PanelState::default(),
+        info: ViewInfo::default(),
+        scenarios,
+        frames: 0,
+        last_frame: Instant::now(),
+        error: None,
+    };
+    event_loop
+        .run_app(&mut app)
+        .map_err(|e| AppError::Graphics(e.to_string()))?;
+    match app.error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+impl App {
+    fn init(&mut self, el: &ActiveEventLoop) -> Result<(), AppError> {
+        let attributes = Window::default_attributes()
+            .with_title("flowscope")
+            .with_inner_size(winit::dpi::LogicalSize::new(1280.0, 800.0));
+        let window = Arc::new(
+            el.create_window(attributes)
+                .map_err(|e| AppError::NoDisplay(e.to_string()))?,
+        );
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::VULKAN,
+            ..wgpu::InstanceDescriptor::new_with_display_handle(Box::new(el.owned_display_handle()))
+        });
+        let surface = instance
+            .create_surface(window.clone())
+            .map_err(|e| AppError::Graphics(format!("cannot draw into the window: {e}")))?;
+        let adapter =
+            crate::render::gpu::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                compatible_surface: Some(&surface),
+                ..Default::default()
+            }))
+            .map_err(|e| {
+                AppError::Graphics(
+                    crate::render::gpu::GpuError::NoAdapter(e.to_string()).to_string(),
+                )
+            })?;
+        let gpu = Gpu::from_adapter(&adapter).map_err(|e| AppError::Graphics(e.to_string()))?;
+        let caps = surface.get_capabilities(&adapter);
+        let format = egui_wgpu::preferred_framebuffer_format(&caps.formats)
+            .map_err(|e| AppError::Graphics(format!("{e:?}")))?;
+        let size = window.inner_size();
+        let config = wgpu::SurfaceConfiguration {
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
+            format,
+            color_space: wgpu::SurfaceColorSpace::Auto,
+            width: size.width.max(1),
+            height: size.height.max(1),
+            present_mode: wgpu::PresentMode::AutoVsync,
+            desired_maximum_frame_latency: 2,
+            alpha_mode: caps.alpha_modes[0],
+            view_formats: vec![],
+        };
+        surface.configure(&gpu.device, &config);
+        let egui_renderer =
+            egui_wgpu::Renderer::new(&gpu.device, format, egui_wgpu::RendererOptions::default());
+        let egui_state = egui_winit::State::new(
+            self.ctx.clone(),
+            egui::ViewportId::ROOT,
+            &*window,
+            Some(window.scale_factor() as f32),
+            window.theme(),
+            Some(gpu.device.limits().max_texture_dimension_2d as usize),
+        );
+        let view = View::new(&gpu);
+        let proxy = self.proxy.clone();
+        self.worker = Some(Worker::start(
+            self.options.scenario.clone(),
+            self.options.choice,
+            self.options.precision,
+            move || {
+                // The window may be gone; then nobody needs waking.
+                if proxy.send_event(Wake).is_err() {}
+            },
+        ));
+        self.gfx = Some(Gfx {
+            window,
+            surface,
+            config,
+            gpu,
+            egui_state,
+            egui_renderer,
+            view,
+        });
+        Ok(())
+    }
+
+    /// The self-driving smoke test: plot types, resizes, minimise, a scenario
+    /// change, then exit.
+    fn smoke(&mut self, el: &ActiveEventLoop) {
+        let Some(total) = self.options.smoke_frames else {
+            return;
+        };
+        let (Some(gfx), Some(worker)) = (self.gfx.as_ref(), self.worker.as_ref()) else {
+            return;
+        };
+        let f = self.frames;
+        if f % 10 == 5 {
+            self.settings.plot = crate::ui::PLOTS[(f / 10) as usize % crate::ui::PLOTS.len()];
+            self.settings.iso_frac = 0.2 + 0.6 * ((f / 10) % 3) as f32 / 2.0;
+        }
+        match f {
+            20 => {
+                let _requested = gfx
+                    .window
+                    .request_inner_size(winit::dpi::PhysicalSize::new(640, 480));
+            }
+            30 => gfx.window.set_minimized(true),
+            34 => gfx.window.set_minimized(false),
+            40 => {
+                if let Some(p) = self.scenarios.iter().find(|p| p.ends_with("cube.toml")) {
+                    worker.send(Command::Load(p.clone()));
+                }
+            }
+            50 => worker.send(Command::Pause),
+            55 => worker.send(Command::Step(2)),
+            60 => worker.send(Command::Run),
+            _ => {}
+        }
+        if f >= total {
+            el.exit();
+        }
+    }
+
+    fn redraw(&mut self, el: &ActiveEventLoop) {
+        self.smoke(el);
+        let Some(gfx) = self.gfx.as_mut() else { return };
+        let Some(worker) = self.worker.as_ref() else {
+            return;
+        };
+        let now = Instant::now();
+        self.info.frame_ms = (now - self.last_frame).as_secs_f32() * 1000.0;
+        self.last_frame = now;
+        self.frames += 1;
+        if let Some(frame) = worker.take_frame() {
+            if let Err(e) = gfx.view.upload(&gfx.gpu, &frame) {
+                self.error = Some(AppError::Graphics(e.to_string()));
+                el.exit();
+                return;
+            }
+        }
+        let status = worker.status();
+        if self.panel.reynolds_text.is_empty() && status.reynolds > 0.0 {
+            self.panel.reynolds_text = format!("{:.1}", status.reynolds);
+        }
+        let raw = gfx.egui_state.take_egui_input(&gfx.window);
+        let mut commands = Vec::new();
+        let mut view_rect = egui::Rect::NOTHING;
+        let mut orbit = egui::Vec2::ZERO;
+        let mut zoom = 0.0f32;
+        let texture = gfx.view.texture;
+        let ppp_now = gfx.window.scale_factor() as f32;
+        let scenarios = self.scenarios.clone();
+        let mut full = self.ctx.run_ui(raw, |ui| {
+            commands.extend(crate::ui::shortcuts(ui.ctx(), &status, &mut self.settings));
+            egui::Panel::left("controls")
+                .resizable(true)
+                .default_size(300.0)
+                .show(ui, |ui| {
+                    commands.extend(crate::ui::panel(
+                        ui,
+                        &status,
+                        &self.info,
+                        &mut self.settings,
+                        &mut self.panel,
+                        &scenarios,
+                    ));
+                });
+            egui::CentralPanel::default().show(ui, |ui| {
+                let (rect, response) =
+                    ui.allocate_exact_size(ui.available_size(), egui::Sense::drag());
+                view_rect = rect;
+                if response.dragged() {
+                    orbit = response.drag_delta();
+                }
+                if response.hovered() {
+                    zoom = ui.input(|i| i.smooth_scroll_delta.y);
+                }
+                if let Some(id) = texture {
+                    ui.painter().image(
+                        id,
+                        rect,
+                        egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
+                        egui::Color32::WHITE,
+                    );
+                }
+            });
+            if self.panel.show_help {
+                egui::Window::new("Keys")
+                    .open(&mut self.panel.show_help)
+                    .show(ui.ctx(), |ui| {
+                        ui.monospace(crate::ui::HELP);
+                    });
+            }
+        });
+        for c in commands {
+            worker.send(c);
+        }
+        let cam = &mut gfx.view.camera;
+        cam.yaw -= orbit.x * 0.01;
+        cam.pitch = (cam.pitch + orbit.y * 0.01).clamp(-1.5, 1.5);
+        cam.distance *= (1.0 - zoom * 0.002).clamp(0.5, 2.0);
+        let px = [
+            (view_rect.width() * ppp_now).max(1.0) as u32,
+            (view_rect.height() * ppp_now).max(1.0) as u32,
+        ];
+        if view_rect.is_positive() {
+            match gfx
+                .view
+                .draw(&gfx.gpu, &mut gfx.egui_renderer, self.settings, px)
+            {
+                Ok(_) => {
+                    self.info.range = gfx.view.range;
+                    self.info.isovalue = gfx.view.isovalue;
+                    self.info.triangles = gfx.view.triangles;
+                }
+                Err(e) => {
+                    if let Some(w) = self.worker.as_ref() {
+                        if let Ok(mut s) = w.mailbox.status.lock() {
+                            s.message = Some(e.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        gfx.egui_state
+            .handle_platform_output(&gfx.window, std::mem::take(&mut full.platform_output));
+        let ppp = full.pixels_per_point;
+        let jobs = self.ctx.tessellate(std::mem::take(&mut full.shapes), ppp);
+        let screen = egui_wgpu::ScreenDescriptor {
+            size_in_pixels: [gfx.config.width, gfx.config.height],
+            pixels_per_point: ppp,
+        };
+        let frame = match gfx.surface.get_current_texture() {
+            wgpu::CurrentSurfaceTexture::Success(f)
+            | wgpu::CurrentSurfaceTexture::Suboptimal(f) => f,
+            wgpu::CurrentSurfaceTexture::Outdated | wgpu::CurrentSurfaceTexture::Lost => {
+                gfx.surface.configure(&gfx.gpu.device, &gfx.config);
+                full.textures_delta.clear();
+                gfx.window.request_redraw();
+                return;
+            }
+            _ => {
+                full.textures_delta.clear();
+                return;
+            }
+        };
+        for (id, deltas) in full.textures_delta.set.drain() {
+            for d in deltas {
+                gfx.egui_renderer
+                    .update_texture(&gfx.gpu.device, &gfx.gpu.queue, id, &d);
+            }
+        }
+        let mut encoder = gfx
+            .gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("egui"),
+            });
+        let user = gfx.egui_renderer.update_buffers(
+            &gfx.gpu.device,
+            &gfx.gpu.queue,
+            &mut encoder,
+            &jobs,
+            &screen,
+        );
+        let target = frame
+            .texture
+            .create_view(&wgpu::TextureViewDescriptor::default());
+        {
+            let mut pass = encoder
+                .begin_render_pass(&wgpu::RenderPassDescriptor {
+                    label: Some("egui"),
+                    color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                        view: &target,
+                        depth_slice: None,
+                        resolve_target: None,
+                        ops: wgpu::Operations {
+                            load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                            store: wgpu::StoreOp::Store,
+                        },
+                    })],
+                    ..Default::default()
+                })
+                .forget_lifetime();
+            gfx.egui_renderer.render(&mut pass, &jobs, &screen);
+        }
+        gfx.gpu
+            .queue
+            .submit(user.into_iter().chain(std::iter::once(encoder.finish())));
+        for id in full.textures_delta.free.drain() {
+            gfx.egui_renderer.free_texture(&id);
+        }
+        gfx.window.pre_present_notify();
+        gfx.gpu.queue.present(frame);
+        gfx.window.request_redraw();
+        el.set_control_flow(ControlFlow::Poll);
+    }
+}
+
+impl ApplicationHandler<Wake> for App {
+    fn resumed(&mut self, el: &ActiveEventLoop) {
+        if self.gfx.is_some() {
+            return;
+        }
+        if let Err(e) = self.init(el) {
+            self.error = Some(e);
+            el.exit();
+        }
+    }
+
+    fn user_event(&mut self, _el: &ActiveEventLoop, _event: Wake) {
+        if let Some(g) = &self.gfx {
+            g.window.request_redraw();
+        }
+    }
+
+    fn window_event(&mut self, el: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
+        let Some(gfx) = self.gfx.as_mut() else { return };
+        let response = gfx.egui_state.on_window_event(&gfx.window, &event);
+        if response.repaint {
+            gfx.window.request_redraw();
+        }
+        match event {
+            WindowEvent::CloseRequested => el.exit(),
+            WindowEvent::Resized(size) => {
+                if size.width > 0 && size.height > 0 {
+                    gfx.config.width = size.width;
+                    gfx.config.height = size.height;
+                    gfx.surface.configure(&gfx.gpu.device, &gfx.config);
+                }
+                gfx.window.request_redraw();
+            }
+            WindowEvent::RedrawRequested => self.redraw(el),
+            _ => {}
+        }
+    }
+}

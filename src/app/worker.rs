@@ -1,0 +1,427 @@
+//! The solver thread: owns the solver, obeys [`Command`]s, and publishes the
+//! newest field frame. It never waits for the UI, and the UI never waits for it:
+//! a frame not yet taken is replaced by the next one.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::scenario::Scenario;
+use crate::solver::select::{self, Choice};
+use crate::solver::{Fields, Precision, Solver};
+
+/// What the UI asks of the solver thread.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    Run,
+    Pause,
+    /// Advance this many steps, then pause.
+    Step(u64),
+    Reset,
+    /// Change the Reynolds number live (τ follows; the lattice speed stays).
+    SetReynolds(f64),
+    /// Change the reference speed (inlets, lids) live, in lattice units.
+    SetVelocity(f64),
+    Load(PathBuf),
+    SaveCheckpoint(PathBuf),
+    ExportVti(PathBuf),
+    Quit,
+}
+
+/// One published state of the flow.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub step: u64,
+    pub fields: Arc<Fields>,
+    pub flags: Arc<Vec<u8>>,
+    /// Changes when the geometry (scenario) changes.
+    pub geometry: u64,
+}
+
+/// What the worker reports besides frames.
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    pub scenario: String,
+    pub solver: String,
+    pub running: bool,
+    pub step: u64,
+    pub mlups: f64,
+    pub reynolds: f64,
+    pub velocity: f64,
+    pub tau: f64,
+    pub max_speed: f32,
+    /// Set when the run stopped itself (instability) or a command failed.
+    pub message: Option<String>,
+    pub size: [usize; 3],
+}
+
+/// Shared between the worker and the UI.
+#[derive(Default)]
+pub struct Mailbox {
+    pub frame: Mutex<Option<Frame>>,
+    pub status: Mutex<Status>,
+}
+
+/// Handle the UI keeps.
+pub struct Worker {
+    pub commands: Sender<Command>,
+    pub mailbox: Arc<Mailbox>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Starts the solver thread on a scenario (loaded there, so that the CUDA
+    /// context belongs to that thread). `wake` is called after each publish.
+    pub fn start(
+        scenario: PathBuf,
+        choice: Choice,
+        precision: Precision,
+        wake: impl Fn() + Send + 'static,
+    ) -> Worker {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mailbox = Arc::new(Mailbox::default());
+        let mb = mailbox.clone();
+        let thread = std::thread::Builder::new()
+            .name("solver".into())
+            .spawn(move || run(scenario, choice, precision, rx, mb, wake))
+            .ok();
+        if thread.is_none() {
+            mailbox
+                .status
+                .lock()
+                .map(|mut s| s.message = Some("could not start the solver thread".into()))
+                .ok();
+        }
+        Worker {
+            commands: tx,
+            mailbox,
+            thread,
+        }
+    }
+
+    /// Sends a command; a stopped worker has said why in its status.
+    pub fn send(&self, command: Command) {
+        if self.commands.send(command).is_err() {
+            if let Ok(mut s) = self.mailbox.status.lock() {
+                s.message
+                    .get_or_insert_with(|| "the solver thread has stopped".into());
+            }
+        }
+    }
+
+    pub fn take_frame(&self) -> Option<Frame> {
+        self.mailbox.frame.lock().ok().and_then(|mut f| f.take())
+    }
+
+    pub fn status(&self) -> Status {
+        self.mailbox
+            .status
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.commands.send(Command::Quit).is_ok() {
+            if let Some(t) = self.thread.take() {
+                if t.join().is_err() {
+                    eprintln!("the solver thread panicked while stopping");
+                }
+            }
+        }
+    }
+}
+
+struct State {
+    scenario: Scenario,
+    solver: Box<dyn Solver>,
+    geometry: u64,
+}
+
+fn load(
+    path: &std::path::Path,
+    overrides: &[String],
+    choice: Choice,
+    precision: Precision,
+    geometry: u64,
+) -> Result<State, String> {
+    let scenario = Scenario::load(path, overrides).map_err(|e| e.to_string())?;
+    let selected = select::build(choice, &scenario, precision, crate::cli::available_memory())
+        .map_err(|e| e.to_string())?;
+    Ok(State {
+        scenario,
+        solver: selected.solver,
+        geometry,
+    })
+}
+
+fn publish(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
+    let fields = state.solver.fields().map_err(|e| e.to_string())?;
+    let frame = Frame {
+        step: state.solver.time_step(),
+        fields: Arc::new(fields),
+        flags: Arc::new(state.solver.flags().to_vec()),
+        geometry: state.geometry,
+    };
+    if let Ok(mut slot) = mailbox.frame.lock() {
+        *slot = Some(frame);
+    }
+    Ok(())
+}
+
+fn run(
+    path: PathBuf,
+    choice: Choice,
+    precision: Precision,
+    rx: Receiver<Command>,
+    mailbox: Arc<Mailbox>,
+    wake: impl Fn(),
+) {
+    let set_message = |m: String| {
+        if let Ok(mut s) = mailbox.status.lock() {
+            s.message = Some(m);
+        }
+    };
+    let mut state = match load(&path, &[], choice, precision, 1) {
+        Ok(s) => s,
+        Err(e) => {
+            set_message(e);
+            wake();
+            // Wait for a Load or Quit.
+            loop {
+                match rx.recv() {
+                    Ok(Command::Load(p)) => match load(&p, &[], choice, precision, 1) {
+                        Ok(s) => break s,
+                        Err(e) => {
+                            set_message(e);
+                            wake();
+                        }
+                    },
+                    Ok(Command::Quit) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        }
+    };
+    let mut overrides: Vec<String> = Vec::new();
+    let mut running = true;
+    let mut pending_steps = 0u64;
+    let mut chunk = 1u64;
+    let mut mlups = 0.0f64;
+    if let Err(e) = publish(&mut state, &mailbox) {
+        set_message(e);
+    }
+    loop {
+        // Commands first; block only while paused with nothing to do.
+        let command = if running || pending_steps > 0 {
+            match rx.try_recv() {
+                Ok(c) => Some(c),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        } else {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(c) => Some(c),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                Err(_) => return,
+            }
+        };
+        if let Some(command) = command {
+            let result: Result<(), String> = match command {
+                Command::Run => {
+                    running = true;
+                    Ok(())
+                }
+                Command::Pause => {
+                    running = false;
+                    Ok(())
+                }
+                Command::Step(n) => {
+                    running = false;
+                    pending_steps += n;
+                    Ok(())
+                }
+                Command::Reset => state
+                    .solver
+                    .reset()
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| publish(&mut state, &mailbox)),
+                Command::SetReynolds(re) | Command::SetVelocity(re)
+                    if !(re > 0.0 && re.is_finite()) =>
+                {
+                    Err(format!("{re} is not a positive number"))
+                }
+                Command::SetReynolds(re) => {
+                    overrides.retain(|o| !o.starts_with("fluid.reynolds="));
+                    overrides.push(format!("fluid.reynolds={re}"));
+                    retune(&mut state, &overrides)
+                }
+                Command::SetVelocity(u) => {
+                    overrides.retain(|o| {
+                        !o.starts_with("fluid.velocity=") && !o.starts_with("fluid.mach=")
+                    });
+                    overrides.push(format!("fluid.velocity={u}"));
+                    retune(&mut state, &overrides)
+                }
+                Command::Load(p) => match load(&p, &[], choice, precision, state.geometry + 1) {
+                    Ok(s) => {
+                        state = s;
+                        overrides.clear();
+                        running = true;
+                        publish(&mut state, &mailbox)
+                    }
+                    Err(e) => Err(e),
+                },
+                Command::SaveCheckpoint(p) => save_checkpoint(&mut state, &p),
+                Command::ExportVti(p) => {
+                    state
+                        .solver
+                        .fields()
+                        .map_err(|e| e.to_string())
+                        .and_then(|f| {
+                            crate::io::vti::write(&p, &f, state.solver.flags())
+                                .map_err(|e| format!("cannot write {}: {e}", p.display()))
+                        })
+                }
+                Command::Quit => return,
+            };
+            match result {
+                Ok(()) => {
+                    if let Ok(mut s) = mailbox.status.lock() {
+                        s.message = None;
+                    }
+                }
+                Err(e) => set_message(e),
+            }
+        }
+        if running || pending_steps > 0 {
+            let n = if running {
+                chunk
+            } else {
+                pending_steps.min(chunk)
+            };
+            let began = Instant::now();
+            if let Err(e) = state.solver.step(n) {
+                running = false;
+                set_message(e.to_string());
+            }
+            let secs = began.elapsed().as_secs_f64();
+            pending_steps = pending_steps.saturating_sub(n);
+            mlups = state.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
+            // About 25 frames of fields per second.
+            chunk = if secs < 0.02 {
+                (chunk * 2).min(10_000)
+            } else if secs > 0.06 && chunk > 1 {
+                chunk / 2
+            } else {
+                chunk
+            };
+            match state.solver.stats() {
+                Ok(stats) => {
+                    if let Some(e) = stats.instability() {
+                        // Keep the last good frame on screen; say why it stopped.
+                        running = false;
+                        pending_steps = 0;
+                        set_message(format!("paused: {e}"));
+                    } else if let Err(e) = publish(&mut state, &mailbox) {
+                        set_message(e);
+                    }
+                    if let Ok(mut s) = mailbox.status.lock() {
+                        s.max_speed = stats.max_speed;
+                    }
+                }
+                Err(e) => set_message(e.to_string()),
+            }
+        }
+        if let Ok(mut s) = mailbox.status.lock() {
+            s.scenario = state.scenario.name.clone();
+            s.solver = state.solver.describe();
+            s.running = running;
+            s.step = state.solver.time_step();
+            s.mlups = mlups;
+            s.reynolds = state.scenario.units.reynolds;
+            s.velocity = state.scenario.units.velocity_lattice;
+            s.tau = state.scenario.units.tau;
+            s.size = state.scenario.size;
+        }
+        wake();
+    }
+}
+
+/// Applies changed fluid numbers to the running solver (same geometry).
+fn retune(state: &mut State, overrides: &[String]) -> Result<(), String> {
+    let scenario = Scenario::load(&state.scenario.path, overrides).map_err(|e| e.to_string())?;
+    let voxels = scenario.voxelize();
+    let params = scenario.params(&voxels);
+    state.solver.set_params(params).map_err(|e| e.to_string())?;
+    state.scenario = scenario;
+    Ok(())
+}
+
+fn save_checkpoint(state: &mut State, path: &std::path::Path) -> Result<(), String> {
+    let ckpt = crate::io::checkpoint::Checkpoint {
+        size: state.solver.grid().size,
+        step: state.solver.time_step(),
+        flags_hash: crate::io::checkpoint::flags_hash(state.solver.flags()),
+        populations: state.solver.populations().map_err(|e| e.to_string())?,
+    };
+    crate::io::checkpoint::save(path, &ckpt).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait_for(worker: &Worker, what: impl Fn(&Status) -> bool) -> Status {
+        for _ in 0..600 {
+            let s = worker.status();
+            if what(&s) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("timed out; status {:?}", worker.status());
+    }
+
+    #[test]
+    fn worker_runs_pauses_steps_and_reports_bad_input_without_dying() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenarios/cavity.toml");
+        let worker = Worker::start(path, Choice::Cpu, Precision::Fp32, || {});
+        let s = wait_for(&worker, |s| s.step > 20);
+        assert!(s.solver.contains("CPU"));
+        assert!(worker.take_frame().is_some());
+        worker.send(Command::Pause);
+        let paused = wait_for(&worker, |s| !s.running).step;
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(worker.status().step, paused);
+        worker.send(Command::Step(3));
+        wait_for(&worker, |s| s.step == paused + 3);
+        worker.send(Command::SetReynolds(-5.0));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("not a positive number"))
+        });
+        worker.send(Command::SetReynolds(1e13));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("is not above 0.5"))
+        });
+        worker.send(Command::SetReynolds(50.0));
+        let s = wait_for(&worker, |s| (s.reynolds - 50.0).abs() < 1e-9);
+        assert!(s.message.is_none());
+        worker.send(Command::Load("no/such.toml".into()));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("cannot read"))
+        });
+        worker.send(Command::Reset);
+        wait_for(&worker, |s| s.step == 0);
+    }
+}

@@ -1,0 +1,205 @@
+//! The control panel: reads what the worker and the view report, and returns
+//! commands. It owns no simulation state.
+
+use std::path::PathBuf;
+
+use crate::app::view::ViewSettings;
+use crate::app::worker::{Command, Status};
+use crate::render::derive::PlotType;
+
+/// What the view reports for display.
+#[derive(Clone, Debug, Default)]
+pub struct ViewInfo {
+    pub range: (f32, f32),
+    pub isovalue: f32,
+    pub triangles: u32,
+    pub frame_ms: f32,
+}
+
+/// UI-side state that persists between frames (not simulation state).
+#[derive(Clone, Debug, Default)]
+pub struct PanelState {
+    pub reynolds_text: String,
+    pub iso_text: String,
+    pub path_text: String,
+    pub show_help: bool,
+}
+
+pub const PLOTS: [PlotType; 8] = [
+    PlotType::Pressure,
+    PlotType::Speed,
+    PlotType::Ux,
+    PlotType::Uy,
+    PlotType::Uz,
+    PlotType::Vorticity,
+    PlotType::Curl,
+    PlotType::Q,
+];
+
+/// Draws the side panel; returns the commands for the solver thread.
+pub fn panel(
+    ui: &mut egui::Ui,
+    status: &Status,
+    view: &ViewInfo,
+    settings: &mut ViewSettings,
+    state: &mut PanelState,
+    scenarios: &[PathBuf],
+) -> Vec<Command> {
+    let mut commands = Vec::new();
+    ui.heading("flowscope");
+    ui.label(format!(
+        "{}  ({}×{}×{})",
+        status.scenario, status.size[0], status.size[1], status.size[2]
+    ));
+    ui.label(&status.solver);
+    if let Some(m) = &status.message {
+        ui.colored_label(egui::Color32::from_rgb(255, 120, 90), m);
+    }
+    ui.separator();
+    ui.horizontal(|ui| {
+        if status.running {
+            if ui.button("Pause").clicked() {
+                commands.push(Command::Pause);
+            }
+        } else if ui.button("Run").clicked() {
+            commands.push(Command::Run);
+        }
+        if ui.button("Step").clicked() {
+            commands.push(Command::Step(1));
+        }
+        if ui.button("Reset").clicked() {
+            commands.push(Command::Reset);
+        }
+    });
+    ui.label(format!(
+        "step {}   {:.1} MLUPS   {:.1} ms/frame",
+        status.step, status.mlups, view.frame_ms
+    ));
+    ui.label(format!(
+        "Re {:.1}   u {:.4}   τ {:.4}   max |u| {:.4}",
+        status.reynolds, status.velocity, status.tau, status.max_speed
+    ));
+    ui.horizontal(|ui| {
+        ui.label("Reynolds");
+        let r = ui.text_edit_singleline(&mut state.reynolds_text);
+        if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
+            match state.reynolds_text.trim().parse::<f64>() {
+                Ok(re) => commands.push(Command::SetReynolds(re)),
+                Err(_) => state.reynolds_text = format!("{:.1}", status.reynolds),
+            }
+        }
+    });
+    ui.separator();
+    egui::ComboBox::from_label("plot")
+        .selected_text(settings.plot.name())
+        .show_ui(ui, |ui| {
+            for p in PLOTS {
+                ui.selectable_value(&mut settings.plot, p, p.name());
+            }
+        });
+    let mut frac = settings.iso_frac;
+    if ui
+        .add(egui::Slider::new(&mut frac, 0.0..=1.0).text("isovalue (fraction of range)"))
+        .changed()
+    {
+        settings.iso_frac = frac;
+        settings.iso = None;
+    }
+    ui.label(format!(
+        "isovalue {:.4e} in [{:.3e}, {:.3e}], {} triangles",
+        view.isovalue, view.range.0, view.range.1, view.triangles
+    ));
+    ui.horizontal(|ui| {
+        ui.label("value");
+        let r = ui.text_edit_singleline(&mut state.iso_text);
+        if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
+            settings.iso = state
+                .iso_text
+                .trim()
+                .parse::<f32>()
+                .ok()
+                .filter(|v| v.is_finite());
+        }
+    });
+    ui.separator();
+    ui.label("scenario");
+    for path in scenarios {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if ui.button(name).clicked() {
+            commands.push(Command::Load(path.clone()));
+        }
+    }
+    ui.horizontal(|ui| {
+        ui.text_edit_singleline(&mut state.path_text);
+        if ui.button("Open").clicked() && !state.path_text.trim().is_empty() {
+            commands.push(Command::Load(PathBuf::from(state.path_text.trim())));
+        }
+    });
+    ui.separator();
+    ui.horizontal(|ui| {
+        if ui.button("Export VTI").clicked() {
+            commands.push(Command::ExportVti(PathBuf::from(format!(
+                "flowscope-{}.vti",
+                status.step
+            ))));
+        }
+        if ui.button("Checkpoint").clicked() {
+            commands.push(Command::SaveCheckpoint(PathBuf::from(format!(
+                "flowscope-{}.ckpt",
+                status.step
+            ))));
+        }
+        if ui.button("Help").clicked() {
+            state.show_help = !state.show_help;
+        }
+    });
+    commands
+}
+
+/// Keyboard shortcuts: space run/pause, s step, r reset, 1–8 plot types.
+pub fn shortcuts(
+    ctx: &egui::Context,
+    status: &Status,
+    settings: &mut ViewSettings,
+) -> Vec<Command> {
+    let mut commands = Vec::new();
+    if ctx.egui_wants_keyboard_input() {
+        return commands;
+    }
+    ctx.input(|i| {
+        if i.key_pressed(egui::Key::Space) {
+            commands.push(if status.running {
+                Command::Pause
+            } else {
+                Command::Run
+            });
+        }
+        if i.key_pressed(egui::Key::S) {
+            commands.push(Command::Step(1));
+        }
+        if i.key_pressed(egui::Key::R) {
+            commands.push(Command::Reset);
+        }
+        let keys = [
+            egui::Key::Num1,
+            egui::Key::Num2,
+            egui::Key::Num3,
+            egui::Key::Num4,
+            egui::Key::Num5,
+            egui::Key::Num6,
+            egui::Key::Num7,
+            egui::Key::Num8,
+        ];
+        for (k, p) in keys.iter().zip(PLOTS) {
+            if i.key_pressed(*k) {
+                settings.plot = p;
+            }
+        }
+    });
+    commands
+}
+
+pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–8    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q)\nDrag   orbit   ·   Scroll  zoom";

@@ -1,0 +1,99 @@
+//! The window under Xvfb (CI installs xvfb and lavapipe): it drives itself
+//! through plot types, a resize, minimise and restore, a scenario change, pause
+//! and step, then exits; it must not crash. Without a display it says so.
+
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+const SMALL_CAVITY: &str = r#"
+name = "Small cavity"
+[domain]
+size = [26, 26, 26]
+[boundaries]
+x = "wall"
+y_min = "wall"
+y_max = { moving_wall = [1.0, 0.0, 0.0] }
+z = "wall"
+[fluid]
+reynolds = 100.0
+length_cells = 24
+velocity = 0.08
+"#;
+
+const SMALL_CUBE: &str = r#"
+name = "Small cube"
+[domain]
+size = [48, 24, 16]
+[boundaries]
+x_min = { inlet = [1.0, 0.0, 0.0] }
+x_max = "outlet"
+y = "free_slip"
+z_min = "wall"
+z_max = "free_slip"
+[fluid]
+reynolds = 42.0
+length_cells = 6
+velocity = 0.05
+collision = "bgk"
+[[obstacles]]
+shape = "box"
+min = [12.0, 9.0, 1.0]
+max = [17.0, 14.0, 6.0]
+"#;
+
+#[test]
+fn window_survives_plot_switches_resize_minimise_and_scenario_changes_under_xvfb() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cavity.toml"), SMALL_CAVITY).unwrap();
+    std::fs::write(dir.path().join("cube.toml"), SMALL_CUBE).unwrap();
+    let display = format!(":{}", 90 + std::process::id() % 100);
+    let mut xvfb = Command::new("Xvfb")
+        .args([display.as_str(), "-screen", "0", "1280x800x24"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("Xvfb runs (CI installs Debian's xvfb)");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let out = Command::new(env!("CARGO_BIN_EXE_flowscope"))
+        .args([
+            "gui",
+            "cavity.toml",
+            "--solver",
+            "cpu",
+            "--smoke-frames",
+            "70",
+        ])
+        .current_dir(dir.path())
+        .env("DISPLAY", &display)
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    xvfb.kill().ok();
+    xvfb.wait().ok();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status.code());
+    assert!(
+        !err.contains("panicked") && !err.contains("GPU error"),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_a_display_the_window_says_so_in_one_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_flowscope"))
+        .current_dir(repo())
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_SOCKET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no display to open a window on")
+            && err.contains("flowscope run | render | bench | info"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
