@@ -222,6 +222,7 @@ impl App {
                     worker.send(Command::Load(p.clone()));
                 }
             }
+            45 => self.panel.screenshot = true,
             50 => worker.send(Command::Pause),
             55 => worker.send(Command::Step(2)),
             60 => worker.send(Command::Run),
@@ -252,6 +253,9 @@ impl App {
         let status = worker.status();
         if self.panel.reynolds_text.is_empty() && status.reynolds > 0.0 {
             self.panel.reynolds_text = format!("{:.1}", status.reynolds);
+        }
+        if self.panel.velocity_text.is_empty() && status.velocity > 0.0 {
+            self.panel.velocity_text = format!("{:.4}", status.velocity);
         }
         let raw = gfx.egui_state.take_egui_input(&gfx.window);
         let mut commands = Vec::new();
@@ -331,6 +335,16 @@ impl App {
                         }
                     }
                 }
+            }
+        }
+        if std::mem::take(&mut self.panel.screenshot) {
+            let path = PathBuf::from(format!("flowscope-{}.png", status.step));
+            let message = match gfx.view.screenshot(&gfx.gpu, &path) {
+                Ok(()) => format!("saved {}", path.display()),
+                Err(e) => e,
+            };
+            if let Ok(mut s) = worker.mailbox.status.lock() {
+                s.message = Some(message);
             }
         }
         gfx.egui_state

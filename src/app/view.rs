@@ -56,6 +56,8 @@ pub struct View {
     pub triangles: u32,
     drawn: Option<(u64, ViewSettings)>,
     step: u64,
+    /// Draw data of the obstacles and the surface.
+    draws: [Option<MeshDraw>; 2],
 }
 
 impl View {
@@ -76,6 +78,7 @@ impl View {
             triangles: 0,
             drawn: None,
             step: 0,
+            draws: [None, None],
         }
     }
 
@@ -157,30 +160,44 @@ impl View {
             self.target = Some(target);
         }
         let target = self.target.as_ref().expect("made above");
-        let draws: [MeshDraw; 2] = [
-            self.renderer.prepare(
-                gpu,
-                &self.obstacles,
-                &self.camera,
-                target.aspect(),
-                [0.6, 0.62, 0.68],
-            ),
-            self.renderer.prepare(
-                gpu,
-                &self.surface,
-                &self.camera,
-                target.aspect(),
-                [0.95, 0.55, 0.2],
-            ),
-        ];
+        let aspect = target.aspect();
+        self.renderer.prepare(
+            gpu,
+            &mut self.draws[0],
+            &self.obstacles,
+            &self.camera,
+            aspect,
+            [0.6, 0.62, 0.68],
+        );
+        self.renderer.prepare(
+            gpu,
+            &mut self.draws[1],
+            &self.surface,
+            &self.camera,
+            aspect,
+            [0.95, 0.55, 0.2],
+        );
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = target.begin(&mut encoder, [0.12, 0.13, 0.15]);
-            self.renderer.draw(&mut pass, &draws[0], &self.obstacles);
-            self.renderer.draw(&mut pass, &draws[1], &self.surface);
+            for (draw, extractor) in self.draws.iter().zip([&self.obstacles, &self.surface]) {
+                if let Some(d) = draw {
+                    self.renderer.draw(&mut pass, d, extractor);
+                }
+            }
         }
         gpu.queue.submit([encoder.finish()]);
         Ok(self.texture)
+    }
+}
+
+impl View {
+    /// Saves the last drawn 3D view as a PNG.
+    pub fn screenshot(&self, gpu: &Gpu, path: &std::path::Path) -> Result<(), String> {
+        let target = self.target.as_ref().ok_or("nothing drawn yet")?;
+        let pixels = target.read_rgba(gpu).map_err(|e| e.to_string())?;
+        crate::render::scene::save_png(path, target.size, &pixels)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 }
 

@@ -113,20 +113,29 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     camera.pitch = args.pitch.unwrap_or(camera.pitch);
     camera.distance = args.distance.unwrap_or(camera.distance);
     let renderer = MeshRenderer::new(&gpu);
-    let surface_draw =
-        renderer.prepare(&gpu, &surface, &camera, target.aspect(), [0.95, 0.55, 0.2]);
+    let (mut surface_cache, mut obstacle_cache) = (None, None);
+    let aspect = target.aspect();
+    let surface_draw = renderer.prepare(
+        &gpu,
+        &mut surface_cache,
+        &surface,
+        &camera,
+        aspect,
+        [0.95, 0.55, 0.2],
+    );
     let obstacle_draw = renderer.prepare(
         &gpu,
+        &mut obstacle_cache,
         &obstacles,
         &camera,
-        target.aspect(),
+        aspect,
         [0.6, 0.62, 0.68],
     );
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     {
         let mut pass = target.begin(&mut encoder, [0.12, 0.13, 0.15]);
-        renderer.draw(&mut pass, &obstacle_draw, &obstacles);
-        renderer.draw(&mut pass, &surface_draw, &surface);
+        renderer.draw(&mut pass, obstacle_draw, &obstacles);
+        renderer.draw(&mut pass, surface_draw, &surface);
     }
     gpu.queue.submit([encoder.finish()]);
     let pixels = target.read_rgba(&gpu)?;

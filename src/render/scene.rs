@@ -60,10 +60,12 @@ pub struct MeshRenderer {
     pipeline: wgpu::RenderPipeline,
 }
 
-/// Per-draw data of one surface.
+/// Per-surface draw data: the camera uniform and the bind group over the
+/// extractor's vertex buffer.
 pub struct MeshDraw {
     camera: wgpu::Buffer,
     bind: wgpu::BindGroup,
+    vertices: wgpu::Buffer,
 }
 
 impl MeshRenderer {
@@ -118,15 +120,18 @@ impl MeshRenderer {
         MeshRenderer { layout, pipeline }
     }
 
-    /// Draw data for the surface in `extractor` with a colour.
-    pub fn prepare(
+    /// Keeps the draw data of one surface current: created once (again only
+    /// when the extractor's vertex buffer was replaced), the camera uniform
+    /// rewritten each frame.
+    pub fn prepare<'d>(
         &self,
         gpu: &Gpu,
+        cache: &'d mut Option<MeshDraw>,
         extractor: &Extractor,
         camera: &Camera,
         aspect: f32,
         colour: [f32; 3],
-    ) -> MeshDraw {
+    ) -> &'d MeshDraw {
         let uniform = CameraUniform {
             view_proj: camera.view_proj(aspect).to_cols_array_2d(),
             eye: camera.eye().extend(1.0).to_array(),
@@ -136,36 +141,43 @@ impl MeshRenderer {
                 .extend(0.0)
                 .to_array(),
         };
-        use wgpu::util::DeviceExt;
-        let buffer = gpu
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        let stale = cache
+            .as_ref()
+            .is_none_or(|d| d.vertices != extractor.vertices);
+        if stale {
+            let camera = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("camera"),
-                contents: bytemuck::bytes_of(&uniform),
+                size: std::mem::size_of::<CameraUniform>() as u64,
                 usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
             });
-        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("mesh"),
-            layout: &self.layout,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: extractor.vertices.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: buffer.as_entire_binding(),
-                },
-            ],
-        });
-        MeshDraw {
-            camera: buffer,
-            bind,
+            let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("mesh"),
+                layout: &self.layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: extractor.vertices.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: camera.as_entire_binding(),
+                    },
+                ],
+            });
+            *cache = Some(MeshDraw {
+                camera,
+                bind,
+                vertices: extractor.vertices.clone(),
+            });
         }
+        let draw = cache.as_ref().expect("made above");
+        gpu.queue
+            .write_buffer(&draw.camera, 0, bytemuck::bytes_of(&uniform));
+        draw
     }
 
     pub fn draw(&self, pass: &mut wgpu::RenderPass<'_>, draw: &MeshDraw, extractor: &Extractor) {
-        let _keep_alive = &draw.camera;
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &draw.bind, &[]);
         pass.draw_indirect(&extractor.draw_args, 0);

@@ -20,6 +20,9 @@ pub struct ViewInfo {
 #[derive(Clone, Debug, Default)]
 pub struct PanelState {
     pub reynolds_text: String,
+    pub velocity_text: String,
+    /// Set when the user asked for a screenshot; the app saves the next frame.
+    pub screenshot: bool,
     pub iso_text: String,
     pub path_text: String,
     pub show_help: bool,
@@ -89,6 +92,16 @@ pub fn panel(
             }
         }
     });
+    ui.horizontal(|ui| {
+        ui.label("speed (lattice)");
+        let r = ui.text_edit_singleline(&mut state.velocity_text);
+        if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
+            match state.velocity_text.trim().parse::<f64>() {
+                Ok(u) => commands.push(Command::SetVelocity(u)),
+                Err(_) => state.velocity_text = format!("{:.4}", status.velocity),
+            }
+        }
+    });
     ui.separator();
     egui::ComboBox::from_label("plot")
         .selected_text(settings.plot.name())
@@ -151,6 +164,9 @@ pub fn panel(
                 "flowscope-{}.ckpt",
                 status.step
             ))));
+        }
+        if ui.button("Screenshot").clicked() {
+            state.screenshot = true;
         }
         if ui.button("Help").clicked() {
             state.show_help = !state.show_help;

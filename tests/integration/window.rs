@@ -77,6 +77,23 @@ fn window_survives_plot_switches_resize_minimise_and_scenario_changes_under_xvfb
         !err.contains("panicked") && !err.contains("GPU error"),
         "{err}"
     );
+    // The screenshot button (pressed by the smoke run) saved the 3D view.
+    let shot = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "png"))
+        .expect("a screenshot");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let info = decoder.read_info().unwrap().info().clone();
+    assert!(
+        info.width > 100 && info.height > 100,
+        "{}x{}",
+        info.width,
+        info.height
+    );
+    if let Ok(keep) = std::env::var("FLOWSCOPE_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
 }
 
 #[test]
