@@ -244,6 +244,16 @@ impl App {
         self.last_frame = now;
         self.frames += 1;
         if let Some(frame) = worker.take_frame() {
+            let probe = self.panel.probe.map(|v| v as f64);
+            let s = crate::io::probe::sample_at(&frame.fields, probe);
+            let history = &mut self.panel.probe_history;
+            if history.last().is_some_and(|h| h[0] > frame.step as f64) {
+                history.clear();
+            }
+            if history.len() >= worker::HISTORY {
+                history.drain(..worker::HISTORY / 4);
+            }
+            history.push([frame.step as f64, s.u[0], s.u[1], s.u[2]]);
             if let Err(e) = gfx.view.upload(&gfx.gpu, &frame) {
                 self.error = Some(AppError::Graphics(e.to_string()));
                 el.exit();

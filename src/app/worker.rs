@@ -54,6 +54,70 @@ pub struct Status {
     /// Set when the run stopped itself (instability) or a command failed.
     pub message: Option<String>,
     pub size: [usize; 3],
+    pub history: History,
+}
+
+/// Time series for the plots: (step, value) pairs, the newest [`HISTORY`].
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// log10 of the mean relative change of the velocity per step.
+    pub change: Vec<[f64; 2]>,
+    /// Drag and lift coefficients of the first obstacle.
+    pub drag: Vec<[f64; 2]>,
+    pub lift: Vec<[f64; 2]>,
+    pub obstacle: Option<String>,
+    /// Shedding Strouhal number f L / U from the lift signal, once it oscillates.
+    pub strouhal: Option<f64>,
+}
+
+/// Samples kept per series.
+pub const HISTORY: usize = 2000;
+
+fn push(series: &mut Vec<[f64; 2]>, point: [f64; 2]) {
+    if series.len() >= HISTORY {
+        series.drain(..HISTORY / 4);
+    }
+    series.push(point);
+}
+
+/// Frequency (per step) of an oscillating signal from its upward mean crossings
+/// over the newest half of the samples; `None` until it has crossed at least 4
+/// times with regular periods.
+pub fn oscillation_frequency(series: &[[f64; 2]]) -> Option<f64> {
+    let recent = &series[series.len() / 2..];
+    if recent.len() < 8 {
+        return None;
+    }
+    let mean = recent.iter().map(|p| p[1]).sum::<f64>() / recent.len() as f64;
+    let amplitude = recent
+        .iter()
+        .map(|p| (p[1] - mean).abs())
+        .fold(0.0, f64::max);
+    if !(amplitude > 1e-6) {
+        return None;
+    }
+    let mut crossings = Vec::new();
+    for w in recent.windows(2) {
+        let (a, b) = (w[0][1] - mean, w[1][1] - mean);
+        if a < 0.0 && b >= 0.0 {
+            // Upward crossing, interpolated in time.
+            crossings.push(w[0][0] + (w[1][0] - w[0][0]) * (-a / (b - a)));
+        }
+    }
+    if crossings.len() < 4 {
+        return None;
+    }
+    // A shedding signal repeats: its periods agree within 20%; start-up
+    // transients and noise do not.
+    let periods: Vec<f64> = crossings.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean_period = periods.iter().sum::<f64>() / periods.len() as f64;
+    if periods
+        .iter()
+        .any(|p| (p - mean_period).abs() > 0.2 * mean_period)
+    {
+        return None;
+    }
+    Some(1.0 / mean_period)
 }
 
 /// Shared between the worker and the UI.
@@ -139,6 +203,9 @@ struct State {
     scenario: Scenario,
     solver: Box<dyn Solver>,
     geometry: u64,
+    /// (name, frontal area) of the first obstacle, for its coefficients.
+    obstacle: Option<(String, f64)>,
+    history: History,
 }
 
 fn load(
@@ -151,10 +218,21 @@ fn load(
     let scenario = Scenario::load(path, overrides).map_err(|e| e.to_string())?;
     let selected = select::build(choice, &scenario, precision, crate::cli::available_memory())
         .map_err(|e| e.to_string())?;
+    let obstacle = scenario
+        .voxelize()
+        .obstacles
+        .first()
+        .map(|o| (o.name.clone(), o.frontal_area.max(1.0)));
+    let history = History {
+        obstacle: obstacle.as_ref().map(|o| o.0.clone()),
+        ..Default::default()
+    };
     Ok(State {
         scenario,
         solver: selected.solver,
         geometry,
+        obstacle,
+        history,
     })
 }
 
@@ -209,7 +287,7 @@ fn run(
     let mut overrides: Vec<String> = Vec::new();
     let mut running = true;
     let mut pending_steps = 0u64;
-    let mut chunk = 1u64;
+    let mut chunk = 2u64;
     let mut mlups = 0.0f64;
     if let Err(e) = publish(&mut state, &mailbox) {
         set_message(e);
@@ -298,8 +376,11 @@ fn run(
             }
         }
         if running || pending_steps > 0 {
+            // Running chunks end on even steps, where the time series are
+            // sampled: near τ = ½ populations flip between the two AA layouts'
+            // steps, and so would the forces.
             let n = if running {
-                chunk
+                chunk + state.solver.time_step() % 2
             } else {
                 pending_steps.min(chunk)
             };
@@ -313,12 +394,13 @@ fn run(
             mlups = state.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
             // About 25 frames of fields per second.
             chunk = if secs < 0.02 {
-                (chunk * 2).min(10_000)
-            } else if secs > 0.06 && chunk > 1 {
+                (chunk * 2).min(8192)
+            } else if secs > 0.06 && chunk > 2 {
                 chunk / 2
             } else {
                 chunk
             };
+            record(&mut state);
             match state.solver.stats() {
                 Ok(stats) => {
                     if let Some(e) = stats.instability() {
@@ -346,8 +428,39 @@ fn run(
             s.velocity = state.scenario.units.velocity_lattice;
             s.tau = state.scenario.units.tau;
             s.size = state.scenario.size;
+            s.history = state.history.clone();
         }
         wake();
+    }
+}
+
+/// Adds the steadiness criterion and the first obstacle's coefficients to the
+/// time series.
+fn record(state: &mut State) {
+    if !state.solver.time_step().is_multiple_of(2) {
+        return;
+    }
+    let t = state.solver.time_step() as f64;
+    if let Ok(Some(change)) = state.solver.velocity_change() {
+        if change > 0.0 && change.is_finite() {
+            push(&mut state.history.change, [t, change.log10()]);
+        }
+    }
+    if let Some((_, area)) = &state.obstacle {
+        if let Ok(forces) = state.solver.obstacle_forces() {
+            let u = state.scenario.units.velocity_lattice;
+            let q = 0.5 * u * u * area;
+            let f = forces[1];
+            let (d, l) = (
+                state.scenario.forces.drag.index(),
+                state.scenario.forces.lift.index(),
+            );
+            push(&mut state.history.drag, [t, f[d] / q]);
+            push(&mut state.history.lift, [t, f[l] / q]);
+            state.history.strouhal = oscillation_frequency(&state.history.lift).map(|f| {
+                f * state.scenario.units.length_cells / state.scenario.units.velocity_lattice
+            });
+        }
     }
 }
 
@@ -374,6 +487,29 @@ fn save_checkpoint(state: &mut State, path: &std::path::Path) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oscillation_frequency_of_a_sampled_sine() {
+        let period = 317.0;
+        let series: Vec<[f64; 2]> = (0..3000)
+            .map(|k| {
+                let t = k as f64 * 7.0;
+                [
+                    t,
+                    0.3 + 0.05 * (2.0 * std::f64::consts::PI * t / period).sin(),
+                ]
+            })
+            .collect();
+        let f = oscillation_frequency(&series).unwrap();
+        assert!((f * period - 1.0).abs() < 1e-3, "{}", 1.0 / f);
+        let flat: Vec<[f64; 2]> = (0..100).map(|k| [k as f64, 1.0]).collect();
+        assert_eq!(oscillation_frequency(&flat), None);
+        // A chirp's periods disagree: no frequency.
+        let chirp: Vec<[f64; 2]> = (0..3000)
+            .map(|k| [k as f64, (k as f64 * k as f64 * 4e-5).sin()])
+            .collect();
+        assert_eq!(oscillation_frequency(&chirp), None);
+    }
 
     fn wait_for(worker: &Worker, what: impl Fn(&Status) -> bool) -> Status {
         for _ in 0..600 {

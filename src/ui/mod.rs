@@ -26,6 +26,9 @@ pub struct PanelState {
     pub iso_text: String,
     pub path_text: String,
     pub show_help: bool,
+    /// Probe point (cell coordinates) and its velocity history (step, ux, uy, uz).
+    pub probe: [f32; 3],
+    pub probe_history: Vec<[f64; 4]>,
 }
 
 pub const PLOTS: [PlotType; 8] = [
@@ -152,6 +155,8 @@ pub fn panel(
         }
     });
     ui.separator();
+    plots(ui, status, state);
+    ui.separator();
     ui.horizontal(|ui| {
         if ui.button("Export VTI").clicked() {
             commands.push(Command::ExportVti(PathBuf::from(format!(
@@ -173,6 +178,58 @@ pub fn panel(
         }
     });
     commands
+}
+
+fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) {
+    use egui_plot::{Legend, Line, Plot};
+    let h = &status.history;
+    egui::CollapsingHeader::new("plots")
+        .default_open(true)
+        .show(ui, |ui| {
+            ui.label("steadiness: log10 mean relative change of u per step");
+            Plot::new("steadiness").height(90.0).show(ui, |p| {
+                p.line(Line::new("log10 change", h.change.clone()));
+            });
+            if let Some(name) = &h.obstacle {
+                let st = h
+                    .strouhal
+                    .map_or("not yet oscillating".into(), |s| format!("{s:.3}"));
+                ui.label(format!(
+                    "obstacle {name}: drag and lift coefficients; Strouhal {st}"
+                ));
+                Plot::new("forces")
+                    .height(90.0)
+                    .legend(Legend::default())
+                    .show(ui, |p| {
+                        p.line(Line::new("Cd", h.drag.clone()));
+                        p.line(Line::new("Cl", h.lift.clone()));
+                    });
+            }
+            ui.horizontal(|ui| {
+                ui.label("probe");
+                for (k, axis) in ["x", "y", "z"].iter().enumerate() {
+                    let max = status.size[k].saturating_sub(1) as f32;
+                    ui.add(
+                        egui::DragValue::new(&mut state.probe[k])
+                            .range(0.0..=max)
+                            .prefix(*axis),
+                    );
+                }
+            });
+            Plot::new("probe")
+                .height(90.0)
+                .legend(Legend::default())
+                .show(ui, |p| {
+                    for (k, name) in ["ux", "uy", "uz"].iter().enumerate() {
+                        let pts: Vec<[f64; 2]> = state
+                            .probe_history
+                            .iter()
+                            .map(|s| [s[0], s[k + 1]])
+                            .collect();
+                        p.line(Line::new(*name, pts));
+                    }
+                });
+        });
 }
 
 /// Keyboard shortcuts: space run/pause, s step, r reset, 1–8 plot types.
