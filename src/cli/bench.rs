@@ -31,6 +31,10 @@ pub struct BenchArgs {
     /// Also allocate and run the largest cube that fits the GPU, per precision.
     #[arg(long)]
     pub largest: bool,
+    /// Time the visualisation passes instead (wgpu): derive + min/max +
+    /// isosurface extraction of a --size cube, and drawing a frame.
+    #[arg(long)]
+    pub render: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -75,6 +79,9 @@ pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver>
 }
 
 pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    if args.render {
+        return bench_render(&args);
+    }
     let collision = match args.collision {
         CollisionArg::Bgk => Collision::Bgk,
         CollisionArg::Trt => Collision::Trt,
@@ -273,6 +280,115 @@ fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
                 mlups
             );
         }
+    }
+    Ok(())
+}
+
+/// Median wall-clock time of `f` (which submits GPU work and waits for it).
+fn median_ms(repeats: usize, mut f: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    f()?;
+    let mut times = Vec::new();
+    for _ in 0..repeats.max(3) {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(times))
+}
+
+/// The visualisation passes on an analytic field: a sphere-and-vortex velocity
+/// field whose speed isosurface is a closed, wrinkled surface. Times include
+/// submission and the wait for the GPU (an upper bound on the GPU time).
+fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
+    use crate::render::derive::PlotType;
+    use crate::render::gpu::Gpu;
+    use crate::render::isosurface::Extractor;
+    use crate::render::passes::{DerivePass, MinMax};
+    use crate::render::scene::{Camera, MeshRenderer, Target};
+    use crate::render::volume::Volume;
+
+    let gpu = Gpu::headless()?;
+    println!(
+        "adapter: {} ({:?}, {:?})",
+        gpu.info.name, gpu.info.device_type, gpu.info.backend
+    );
+    println!(
+        "{:>6} {:>14} {:>14} {:>12} {:>16}",
+        "size", "derive+range", "extract (ms)", "triangles", "1920x1080 (ms)"
+    );
+    for &n in &args.sizes {
+        let mut f = crate::solver::Fields::new([n, n, n]);
+        let c = (n as f32 - 1.0) / 2.0;
+        for z in 0..n {
+            for y in 0..n {
+                for x in 0..n {
+                    let i = f.index(x, y, z);
+                    let (dx, dy, dz) = (x as f32 - c, y as f32 - c, z as f32 - c);
+                    let r = (dx * dx + dy * dy + dz * dz).sqrt() / c;
+                    let wobble =
+                        1.0 + 0.1 * (dx * 0.3).sin() * (dy * 0.2).cos() * (dz * 0.25).sin();
+                    f.ux[i] = 0.05 * (1.0 - r * wobble).max(0.0) - 0.01 * dy / c;
+                    f.uy[i] = 0.01 * dx / c;
+                    f.uz[i] = 0.002 * (dz * 0.1).sin();
+                }
+            }
+        }
+        let size = [n as u32; 3];
+        let fields = Volume::fields(&gpu, size);
+        fields.write_fields(&gpu, &f);
+        let scalar = Volume::scalar(&gpu, size);
+        let derive = DerivePass::new(&gpu);
+        let minmax = MinMax::new(&gpu);
+        let mut range = (0.0f32, 0.0f32);
+        let derive_ms = median_ms(args.repeats, || {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            derive.run(&gpu, &mut encoder, &fields, &scalar, PlotType::Speed);
+            gpu.queue.submit([encoder.finish()]);
+            range = minmax.compute(&gpu, &scalar)?;
+            Ok(())
+        })?;
+        let mut extractor = Extractor::new(&gpu, 1 << 22);
+        let iso = range.0 + 0.5 * (range.1 - range.0);
+        let mut vertices = 0;
+        let extract_ms = median_ms(args.repeats, || {
+            vertices = extractor.extract(&gpu, &scalar, iso)?;
+            Ok(())
+        })?;
+        let target = Target::new(&gpu, [1920, 1080]);
+        let renderer = MeshRenderer::new(&gpu);
+        let camera = Camera::framing(size);
+        let mut cache = None;
+        let frame_ms = median_ms(args.repeats, || {
+            let draw = renderer.prepare(
+                &gpu,
+                &mut cache,
+                &extractor,
+                &camera,
+                target.aspect(),
+                [0.95, 0.55, 0.2],
+            );
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = target.begin(&mut encoder, [0.12, 0.13, 0.15]);
+                renderer.draw(&mut pass, draw, &extractor);
+            }
+            let index = gpu.queue.submit([encoder.finish()]);
+            gpu.device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: Some(index),
+                    timeout: None,
+                })
+                .map_err(|e| anyhow::anyhow!("waiting for the GPU: {e}"))?;
+            Ok(())
+        })?;
+        println!(
+            "{:>6} {:>14.2} {:>14.2} {:>12} {:>16.2}",
+            n,
+            derive_ms,
+            extract_ms,
+            vertices / 3,
+            frame_ms
+        );
     }
     Ok(())
 }

@@ -173,3 +173,22 @@ fn steady_state_criterion_stops_a_run() {
     assert!(o.status.success(), "{e}");
     assert!(e.contains("steady at step"), "{e}");
 }
+
+#[test]
+fn bench_render_times_the_visualisation_passes() {
+    let o = flowscope(
+        &["bench", "--render", "--size", "24", "--repeats", "1"],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("24 "))
+        .expect("a row for size 24");
+    let cols: Vec<f64> = row.split_whitespace().map(|w| w.parse().unwrap()).collect();
+    assert!(
+        cols[1] > 0.0 && cols[2] > 0.0 && cols[3] > 100.0 && cols[4] > 0.0,
+        "{out}"
+    );
+}
