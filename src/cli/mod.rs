@@ -45,6 +45,17 @@ pub enum SolverKind {
     Cuda,
 }
 
+impl From<SolverKind> for crate::solver::select::Choice {
+    fn from(kind: SolverKind) -> Self {
+        use crate::solver::select::Choice;
+        match kind {
+            SolverKind::Auto => Choice::Auto,
+            SolverKind::Cpu => Choice::Cpu,
+            SolverKind::Cuda => Choice::Cuda,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
     Fp32,
@@ -150,11 +161,7 @@ fn gui(args: GuiArgs) -> anyhow::Result<()> {
             args.scenario.display()
         );
     }
-    let choice = match args.solver {
-        SolverKind::Auto => Choice::Auto,
-        SolverKind::Cpu => Choice::Cpu,
-        SolverKind::Cuda => Choice::Cuda,
-    };
+    let choice: Choice = args.solver.into();
     crate::app::run(crate::app::Options {
         scenario: args.scenario,
         choice,

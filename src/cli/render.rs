@@ -69,11 +69,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     }
     // Open the GPU first: no point running the flow if nothing can draw it.
     let gpu = Gpu::headless()?;
-    let choice = match args.solver {
-        SolverKind::Auto => Choice::Auto,
-        SolverKind::Cpu => Choice::Cpu,
-        SolverKind::Cuda => Choice::Cuda,
-    };
+    let choice: Choice = args.solver.into();
     let selected = select::build(
         choice,
         &scenario,

@@ -132,11 +132,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             bail!("--until-steady {tol}: the tolerance must be positive (e.g. 1e-6)");
         }
     }
-    let choice = match args.solver {
-        SolverKind::Auto => Choice::Auto,
-        SolverKind::Cpu => Choice::Cpu,
-        SolverKind::Cuda => Choice::Cuda,
-    };
+    let choice: Choice = args.solver.into();
     let selected = select::build(
         choice,
         &scenario,

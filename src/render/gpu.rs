@@ -71,6 +71,48 @@ impl Gpu {
         })
     }
 
+    /// Copies a whole texture (COPY_SRC, one mip level) to the host as tightly
+    /// packed rows of `texel_bytes`-byte texels, slices after one another.
+    pub fn read_texture(
+        &self,
+        texture: &wgpu::Texture,
+        texel_bytes: u32,
+    ) -> Result<Vec<u8>, GpuError> {
+        let size = texture.size();
+        let (w, h, d) = (size.width, size.height, size.depth_or_array_layers);
+        let tight = w * texel_bytes;
+        let row =
+            tight.div_ceil(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT) * wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
+        let bytes = (row * h * d) as u64;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("texture readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_texture_to_buffer(
+            texture.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(row),
+                    rows_per_image: Some(h),
+                },
+            },
+            size,
+        );
+        self.queue.submit([encoder.finish()]);
+        let padded = self.read_buffer(&buffer, bytes)?;
+        let mut out = Vec::with_capacity((tight * h * d) as usize);
+        for r in 0..(h * d) as usize {
+            let start = r * row as usize;
+            out.extend_from_slice(&padded[start..start + tight as usize]);
+        }
+        Ok(out)
+    }
+
     /// Copies `size` bytes of `buffer` (COPY_SRC) to the host, waiting for the GPU.
     pub fn read_buffer(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>, GpuError> {
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {

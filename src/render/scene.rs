@@ -273,40 +273,7 @@ impl Target {
 
     /// RGBA8 pixels, rows top to bottom.
     pub fn read_rgba(&self, gpu: &Gpu) -> Result<Vec<u8>, GpuError> {
-        let [w, h] = self.size;
-        let row = (w * 4).div_ceil(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT)
-            * wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
-        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pixels"),
-            size: (row * h) as u64,
-            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        encoder.copy_texture_to_buffer(
-            self.color.as_image_copy(),
-            wgpu::TexelCopyBufferInfo {
-                buffer: &buffer,
-                layout: wgpu::TexelCopyBufferLayout {
-                    offset: 0,
-                    bytes_per_row: Some(row),
-                    rows_per_image: Some(h),
-                },
-            },
-            wgpu::Extent3d {
-                width: w,
-                height: h,
-                depth_or_array_layers: 1,
-            },
-        );
-        gpu.queue.submit([encoder.finish()]);
-        let bytes = gpu.read_buffer(&buffer, (row * h) as u64)?;
-        let mut out = Vec::with_capacity((w * h * 4) as usize);
-        for y in 0..h {
-            let start = (y * row) as usize;
-            out.extend_from_slice(&bytes[start..start + (w * 4) as usize]);
-        }
-        Ok(out)
+        gpu.read_texture(&self.color, 4)
     }
 }
 

@@ -114,40 +114,7 @@ impl Volume {
 
     /// Reads an r32float volume back (tests).
     pub fn read_scalar(&self, gpu: &Gpu) -> Result<Vec<f32>, super::gpu::GpuError> {
-        let [w, h, d] = self.size;
-        let row = (w * 4).div_ceil(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT)
-            * wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
-        let size = (row * h * d) as u64;
-        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("scalar readback"),
-            size,
-            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        encoder.copy_texture_to_buffer(
-            self.texture.as_image_copy(),
-            wgpu::TexelCopyBufferInfo {
-                buffer: &buffer,
-                layout: wgpu::TexelCopyBufferLayout {
-                    offset: 0,
-                    bytes_per_row: Some(row),
-                    rows_per_image: Some(h),
-                },
-            },
-            extent(self.size),
-        );
-        gpu.queue.submit([encoder.finish()]);
-        let bytes = gpu.read_buffer(&buffer, size)?;
-        let mut out = Vec::with_capacity((w * h * d) as usize);
-        for z in 0..d {
-            for y in 0..h {
-                let start = ((z * h + y) * row) as usize;
-                out.extend_from_slice(bytemuck::cast_slice(
-                    &bytes[start..start + (w * 4) as usize],
-                ));
-            }
-        }
-        Ok(out)
+        let bytes = gpu.read_texture(&self.texture, 4)?;
+        Ok(bytemuck::cast_slice(&bytes).to_vec())
     }
 }

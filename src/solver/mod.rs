@@ -264,7 +264,7 @@ pub enum SolverError {
         "the simulation became unstable at step {step}: {what} at cell ({}, {}, {}). \
          Lower the Reynolds number (fluid.reynolds) or the lattice speed (fluid.velocity / fluid.mach), \
          or refine the grid (domain.size, fluid.length_cells) so that τ stays above ~0.51; \
-         TRT collision (fluid.collision = \"trt\") is more stable than BGK",
+         or try the other collision model (fluid.collision = \"bgk\" or \"trt\")",
         cell[0], cell[1], cell[2]
     )]
     Unstable {
