@@ -58,6 +58,7 @@ pub struct View {
     step: u64,
     /// Draw data of the obstacles and the surface.
     draws: [Option<MeshDraw>; 2],
+    bounds: Option<crate::render::lines::BoxRenderer>,
 }
 
 impl View {
@@ -79,6 +80,7 @@ impl View {
             drawn: None,
             step: 0,
             draws: [None, None],
+            bounds: None,
         }
     }
 
@@ -94,6 +96,7 @@ impl View {
                 solid: Volume::scalar(gpu, size),
             });
             self.camera = Camera::framing(size);
+            self.bounds = Some(crate::render::lines::BoxRenderer::new(gpu, size));
             self.geometry = 0;
         }
         let v = self.volumes.as_ref().expect("just made");
@@ -180,6 +183,9 @@ impl View {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = target.begin(&mut encoder, [0.12, 0.13, 0.15]);
+            if let Some(b) = &self.bounds {
+                b.draw(gpu, &mut pass, &self.camera, aspect);
+            }
             for (draw, extractor) in self.draws.iter().zip([&self.obstacles, &self.surface]) {
                 if let Some(d) = draw {
                     self.renderer.draw(&mut pass, d, extractor);

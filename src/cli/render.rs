@@ -109,6 +109,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     camera.pitch = args.pitch.unwrap_or(camera.pitch);
     camera.distance = args.distance.unwrap_or(camera.distance);
     let renderer = MeshRenderer::new(&gpu);
+    let bounds = crate::render::lines::BoxRenderer::new(&gpu, dims);
     let (mut surface_cache, mut obstacle_cache) = (None, None);
     let aspect = target.aspect();
     let surface_draw = renderer.prepare(
@@ -130,6 +131,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     {
         let mut pass = target.begin(&mut encoder, [0.12, 0.13, 0.15]);
+        bounds.draw(&gpu, &mut pass, &camera, aspect);
         renderer.draw(&mut pass, obstacle_draw, &obstacles);
         renderer.draw(&mut pass, surface_draw, &surface);
     }

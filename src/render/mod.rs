@@ -6,6 +6,7 @@ pub mod derive;
 pub mod gpu;
 pub mod gpu_data;
 pub mod isosurface;
+pub mod lines;
 pub mod passes;
 pub mod scene;
 pub mod shaders;

@@ -18,6 +18,10 @@ pub const ALL: &[(&str, &str)] = &[
         "isosurface/draw.wgsl",
         include_str!("../../shaders/isosurface/draw.wgsl"),
     ),
+    (
+        "scene/lines.wgsl",
+        include_str!("../../shaders/scene/lines.wgsl"),
+    ),
 ];
 
 /// The source of `shaders/<path>`.

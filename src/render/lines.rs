@@ -1,0 +1,171 @@
+//! The domain's bounding box (grey) and axes from its origin corner (x red,
+//! y green, z blue), drawn as depth-tested lines with the surfaces' camera.
+//! Shader: `shaders/scene/lines.wgsl`.
+
+use glam::Vec3;
+
+use super::gpu::Gpu;
+use super::gpu_data::CameraUniform;
+use super::passes::buffer_entry;
+use super::scene::{Camera, COLOR_FORMAT, DEPTH_FORMAT};
+use super::shaders;
+
+pub struct BoxRenderer {
+    pipeline: wgpu::RenderPipeline,
+    vertices: wgpu::Buffer,
+    camera: wgpu::Buffer,
+    bind: wgpu::BindGroup,
+    count: u32,
+}
+
+impl BoxRenderer {
+    pub fn new(gpu: &Gpu, size: [u32; 3]) -> BoxRenderer {
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("lines"),
+                entries: &[buffer_entry(
+                    0,
+                    wgpu::BufferBindingType::Uniform,
+                    wgpu::ShaderStages::VERTEX,
+                )],
+            });
+        let module = shaders::module(&gpu.device, "scene/lines.wgsl");
+        let pipeline_layout = gpu
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("lines"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let attributes = wgpu::vertex_attr_array![0 => Float32x3, 1 => Float32x3];
+        let pipeline = gpu
+            .device
+            .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+                label: Some("lines"),
+                layout: Some(&pipeline_layout),
+                vertex: wgpu::VertexState {
+                    module: &module,
+                    entry_point: Some("vs_main"),
+                    compilation_options: Default::default(),
+                    buffers: &[Some(wgpu::VertexBufferLayout {
+                        array_stride: 24,
+                        step_mode: wgpu::VertexStepMode::Vertex,
+                        attributes: &attributes,
+                    })],
+                },
+                fragment: Some(wgpu::FragmentState {
+                    module: &module,
+                    entry_point: Some("fs_main"),
+                    compilation_options: Default::default(),
+                    targets: &[Some(COLOR_FORMAT.into())],
+                }),
+                primitive: wgpu::PrimitiveState {
+                    topology: wgpu::PrimitiveTopology::LineList,
+                    ..Default::default()
+                },
+                depth_stencil: Some(wgpu::DepthStencilState {
+                    format: DEPTH_FORMAT,
+                    depth_write_enabled: Some(true),
+                    depth_compare: Some(wgpu::CompareFunction::Less),
+                    stencil: Default::default(),
+                    bias: Default::default(),
+                }),
+                multisample: Default::default(),
+                multiview_mask: None,
+                cache: None,
+            });
+        let data = box_lines(size);
+        use wgpu::util::DeviceExt;
+        let vertices = gpu
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("box lines"),
+                contents: bytemuck::cast_slice(&data),
+                usage: wgpu::BufferUsages::VERTEX,
+            });
+        let camera = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lines camera"),
+            size: std::mem::size_of::<CameraUniform>() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("lines"),
+            layout: &layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: camera.as_entire_binding(),
+            }],
+        });
+        BoxRenderer {
+            pipeline,
+            vertices,
+            camera,
+            bind,
+            count: (data.len() / 6) as u32,
+        }
+    }
+
+    pub fn draw(&self, gpu: &Gpu, pass: &mut wgpu::RenderPass<'_>, camera: &Camera, aspect: f32) {
+        let uniform = CameraUniform {
+            view_proj: camera.view_proj(aspect).to_cols_array_2d(),
+            eye: camera.eye().extend(1.0).to_array(),
+            colour: [1.0; 4],
+            light: [0.0, 0.0, 1.0, 0.0],
+        };
+        gpu.queue
+            .write_buffer(&self.camera, 0, bytemuck::bytes_of(&uniform));
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind, &[]);
+        pass.set_vertex_buffer(0, self.vertices.slice(..));
+        pass.draw(0..self.count, 0..1);
+    }
+}
+
+/// Line-list vertices (position, colour) of the box around cells 0..size−1
+/// (faces half a cell out) and of the axes along its edges from the origin.
+pub fn box_lines(size: [u32; 3]) -> Vec<f32> {
+    let lo = Vec3::splat(-0.5);
+    let hi = Vec3::new(size[0] as f32, size[1] as f32, size[2] as f32) - Vec3::splat(0.5);
+    let corner = |k: u32| {
+        Vec3::new(
+            if k & 1 == 1 { hi.x } else { lo.x },
+            if k & 2 == 2 { hi.y } else { lo.y },
+            if k & 4 == 4 { hi.z } else { lo.z },
+        )
+    };
+    let axis_colours = [[0.9, 0.25, 0.2], [0.3, 0.85, 0.3], [0.3, 0.5, 1.0]];
+    let mut out = Vec::new();
+    for k in 0..8u32 {
+        for bit in [1u32, 2, 4] {
+            if k & bit == 0 {
+                let c = if k == 0 {
+                    axis_colours[bit.trailing_zeros() as usize]
+                } else {
+                    [0.45, 0.47, 0.5]
+                };
+                let (a, b) = (corner(k), corner(k | bit));
+                out.extend_from_slice(&[
+                    a.x, a.y, a.z, c[0], c[1], c[2], b.x, b.y, b.z, c[0], c[1], c[2],
+                ]);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_box_has_twelve_edges_three_of_them_coloured_axes() {
+        let v = super::box_lines([4, 5, 6]);
+        assert_eq!(v.len(), 12 * 2 * 6);
+        let grey = v.chunks(12).filter(|l| l[3] == 0.45).count();
+        assert_eq!(grey, 9);
+        // Corners at -0.5 and n - 0.5.
+        assert!(v.chunks(6).all(|p| [0, 1, 2]
+            .iter()
+            .all(|&a| p[a] == -0.5 || p[a] == [4.0, 5.0, 6.0][a] - 0.5)));
+    }
+}
