@@ -7,8 +7,7 @@ use glam::Vec3;
 use super::gpu::Gpu;
 use super::gpu_data::CameraUniform;
 use super::passes::buffer_entry;
-use super::scene::{Camera, COLOR_FORMAT, DEPTH_FORMAT};
-use super::shaders;
+use super::scene::{depth_tested_pipeline, Camera};
 
 pub struct BoxRenderer {
     pipeline: wgpu::RenderPipeline,
@@ -30,51 +29,19 @@ impl BoxRenderer {
                     wgpu::ShaderStages::VERTEX,
                 )],
             });
-        let module = shaders::module(&gpu.device, "scene/lines.wgsl");
-        let pipeline_layout = gpu
-            .device
-            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("lines"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
         let attributes = wgpu::vertex_attr_array![0 => Float32x3, 1 => Float32x3];
-        let pipeline = gpu
-            .device
-            .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-                label: Some("lines"),
-                layout: Some(&pipeline_layout),
-                vertex: wgpu::VertexState {
-                    module: &module,
-                    entry_point: Some("vs_main"),
-                    compilation_options: Default::default(),
-                    buffers: &[Some(wgpu::VertexBufferLayout {
-                        array_stride: 24,
-                        step_mode: wgpu::VertexStepMode::Vertex,
-                        attributes: &attributes,
-                    })],
-                },
-                fragment: Some(wgpu::FragmentState {
-                    module: &module,
-                    entry_point: Some("fs_main"),
-                    compilation_options: Default::default(),
-                    targets: &[Some(COLOR_FORMAT.into())],
-                }),
-                primitive: wgpu::PrimitiveState {
-                    topology: wgpu::PrimitiveTopology::LineList,
-                    ..Default::default()
-                },
-                depth_stencil: Some(wgpu::DepthStencilState {
-                    format: DEPTH_FORMAT,
-                    depth_write_enabled: Some(true),
-                    depth_compare: Some(wgpu::CompareFunction::Less),
-                    stencil: Default::default(),
-                    bias: Default::default(),
-                }),
-                multisample: Default::default(),
-                multiview_mask: None,
-                cache: None,
-            });
+        let buffers = [Some(wgpu::VertexBufferLayout {
+            array_stride: 24,
+            step_mode: wgpu::VertexStepMode::Vertex,
+            attributes: &attributes,
+        })];
+        let pipeline = depth_tested_pipeline(
+            gpu,
+            "scene/lines.wgsl",
+            &layout,
+            &buffers,
+            wgpu::PrimitiveTopology::LineList,
+        );
         let data = box_lines(size);
         use wgpu::util::DeviceExt;
         let vertices = gpu

@@ -54,6 +54,56 @@ impl Camera {
 pub const COLOR_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
 pub const DEPTH_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Depth32Float;
 
+/// A render pipeline into the off-screen target (colour + depth, depth-tested)
+/// from a shader with `vs_main` and `fs_main`.
+pub(crate) fn depth_tested_pipeline(
+    gpu: &Gpu,
+    shader: &str,
+    layout: &wgpu::BindGroupLayout,
+    buffers: &[Option<wgpu::VertexBufferLayout<'_>>],
+    topology: wgpu::PrimitiveTopology,
+) -> wgpu::RenderPipeline {
+    let module = shaders::module(&gpu.device, shader);
+    let pipeline_layout = gpu
+        .device
+        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(shader),
+            bind_group_layouts: &[Some(layout)],
+            immediate_size: 0,
+        });
+    gpu.device
+        .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: Some(shader),
+            layout: Some(&pipeline_layout),
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("vs_main"),
+                compilation_options: Default::default(),
+                buffers,
+            },
+            fragment: Some(wgpu::FragmentState {
+                module: &module,
+                entry_point: Some("fs_main"),
+                compilation_options: Default::default(),
+                targets: &[Some(COLOR_FORMAT.into())],
+            }),
+            primitive: wgpu::PrimitiveState {
+                topology,
+                ..Default::default()
+            },
+            depth_stencil: Some(wgpu::DepthStencilState {
+                format: DEPTH_FORMAT,
+                depth_write_enabled: Some(true),
+                depth_compare: Some(wgpu::CompareFunction::Less),
+                stencil: Default::default(),
+                bias: Default::default(),
+            }),
+            multisample: Default::default(),
+            multiview_mask: None,
+            cache: None,
+        })
+}
+
 /// The isosurface pipeline: triangles straight from the extractor's buffer.
 pub struct MeshRenderer {
     layout: wgpu::BindGroupLayout,
@@ -80,43 +130,13 @@ impl MeshRenderer {
                     buffer_entry(1, wgpu::BufferBindingType::Uniform, vf),
                 ],
             });
-        let module = shaders::module(&gpu.device, "isosurface/draw.wgsl");
-        let pipeline_layout = gpu
-            .device
-            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("mesh"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-        let pipeline = gpu
-            .device
-            .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-                label: Some("mesh"),
-                layout: Some(&pipeline_layout),
-                vertex: wgpu::VertexState {
-                    module: &module,
-                    entry_point: Some("vs_main"),
-                    compilation_options: Default::default(),
-                    buffers: &[],
-                },
-                fragment: Some(wgpu::FragmentState {
-                    module: &module,
-                    entry_point: Some("fs_main"),
-                    compilation_options: Default::default(),
-                    targets: &[Some(COLOR_FORMAT.into())],
-                }),
-                primitive: wgpu::PrimitiveState::default(),
-                depth_stencil: Some(wgpu::DepthStencilState {
-                    format: DEPTH_FORMAT,
-                    depth_write_enabled: Some(true),
-                    depth_compare: Some(wgpu::CompareFunction::Less),
-                    stencil: Default::default(),
-                    bias: Default::default(),
-                }),
-                multisample: Default::default(),
-                multiview_mask: None,
-                cache: None,
-            });
+        let pipeline = depth_tested_pipeline(
+            gpu,
+            "isosurface/draw.wgsl",
+            &layout,
+            &[],
+            wgpu::PrimitiveTopology::TriangleList,
+        );
         MeshRenderer { layout, pipeline }
     }
 
