@@ -25,6 +25,8 @@ pub enum Command {
     SetVelocity(f64),
     Load(PathBuf),
     SaveCheckpoint(PathBuf),
+    /// Continue from a checkpoint of the current scenario.
+    LoadCheckpoint(PathBuf),
     ExportVti(PathBuf),
     Quit,
 }
@@ -354,6 +356,20 @@ fn run(
                     Err(e) => Err(e),
                 },
                 Command::SaveCheckpoint(p) => save_checkpoint(&mut state, &p),
+                Command::LoadCheckpoint(p) => {
+                    crate::io::checkpoint::load(&p, state.scenario.size, state.solver.flags())
+                        .map_err(|e| e.to_string())
+                        .and_then(|c| {
+                            state
+                                .solver
+                                .set_populations(c.step, &c.populations)
+                                .map_err(|e| e.to_string())
+                        })
+                        .and_then(|_| {
+                            state.solver.velocity_change().map_err(|e| e.to_string())?;
+                            publish(&mut state, &mailbox)
+                        })
+                }
                 Command::ExportVti(p) => {
                     state
                         .solver
@@ -551,6 +567,22 @@ mod tests {
         worker.send(Command::SetReynolds(50.0));
         let s = wait_for(&worker, |s| (s.reynolds - 50.0).abs() < 1e-9);
         assert!(s.message.is_none());
+        // A checkpoint saved, the run moved on, the checkpoint restored.
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("w.ckpt");
+        worker.send(Command::Pause);
+        let at = wait_for(&worker, |s| !s.running).step;
+        worker.send(Command::SaveCheckpoint(ckpt.clone()));
+        worker.send(Command::Step(4));
+        wait_for(&worker, |s| s.step == at + 4);
+        worker.send(Command::LoadCheckpoint(ckpt));
+        wait_for(&worker, |s| s.step == at);
+        worker.send(Command::LoadCheckpoint("no/such.ckpt".into()));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("cannot read checkpoint"))
+        });
         worker.send(Command::Load("no/such.toml".into()));
         wait_for(&worker, |s| {
             s.message

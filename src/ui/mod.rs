@@ -149,7 +149,10 @@ pub fn panel(
         }
     }
     ui.horizontal(|ui| {
-        ui.text_edit_singleline(&mut state.path_text);
+        ui.add(
+            egui::TextEdit::singleline(&mut state.path_text)
+                .hint_text("scenario .toml or checkpoint .ckpt"),
+        );
         if ui.button("Open").clicked() && !state.path_text.trim().is_empty() {
             commands.push(Command::Load(PathBuf::from(state.path_text.trim())));
         }
@@ -169,6 +172,11 @@ pub fn panel(
                 "flowscope-{}.ckpt",
                 status.step
             ))));
+        }
+        if ui.button("Load checkpoint").clicked() && !state.path_text.trim().is_empty() {
+            commands.push(Command::LoadCheckpoint(PathBuf::from(
+                state.path_text.trim(),
+            )));
         }
         if ui.button("Screenshot").clicked() {
             state.screenshot = true;
