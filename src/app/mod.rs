@@ -180,7 +180,7 @@ impl App {
             self.options.precision,
             move || {
                 // The window may be gone; then nobody needs waking.
-                if proxy.send_event(Wake).is_err() {}
+                proxy.send_event(Wake).ok();
             },
         ));
         self.gfx = Some(Gfx {
