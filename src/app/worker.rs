@@ -207,6 +207,8 @@ struct State {
     geometry: u64,
     /// (name, frontal area) of the first obstacle, for its coefficients.
     obstacle: Option<(String, f64)>,
+    /// The fields the steadiness criterion compares with, and their step.
+    previous: Option<(u64, Arc<Fields>)>,
     history: History,
 }
 
@@ -234,22 +236,27 @@ fn load(
         solver: selected.solver,
         geometry,
         obstacle,
+        previous: None,
         history,
     })
 }
 
 fn publish(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
-    let fields = state.solver.fields().map_err(|e| e.to_string())?;
+    let fields = Arc::new(state.solver.fields().map_err(|e| e.to_string())?);
+    publish_fields(state, fields, mailbox);
+    Ok(())
+}
+
+fn publish_fields(state: &State, fields: Arc<Fields>, mailbox: &Mailbox) {
     let frame = Frame {
         step: state.solver.time_step(),
-        fields: Arc::new(fields),
+        fields,
         flags: Arc::new(state.solver.flags().to_vec()),
         geometry: state.geometry,
     };
     if let Ok(mut slot) = mailbox.frame.lock() {
         *slot = Some(frame);
     }
-    Ok(())
 }
 
 fn run(
@@ -366,7 +373,7 @@ fn run(
                                 .map_err(|e| e.to_string())
                         })
                         .and_then(|_| {
-                            state.solver.velocity_change().map_err(|e| e.to_string())?;
+                            state.previous = None;
                             publish(&mut state, &mailbox)
                         })
                 }
@@ -416,7 +423,16 @@ fn run(
             } else {
                 chunk
             };
-            record(&mut state);
+            // One field read-back per chunk serves the plots and the frame.
+            let fields = match state.solver.fields() {
+                Ok(f) => Arc::new(f),
+                Err(e) => {
+                    running = false;
+                    set_message(e.to_string());
+                    continue;
+                }
+            };
+            record(&mut state, &fields);
             match state.solver.stats() {
                 Ok(stats) => {
                     if let Some(e) = stats.instability() {
@@ -424,8 +440,8 @@ fn run(
                         running = false;
                         pending_steps = 0;
                         set_message(format!("paused: {e}"));
-                    } else if let Err(e) = publish(&mut state, &mailbox) {
-                        set_message(e);
+                    } else {
+                        publish_fields(&state, fields, &mailbox);
                     }
                     if let Ok(mut s) = mailbox.status.lock() {
                         s.max_speed = stats.max_speed;
@@ -452,16 +468,21 @@ fn run(
 
 /// Adds the steadiness criterion and the first obstacle's coefficients to the
 /// time series.
-fn record(state: &mut State) {
-    if !state.solver.time_step().is_multiple_of(2) {
+fn record(state: &mut State, fields: &Arc<Fields>) {
+    let step = state.solver.time_step();
+    if !step.is_multiple_of(2) {
         return;
     }
-    let t = state.solver.time_step() as f64;
-    if let Ok(Some(change)) = state.solver.velocity_change() {
-        if change > 0.0 && change.is_finite() {
-            push(&mut state.history.change, [t, change.log10()]);
+    let t = step as f64;
+    if let Some((before, previous)) = &state.previous {
+        if *before < step {
+            let change = crate::solver::relative_change(fields, previous, step - before);
+            if change > 0.0 && change.is_finite() {
+                push(&mut state.history.change, [t, change.log10()]);
+            }
         }
     }
+    state.previous = Some((step, fields.clone()));
     if let Some((_, area)) = &state.obstacle {
         if let Ok(forces) = state.solver.obstacle_forces() {
             let u = state.scenario.units.velocity_lattice;

@@ -43,6 +43,20 @@ pub(crate) fn storage(read_only: bool) -> wgpu::BufferBindingType {
     wgpu::BufferBindingType::Storage { read_only }
 }
 
+/// A pipeline layout of one bind group (every pass here uses group 0 only).
+pub(crate) fn one_group_layout(
+    gpu: &Gpu,
+    label: &str,
+    layout: &wgpu::BindGroupLayout,
+) -> wgpu::PipelineLayout {
+    gpu.device
+        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &[Some(layout)],
+            immediate_size: 0,
+        })
+}
+
 pub(crate) fn compute_pipeline(
     gpu: &Gpu,
     layout: &wgpu::BindGroupLayout,
@@ -50,13 +64,7 @@ pub(crate) fn compute_pipeline(
     entry: &str,
 ) -> wgpu::ComputePipeline {
     let module = shaders::module(&gpu.device, shader);
-    let pipeline_layout = gpu
-        .device
-        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(shader),
-            bind_group_layouts: &[Some(layout)],
-            immediate_size: 0,
-        });
+    let pipeline_layout = one_group_layout(gpu, shader, layout);
     gpu.device
         .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(entry),

@@ -64,13 +64,7 @@ pub(crate) fn depth_tested_pipeline(
     topology: wgpu::PrimitiveTopology,
 ) -> wgpu::RenderPipeline {
     let module = shaders::module(&gpu.device, shader);
-    let pipeline_layout = gpu
-        .device
-        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(shader),
-            bind_group_layouts: &[Some(layout)],
-            immediate_size: 0,
-        });
+    let pipeline_layout = super::passes::one_group_layout(gpu, shader, layout);
     gpu.device
         .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
             label: Some(shader),

@@ -245,6 +245,24 @@ enum Lattice {
     Fp16(CudaSlice<u16>),
 }
 
+impl Lattice {
+    /// Pushes the population array as a kernel argument the kernel reads.
+    fn arg<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        match self {
+            Lattice::Fp32(f) => b.arg(f),
+            Lattice::Fp16(f) => b.arg(f),
+        };
+    }
+
+    /// Pushes the population array as a kernel argument the kernel writes.
+    fn arg_mut<'a>(&'a mut self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        match self {
+            Lattice::Fp32(f) => b.arg(f),
+            Lattice::Fp16(f) => b.arg(f),
+        };
+    }
+}
+
 struct Kernels {
     even: CudaFunction,
     odd: CudaFunction,
@@ -429,10 +447,7 @@ impl CudaSolver {
                 let cfg = self.lattice_config();
                 let (ux, uy, uz) = (u[0], u[1], u[2]);
                 let mut b = self.stream.launch_builder(&self.kernels.init_uniform);
-                match &mut self.lattice {
-                    Lattice::Fp32(f) => b.arg(f),
-                    Lattice::Fp16(f) => b.arg(f),
-                };
+                self.lattice.arg_mut(&mut b);
                 b.arg(&self.flags_dev)
                     .arg(&self.kparams)
                     .arg(&ux)
@@ -484,10 +499,7 @@ impl CudaSolver {
         } else {
             &self.kernels.odd
         });
-        match &mut self.lattice {
-            Lattice::Fp32(f) => b.arg(f),
-            Lattice::Fp16(f) => b.arg(f),
-        };
+        self.lattice.arg_mut(&mut b);
         b.arg(&self.flags_dev).arg(&self.kparams);
         if even {
             b.arg(&n);
@@ -504,10 +516,7 @@ impl CudaSolver {
                 shared_mem_bytes: 0,
             };
             let mut b = self.stream.launch_builder(&self.kernels.boundary);
-            match &mut self.lattice {
-                Lattice::Fp32(f) => b.arg(f),
-                Lattice::Fp16(f) => b.arg(f),
-            };
+            self.lattice.arg_mut(&mut b);
             b.arg(&self.flags_dev)
                 .arg(&self.kparams)
                 .arg(&parity)
@@ -573,10 +582,7 @@ impl CudaSolver {
         let parity = self.parity();
         let out = self.fields_dev.as_mut().expect("allocated");
         let mut b = self.stream.launch_builder(&self.kernels.fields);
-        match &self.lattice {
-            Lattice::Fp32(f) => b.arg(f),
-            Lattice::Fp16(f) => b.arg(f),
-        };
+        self.lattice.arg(&mut b);
         b.arg(&self.flags_dev)
             .arg(&self.kparams)
             .arg(&parity)
@@ -659,10 +665,7 @@ impl Solver for CudaSolver {
         let cfg = self.reduction_config();
         let parity = self.parity();
         let mut b = self.stream.launch_builder(&self.kernels.stats);
-        match &self.lattice {
-            Lattice::Fp32(f) => b.arg(f),
-            Lattice::Fp16(f) => b.arg(f),
-        };
+        self.lattice.arg(&mut b);
         b.arg(&self.flags_dev)
             .arg(&self.kparams)
             .arg(&parity)
@@ -700,10 +703,7 @@ impl Solver for CudaSolver {
         let cfg = self.reduction_config();
         let parity = self.parity();
         let mut b = self.stream.launch_builder(&self.kernels.forces);
-        match &self.lattice {
-            Lattice::Fp32(f) => b.arg(f),
-            Lattice::Fp16(f) => b.arg(f),
-        };
+        self.lattice.arg(&mut b);
         b.arg(&self.flags_dev)
             .arg(&self.kparams)
             .arg(&parity)
