@@ -10,9 +10,13 @@
 // STORAGE_FP16 they are kept in a 16-bit float format of 11 mantissa bits (see
 // fp16c_encode), arithmetic stays FP32.
 //
-// Launch shapes: aa_odd, fields and init_uniform take a grid of
-// (ceil(nx / blockDim.x), ny, nz) blocks; aa_even one thread per cell in 1D;
-// aa_boundary one thread per listed cell.
+// Launch shapes: fields and init_uniform take a grid of (ceil(nx / blockDim.x),
+// ny, nz) blocks, aa_odd the same over the layers z0.. it updates; aa_even one
+// thread per cell of its range in 1D; aa_boundary one thread per listed cell.
+//
+// Layer ranges exist for the multi-GPU solver (src/solver/slabs.rs): a slab's
+// lattice holds halo layers it never updates, and it updates the layers next
+// to its halos first so that the exchange overlaps the rest.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -320,9 +324,10 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
 // the bulk kernels, which are pure streaming.
 
 // Even step (A), bulk: read own slots, collide, write outgoing i to own slot opposite(i).
-extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n) {
-    u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n || flags[c] != 0) return;
+// Cells [c_begin, c_end).
+extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
+    u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= c_end || flags[c] != 0) return;
     float v[Q];
 #pragma unroll
     for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
@@ -333,8 +338,14 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict
 
 // Odd step (B), bulk: read incoming j from slot opposite(j) of x - e_j, collide,
 // write outgoing i to slot i of x + e_i. Wraps only across periodic faces.
-extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p) {
-    CELL_COORDS
+// Layers z0 .. z0 + gridDim.z.
+extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y;
+    int z = blockIdx.z + z0;
+    if (x >= (int)p.nx) return;
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
     if (flags[c] != 0) return;
     // Offsets to the neighbours at -1, 0, +1 along each axis, wrapping across
     // periodic faces (bulk cells never sit on a non-periodic one). 32-bit cell
@@ -450,7 +461,8 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
     out[3 * n + c] = r[3];
 }
 
-// Per-block partial statistics over running cells; blocks of 256 threads.
+// Per-block partial statistics over running cells in [c_begin, c_end); blocks
+// of 256 threads.
 struct StatsPartial {
     double mass, mx, my, mz, count;
     float max_speed;
@@ -459,7 +471,7 @@ struct StatsPartial {
     u64 bad_cell;   // first non-finite cell, or ~0
 };
 
-extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, StatsPartial* __restrict__ partials) {
+extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, u64 c_begin, u64 c_end, StatsPartial* __restrict__ partials) {
     __shared__ double s_mass[256], s_mx[256], s_my[256], s_mz[256], s_count[256];
     __shared__ float s_max[256];
     __shared__ u64 s_cell[256], s_bad[256];
@@ -468,7 +480,7 @@ extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restric
     float best = 0.0f;
     u64 best_cell = 0, bad = ~0ull;
     u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < n; c += stride) {
+    for (u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x; c < c_end; c += stride) {
         u32 fl = flags[c];
         if (!runs(fl)) continue;
         int x = (int)(c % p.nx);
@@ -502,14 +514,15 @@ extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restric
     }
 }
 
-// Per-block partial forces on obstacle tags 1..15 (48 doubles per block, tag-major).
-extern "C" __global__ void __launch_bounds__(256) forces(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, double* __restrict__ partials) {
+// Per-block partial forces on obstacle tags 1..15 from cells in [c_begin, c_end)
+// (48 doubles per block, tag-major).
+extern "C" __global__ void __launch_bounds__(256) forces(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, u64 c_begin, u64 c_end, double* __restrict__ partials) {
     __shared__ double acc[16 * 3];
     for (int k = threadIdx.x; k < 48; k += blockDim.x) acc[k] = 0.0;
     __syncthreads();
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < n; c += stride) {
+    for (u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x; c < c_end; c += stride) {
         u32 fl = flags[c];
         if (!(fl & NEAR) || !runs(fl)) continue;
         int x = (int)(c % p.nx);
@@ -549,20 +562,32 @@ extern "C" __global__ void init_uniform(store_t* __restrict__ f, const unsigned 
     for (int i = 0; i < Q; i++) st(f, (u64)i * n + c, v[i]);
 }
 
+// Write-back of the multi-GPU exchange (src/solver/slabs.rs): scatters the
+// listed entries of five received planes into the lattice. Entry p goes to slot
+// s_k (k = p / nxy) of layer `layer`, cell p % nxy.
+extern "C" __global__ void unpack_planes(store_t* __restrict__ f, const store_t* __restrict__ planes, const u32* __restrict__ positions, u32 count, u64 n, u32 nxy, u32 layer, u32 s0, u32 s1, u32 s2, u32 s3, u32 s4) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    u32 p = positions[k];
+    u32 plane = p / nxy;
+    u32 slot = plane == 0u ? s0 : (plane == 1u ? s1 : (plane == 2u ? s2 : (plane == 3u ? s3 : s4)));
+    f[(u64)slot * n + (u64)layer * nxy + (p % nxy)] = planes[p];
+}
+
 // Fills n floats with a value (poisons output buffers before checks).
 extern "C" __global__ void fill_f32(float* out, u64 count, float value) {
     u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < count; k += stride) out[k] = value;
 }
 
-// Steadiness criterion: per-block sums of |u - u_prev| and |u| over all cells
-// (tree reduction in shared memory), then u becomes the new snapshot.
-// `fields` holds rho, ux, uy, uz as four planes of n floats; `snapshot` three.
-extern "C" __global__ void __launch_bounds__(256) velocity_change(const float* __restrict__ fields, float* __restrict__ snapshot, u64 n, u32 has_prev, double* __restrict__ partials) {
+// Steadiness criterion: per-block sums of |u - u_prev| and |u| over cells
+// [c_begin, c_end) (tree reduction in shared memory), then u becomes the new
+// snapshot. `fields` holds rho, ux, uy, uz as four planes of n floats; `snapshot` three.
+extern "C" __global__ void __launch_bounds__(256) velocity_change(const float* __restrict__ fields, float* __restrict__ snapshot, u64 n, u64 c_begin, u64 c_end, u32 has_prev, double* __restrict__ partials) {
     __shared__ double s_diff[256], s_norm[256];
     double diff = 0.0, norm = 0.0;
     u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < n; c += stride) {
+    for (u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x; c < c_end; c += stride) {
         float ux = fields[n + c], uy = fields[2 * n + c], uz = fields[3 * n + c];
         if (has_prev) {
             double dx = (double)ux - (double)snapshot[c];

@@ -15,8 +15,7 @@ use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop, EventLoopProxy}
 use winit::window::{Window, WindowId};
 
 use crate::render::gpu::Gpu;
-use crate::solver::select::Choice;
-use crate::solver::Precision;
+use crate::solver::select::Backend;
 use crate::ui::{PanelState, ViewInfo};
 use view::{View, ViewSettings};
 use worker::{Command, Worker};
@@ -25,8 +24,7 @@ use worker::{Command, Worker};
 #[derive(Clone, Debug)]
 pub struct Options {
     pub scenario: PathBuf,
-    pub choice: Choice,
-    pub precision: Precision,
+    pub backend: Backend,
     /// Drive the window by itself for this many frames, then exit (tests).
     pub smoke_frames: Option<u64>,
 }
@@ -176,8 +174,7 @@ impl App {
         let proxy = self.proxy.clone();
         self.worker = Some(Worker::start(
             self.options.scenario.clone(),
-            self.options.choice,
-            self.options.precision,
+            self.options.backend,
             move || {
                 // The window may be gone; then nobody needs waking.
                 proxy.send_event(Wake).ok();

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::scenario::Scenario;
-use crate::solver::select::{self, Choice};
-use crate::solver::{Fields, Precision, Solver};
+use crate::solver::select::{self, Backend};
+use crate::solver::{Fields, Solver};
 
 /// What the UI asks of the solver thread.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,18 +139,13 @@ pub struct Worker {
 impl Worker {
     /// Starts the solver thread on a scenario (loaded there, so that the CUDA
     /// context belongs to that thread). `wake` is called after each publish.
-    pub fn start(
-        scenario: PathBuf,
-        choice: Choice,
-        precision: Precision,
-        wake: impl Fn() + Send + 'static,
-    ) -> Worker {
+    pub fn start(scenario: PathBuf, backend: Backend, wake: impl Fn() + Send + 'static) -> Worker {
         let (tx, rx) = std::sync::mpsc::channel();
         let mailbox = Arc::new(Mailbox::default());
         let mb = mailbox.clone();
         let thread = std::thread::Builder::new()
             .name("solver".into())
-            .spawn(move || run(scenario, choice, precision, rx, mb, wake))
+            .spawn(move || run(scenario, backend, rx, mb, wake))
             .ok();
         if thread.is_none() {
             mailbox
@@ -215,13 +210,18 @@ struct State {
 fn load(
     path: &std::path::Path,
     overrides: &[String],
-    choice: Choice,
-    precision: Precision,
+    backend: Backend,
     geometry: u64,
 ) -> Result<State, String> {
     let scenario = Scenario::load(path, overrides).map_err(|e| e.to_string())?;
-    let selected = select::build(choice, &scenario, precision, crate::cli::available_memory())
-        .map_err(|e| e.to_string())?;
+    let selected = select::build(
+        backend.choice,
+        &scenario,
+        backend.precision,
+        backend.gpus,
+        crate::cli::available_memory(),
+    )
+    .map_err(|e| e.to_string())?;
     let obstacle = scenario
         .voxelize()
         .obstacles
@@ -261,8 +261,7 @@ fn publish_fields(state: &State, fields: Arc<Fields>, mailbox: &Mailbox) {
 
 fn run(
     path: PathBuf,
-    choice: Choice,
-    precision: Precision,
+    backend: Backend,
     rx: Receiver<Command>,
     mailbox: Arc<Mailbox>,
     wake: impl Fn(),
@@ -272,7 +271,7 @@ fn run(
             s.message = Some(m);
         }
     };
-    let mut state = match load(&path, &[], choice, precision, 1) {
+    let mut state = match load(&path, &[], backend, 1) {
         Ok(s) => s,
         Err(e) => {
             set_message(e);
@@ -280,7 +279,7 @@ fn run(
             // Wait for a Load or Quit.
             loop {
                 match rx.recv() {
-                    Ok(Command::Load(p)) => match load(&p, &[], choice, precision, 1) {
+                    Ok(Command::Load(p)) => match load(&p, &[], backend, 1) {
                         Ok(s) => break s,
                         Err(e) => {
                             set_message(e);
@@ -317,78 +316,77 @@ fn run(
             }
         };
         if let Some(command) = command {
-            let result: Result<(), String> = match command {
-                Command::Run => {
-                    running = true;
-                    Ok(())
-                }
-                Command::Pause => {
-                    running = false;
-                    Ok(())
-                }
-                Command::Step(n) => {
-                    running = false;
-                    pending_steps += n;
-                    Ok(())
-                }
-                Command::Reset => state
-                    .solver
-                    .reset()
-                    .map_err(|e| e.to_string())
-                    .and_then(|_| publish(&mut state, &mailbox)),
-                Command::SetReynolds(re) | Command::SetVelocity(re)
-                    if !(re > 0.0 && re.is_finite()) =>
-                {
-                    Err(format!("{re} is not a positive number"))
-                }
-                Command::SetReynolds(re) => {
-                    overrides.retain(|o| !o.starts_with("fluid.reynolds="));
-                    overrides.push(format!("fluid.reynolds={re}"));
-                    retune(&mut state, &overrides)
-                }
-                Command::SetVelocity(u) => {
-                    overrides.retain(|o| {
-                        !o.starts_with("fluid.velocity=") && !o.starts_with("fluid.mach=")
-                    });
-                    overrides.push(format!("fluid.velocity={u}"));
-                    retune(&mut state, &overrides)
-                }
-                Command::Load(p) => match load(&p, &[], choice, precision, state.geometry + 1) {
-                    Ok(s) => {
-                        state = s;
-                        overrides.clear();
+            let result: Result<(), String> =
+                match command {
+                    Command::Run => {
                         running = true;
-                        publish(&mut state, &mailbox)
+                        Ok(())
                     }
-                    Err(e) => Err(e),
-                },
-                Command::SaveCheckpoint(p) => save_checkpoint(&mut state, &p),
-                Command::LoadCheckpoint(p) => {
-                    crate::io::checkpoint::load(&p, state.scenario.size, state.solver.flags())
+                    Command::Pause => {
+                        running = false;
+                        Ok(())
+                    }
+                    Command::Step(n) => {
+                        running = false;
+                        pending_steps += n;
+                        Ok(())
+                    }
+                    Command::Reset => state
+                        .solver
+                        .reset()
                         .map_err(|e| e.to_string())
-                        .and_then(|c| {
-                            state
-                                .solver
-                                .set_populations(c.step, &c.populations)
-                                .map_err(|e| e.to_string())
-                        })
-                        .and_then(|_| {
-                            state.previous = None;
+                        .and_then(|_| publish(&mut state, &mailbox)),
+                    Command::SetReynolds(re) | Command::SetVelocity(re)
+                        if !(re > 0.0 && re.is_finite()) =>
+                    {
+                        Err(format!("{re} is not a positive number"))
+                    }
+                    Command::SetReynolds(re) => {
+                        overrides.retain(|o| !o.starts_with("fluid.reynolds="));
+                        overrides.push(format!("fluid.reynolds={re}"));
+                        retune(&mut state, &overrides)
+                    }
+                    Command::SetVelocity(u) => {
+                        overrides.retain(|o| {
+                            !o.starts_with("fluid.velocity=") && !o.starts_with("fluid.mach=")
+                        });
+                        overrides.push(format!("fluid.velocity={u}"));
+                        retune(&mut state, &overrides)
+                    }
+                    Command::Load(p) => match load(&p, &[], backend, state.geometry + 1) {
+                        Ok(s) => {
+                            state = s;
+                            overrides.clear();
+                            running = true;
                             publish(&mut state, &mailbox)
-                        })
-                }
-                Command::ExportVti(p) => {
-                    state
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Command::SaveCheckpoint(p) => save_checkpoint(&mut state, &p),
+                    Command::LoadCheckpoint(p) => {
+                        crate::io::checkpoint::load(&p, state.scenario.size, state.solver.flags())
+                            .map_err(|e| e.to_string())
+                            .and_then(|c| {
+                                state
+                                    .solver
+                                    .set_populations(c.step, &c.populations)
+                                    .map_err(|e| e.to_string())
+                            })
+                            .and_then(|_| {
+                                state.previous = None;
+                                publish(&mut state, &mailbox)
+                            })
+                    }
+                    Command::ExportVti(p) => state
                         .solver
                         .fields()
                         .map_err(|e| e.to_string())
                         .and_then(|f| {
                             crate::io::vti::write(&p, &f, state.solver.flags())
                                 .map_err(|e| format!("cannot write {}: {e}", p.display()))
-                        })
-                }
-                Command::Quit => return,
-            };
+                        }),
+                    Command::Quit => return,
+                };
             match result {
                 Ok(()) => {
                     if let Ok(mut s) = mailbox.status.lock() {
@@ -524,6 +522,8 @@ fn save_checkpoint(state: &mut State, path: &std::path::Path) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::solver::select::{Choice, Gpus};
+    use crate::solver::Precision;
 
     #[test]
     fn oscillation_frequency_of_a_sampled_sine() {
@@ -563,7 +563,15 @@ mod tests {
     fn worker_runs_pauses_steps_and_reports_bad_input_without_dying() {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenarios/cavity.toml");
-        let worker = Worker::start(path, Choice::Cpu, Precision::Fp32, || {});
+        let worker = Worker::start(
+            path,
+            Backend {
+                choice: Choice::Cpu,
+                precision: Precision::Fp32,
+                gpus: Gpus::One,
+            },
+            || {},
+        );
         let s = wait_for(&worker, |s| s.step > 20);
         assert!(s.solver.contains("CPU"));
         assert!(worker.take_frame().is_some());

@@ -3,7 +3,7 @@
 //! against Ghia from the CUDA path. Run on a machine with a GPU; exits non-zero
 //! if any check fails.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
@@ -28,15 +28,18 @@ pub struct CheckArgs {
 const FP32_MAX_ABS_U: f64 = 1e-5;
 const FP16_MAX_REL_SPEED: f64 = 1e-3;
 
-struct Case {
-    name: String,
-    path: PathBuf,
-    overrides: Vec<String>,
+/// A shipped scenario scaled down for a comparison.
+pub struct Case {
+    pub name: String,
+    pub path: PathBuf,
+    pub overrides: Vec<String>,
 }
 
-fn cases(args: &CheckArgs) -> anyhow::Result<Vec<Case>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.scenarios)
-        .with_context(|| format!("cannot list {}", args.scenarios.display()))?
+/// Every scenario in `dir` scaled to at most `max_cells` cells, plus a
+/// body-force channel and a BGK cavity made from the cavity.
+pub fn cases(dir: &Path, max_cells: u64) -> anyhow::Result<Vec<Case>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
@@ -44,7 +47,7 @@ fn cases(args: &CheckArgs) -> anyhow::Result<Vec<Case>> {
     let mut out = Vec::new();
     for path in files {
         let s = Scenario::load(&path, &[])?;
-        let factor = (args.max_cells as f64 / s.cells() as f64).cbrt().min(1.0);
+        let factor = (max_cells as f64 / s.cells() as f64).cbrt().min(1.0);
         let overrides = if factor < 1.0 {
             scaled_overrides(&s, factor, 0.55)
         } else {
@@ -111,7 +114,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         "scenario", "grid", "storage", "max|Δu|", "max|Δρ|", "rel speed", "rel force", ""
     );
     let mut all_ok = true;
-    for case in cases(&args)? {
+    for case in cases(&args.scenarios, args.max_cells)? {
         let scenario = Scenario::load(&case.path, &case.overrides)?;
         let mut cpu = select::build_cpu(&scenario, None)?;
         cpu.step(args.steps)?;

@@ -4,7 +4,7 @@
 //! kind of failure it was (see [`ExitCode`]).
 
 mod bench;
-mod check;
+pub mod check;
 mod render;
 mod run;
 
@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::scenario::{human_bytes, Face, Scenario};
+use crate::solver::select::Gpus;
 
 /// Exit codes of the binary.
 pub mod exit {
@@ -109,6 +110,7 @@ pub fn main() -> i32 {
         scenario: PathBuf::from(DEFAULT_SCENARIO),
         solver: SolverKind::Auto,
         precision: PrecisionArg::Fp32,
+        gpus: Gpus::One,
         smoke_frames: None,
     }));
     let result = match command {
@@ -147,6 +149,9 @@ pub struct GuiArgs {
     pub solver: SolverKind,
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,
+    /// GPUs to spread the domain over (slabs along z): a number or `all`.
+    #[arg(long, default_value = "1")]
+    pub gpus: Gpus,
     /// Drive the window by itself for N frames (plot types, resize, minimise,
     /// a scenario change), then exit: a smoke test under Xvfb.
     #[arg(long, hide = true)]
@@ -154,7 +159,7 @@ pub struct GuiArgs {
 }
 
 fn gui(args: GuiArgs) -> anyhow::Result<()> {
-    use crate::solver::select::Choice;
+    use crate::solver::select::{Backend, Choice};
     if !args.scenario.exists() {
         anyhow::bail!(
             "scenario {} not found; run flowscope from the project folder or name a scenario file: flowscope gui path/to/scenario.toml",
@@ -164,8 +169,11 @@ fn gui(args: GuiArgs) -> anyhow::Result<()> {
     let choice: Choice = args.solver.into();
     crate::app::run(crate::app::Options {
         scenario: args.scenario,
-        choice,
-        precision: args.precision.into(),
+        backend: Backend {
+            choice,
+            precision: args.precision.into(),
+            gpus: args.gpus,
+        },
         smoke_frames: args.smoke_frames,
     })?;
     Ok(())

@@ -13,7 +13,7 @@ use crate::render::passes::{DerivePass, MinMax};
 use crate::render::scene::{save_png, Camera, MeshRenderer, Target};
 use crate::render::volume::Volume;
 use crate::scenario::Scenario;
-use crate::solver::select::{self, Choice};
+use crate::solver::select::{self, Choice, Gpus};
 
 #[derive(clap::Args, Debug)]
 pub struct RenderArgs {
@@ -74,6 +74,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
         choice,
         &scenario,
         args.precision.into(),
+        Gpus::One,
         super::available_memory(),
     )?;
     let mut solver = selected.solver;

@@ -13,7 +13,7 @@ use super::{exit, PrecisionArg, SolverKind};
 use crate::io::probe::ProbeLine;
 use crate::io::{checkpoint, probe, vti};
 use crate::scenario::Scenario;
-use crate::solver::select::{self, Choice};
+use crate::solver::select::{self, Choice, Gpus};
 use crate::solver::Solver;
 
 #[derive(clap::Args, Debug)]
@@ -26,6 +26,9 @@ pub struct RunArgs {
     /// Population storage of the CUDA solver (fp16 halves memory and traffic).
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,
+    /// GPUs to spread the domain over (slabs along z): a number or `all`.
+    #[arg(long, default_value = "1")]
+    pub gpus: Gpus,
     /// Run until this time step (a resumed run counts from step 0 too).
     /// Default: run.steps of the scenario, unless --until-steady is given.
     #[arg(long)]
@@ -137,6 +140,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         choice,
         &scenario,
         args.precision.into(),
+        args.gpus,
         super::available_memory(),
     )?;
     let mut solver = selected.solver;

@@ -6,10 +6,13 @@
 //! run, and the fallback on machines without a CUDA GPU. See the module docs of
 //! [`crate::solver`] for the streaming scheme.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use super::flags::{self, CellType, NEAR, TYPE_MASK};
 use super::lattice::{self, opposite, E, LANES, Q, W};
+use super::slabs::{ChangeSums, Part, SlabLattice, Transfer};
 use super::{
     check_params, Fields, Grid, Initial, Params, Solver, SolverError, Stats, VELOCITY_SLOTS,
 };
@@ -108,6 +111,77 @@ impl Update {
     }
 }
 
+/// See [`CpuSolver::specular`]; shared with the multi-GPU exchange maps.
+#[inline]
+fn specular_partner(
+    g: &Grid,
+    cell_flags: &[u8],
+    p: [usize; 3],
+    e: [i32; 3],
+    axis: usize,
+) -> Option<usize> {
+    let mut tangential = e;
+    tangential[axis] = 0;
+    let mut normal = [0; 3];
+    normal[axis] = e[axis];
+    let free_slip = |d: [i32; 3]| {
+        g.neighbour(p[0], p[1], p[2], d)
+            .is_some_and(|m| CellType::of(cell_flags[m]) == CellType::FreeSlip)
+    };
+    if e[axis] == 0 || !free_slip(e) || !free_slip(normal) {
+        return None;
+    }
+    g.neighbour(p[0], p[1], p[2], tangential)
+        .filter(|&t| flags::runs(cell_flags[t]))
+}
+
+/// The slots of layer `halo` that the odd step of the running cells in the
+/// adjacent layer `edge` writes, as (direction, cell within the layer), in the
+/// order of `write_odd`. The write pattern depends on the flags only (the same
+/// in the kernels), so this is the exact set a slab must send back to the
+/// neighbour that owns `halo`: the other slots there were written by that
+/// neighbour itself (bounce-back) or by nobody.
+pub fn odd_writes_into(
+    grid: &Grid,
+    cell_flags: &[u8],
+    edge: usize,
+    halo: usize,
+) -> Vec<(usize, usize)> {
+    let [nx, ny, _] = grid.size;
+    let nxy = nx * ny;
+    let mut out = Vec::new();
+    for y in 0..ny {
+        for x in 0..nx {
+            let c = grid.index(x, y, edge);
+            if !flags::runs(cell_flags[c]) {
+                continue;
+            }
+            for i in 1..Q {
+                let Some(m) = grid.neighbour(x, y, edge, E[i]) else {
+                    continue;
+                };
+                let mf = cell_flags[m];
+                let (slot, target) = match CellType::of(mf) {
+                    CellType::Fluid | CellType::Outlet => (i, m),
+                    CellType::FreeSlip => {
+                        let axis = flags::tag(mf) as usize;
+                        let ir = MIRROR[axis][i];
+                        match specular_partner(grid, cell_flags, [x, y, edge], E[i], axis) {
+                            Some(t) if ir != i => (ir, t),
+                            _ => continue,
+                        }
+                    }
+                    _ => continue,
+                };
+                if target / nxy == halo {
+                    out.push((slot, target % nxy));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// D3Q19 on the CPU.
 pub struct CpuSolver {
     grid: Grid,
@@ -118,15 +192,30 @@ pub struct CpuSolver {
     t: u64,
     /// Velocity snapshot of `velocity_change` and its step.
     snapshot: Option<(u64, Fields)>,
+    /// Layers (z) this solver updates; the others are halos of a slab.
+    owned: Range<usize>,
 }
 
 impl CpuSolver {
     /// `flags` are the cell flags (see [`flags`]); the NEAR bits are recomputed.
     pub fn new(
         grid: Grid,
+        cell_flags: Vec<u8>,
+        params: Params,
+        initial: Initial,
+    ) -> Result<CpuSolver, SolverError> {
+        let owned = 0..grid.size[2];
+        Self::slab(grid, cell_flags, params, initial, owned)
+    }
+
+    /// As [`CpuSolver::new`], updating only the layers `owned`: one slab of a
+    /// [`super::slabs::SlabSolver`] (tests of the multi-GPU exchange).
+    pub fn slab(
+        grid: Grid,
         mut cell_flags: Vec<u8>,
         params: Params,
         initial: Initial,
+        owned: Range<usize>,
     ) -> Result<CpuSolver, SolverError> {
         check_params(&params)?;
         if cell_flags.len() != grid.cells() {
@@ -153,6 +242,7 @@ impl CpuSolver {
             initial,
             t: 0,
             snapshot: None,
+            owned,
         };
         solver.initialise();
         Ok(solver)
@@ -178,20 +268,7 @@ impl CpuSolver {
     /// (edges where faces meet) the caller falls back to bounce-back.
     #[inline]
     fn specular(&self, p: [usize; 3], e: [i32; 3], axis: usize) -> Option<usize> {
-        let g = &self.grid;
-        let mut tangential = e;
-        tangential[axis] = 0;
-        let mut normal = [0; 3];
-        normal[axis] = e[axis];
-        let free_slip = |d: [i32; 3]| {
-            g.neighbour(p[0], p[1], p[2], d)
-                .is_some_and(|m| CellType::of(self.flags[m]) == CellType::FreeSlip)
-        };
-        if e[axis] == 0 || !free_slip(e) || !free_slip(normal) {
-            return None;
-        }
-        g.neighbour(p[0], p[1], p[2], tangential)
-            .filter(|&t| flags::runs(self.flags[t]))
+        specular_partner(&self.grid, &self.flags, p, e, axis)
     }
 
     /// Where a free-slip face meets an inlet or a moving wall, a link that cannot
@@ -325,178 +402,198 @@ impl CpuSolver {
         }
     }
 
-    fn step_even(&mut self) {
+    /// Runs the current step on `layers` (time does not advance).
+    fn update_layers(&mut self, layers: Range<usize>) {
+        if self.t.is_multiple_of(2) {
+            self.step_even(layers);
+        } else {
+            self.step_odd(layers);
+        }
+    }
+
+    /// Cell indices of the owned layers.
+    fn owned_cells(&self) -> Range<usize> {
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        self.owned.start * nxy..self.owned.end * nxy
+    }
+
+    fn step_even(&mut self, layers: Range<usize>) {
         let lat = self.lattice();
         let update = Update::new(&self.params);
-        let nx = self.grid.size[0];
-        let rows = self.grid.size[1] * self.grid.size[2];
+        let [nx, ny, _] = self.grid.size;
         let flags = &self.flags;
         let grid = &self.grid;
-        (0..rows).into_par_iter().for_each(|row| {
-            let base = row * nx;
-            let mut x = 0;
-            while x < nx {
-                let c = base + x;
-                // SAFETY: AA even step touches only the cells' own slots.
-                unsafe {
-                    if x + LANES <= nx && flags[c..c + LANES].iter().all(|&f| f == 0) {
-                        let mut f = [[0.0f32; LANES]; Q];
-                        for (i, v) in f.iter_mut().enumerate() {
-                            for (l, w) in v.iter_mut().enumerate() {
-                                *w = lat.get(i, c + l);
+        (layers.start * ny..layers.end * ny)
+            .into_par_iter()
+            .for_each(|row| {
+                let base = row * nx;
+                let mut x = 0;
+                while x < nx {
+                    let c = base + x;
+                    // SAFETY: AA even step touches only the cells' own slots.
+                    unsafe {
+                        if x + LANES <= nx && flags[c..c + LANES].iter().all(|&f| f == 0) {
+                            let mut f = [[0.0f32; LANES]; Q];
+                            for (i, v) in f.iter_mut().enumerate() {
+                                for (l, w) in v.iter_mut().enumerate() {
+                                    *w = lat.get(i, c + l);
+                                }
                             }
-                        }
-                        lattice::collide_lanes(
-                            &mut f,
-                            update.omega_plus,
-                            update.omega_minus,
-                            update.force,
-                        );
-                        for (i, v) in f.iter().enumerate() {
-                            for (l, w) in v.iter().enumerate() {
-                                lat.set(opposite(i), c + l, *w);
+                            lattice::collide_lanes(
+                                &mut f,
+                                update.omega_plus,
+                                update.omega_minus,
+                                update.force,
+                            );
+                            for (i, v) in f.iter().enumerate() {
+                                for (l, w) in v.iter().enumerate() {
+                                    lat.set(opposite(i), c + l, *w);
+                                }
                             }
+                            x += LANES;
+                            continue;
                         }
-                        x += LANES;
-                        continue;
-                    }
-                    let fl = flags[c];
-                    if flags::runs(fl) {
-                        let mut f = [0.0f32; Q];
-                        for (i, v) in f.iter_mut().enumerate() {
-                            *v = lat.get(i, c);
-                        }
-                        update.apply(fl, &mut f);
-                        for (i, v) in f.iter().enumerate() {
-                            lat.set(opposite(i), c, *v);
-                        }
-                        if fl & NEAR != 0 {
-                            // Populations arriving from beyond a non-periodic face
-                            // are the cell's own outgoing ones (zero gradient).
-                            // Slot j then holds only the outgoing opposite(j),
-                            // which leaves the domain and is read by nobody.
-                            let [px, py, pz] = grid.coords(c);
-                            for j in 1..Q {
-                                if grid.neighbour(px, py, pz, neg(E[j])).is_none() {
-                                    lat.set(j, c, f[j]);
+                        let fl = flags[c];
+                        if flags::runs(fl) {
+                            let mut f = [0.0f32; Q];
+                            for (i, v) in f.iter_mut().enumerate() {
+                                *v = lat.get(i, c);
+                            }
+                            update.apply(fl, &mut f);
+                            for (i, v) in f.iter().enumerate() {
+                                lat.set(opposite(i), c, *v);
+                            }
+                            if fl & NEAR != 0 {
+                                // Populations arriving from beyond a non-periodic face
+                                // are the cell's own outgoing ones (zero gradient).
+                                // Slot j then holds only the outgoing opposite(j),
+                                // which leaves the domain and is read by nobody.
+                                let [px, py, pz] = grid.coords(c);
+                                for j in 1..Q {
+                                    if grid.neighbour(px, py, pz, neg(E[j])).is_none() {
+                                        lat.set(j, c, f[j]);
+                                    }
                                 }
                             }
                         }
                     }
+                    x += 1;
                 }
-                x += 1;
-            }
-        });
+            });
     }
 
-    fn step_odd(&mut self) {
+    fn step_odd(&mut self, layers: Range<usize>) {
         let lat = self.lattice();
         let update = Update::new(&self.params);
         let [nx, ny, nz] = self.grid.size;
         let periodic = self.grid.periodic;
         let this = &*self;
-        (0..ny * nz).into_par_iter().for_each(|row| {
-            let y = row % ny;
-            let z = row / ny;
-            // Start of the rows at (y+dy, z+dz); only NEAR cells can need a row
-            // beyond a non-periodic face, and they take the checked path.
-            let wrap = |v: isize, n: usize, p: bool| -> usize {
-                if v < 0 {
-                    if p {
-                        (v + n as isize) as usize
-                    } else {
-                        0
-                    }
-                } else if v >= n as isize {
-                    if p {
-                        (v - n as isize) as usize
-                    } else {
-                        0
-                    }
-                } else {
-                    v as usize
-                }
-            };
-            let mut row_start = [[0usize; 3]; 3];
-            for (dz, r) in row_start.iter_mut().enumerate() {
-                for (dy, s) in r.iter_mut().enumerate() {
-                    let yy = wrap(y as isize + dy as isize - 1, ny, periodic[1]);
-                    let zz = wrap(z as isize + dz as isize - 1, nz, periodic[2]);
-                    *s = nx * (yy + ny * zz);
-                }
-            }
-            let base = row * nx;
-            let vel = &update.velocities;
-            let mut x = 0;
-            while x < nx {
-                let c = base + x;
-                // SAFETY: AA odd step: cell c reads slot opposite(j) of x - e_j and
-                // writes slot i of x + e_i; those slots belong to c alone.
-                unsafe {
-                    // Interior run of bulk fluid: no wrap along x, all neighbours run.
-                    if x >= 1 && x + LANES < nx && this.flags[c..c + LANES].iter().all(|&f| f == 0)
-                    {
-                        let at = |e: [i32; 3]| -> usize {
-                            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize]
-                                + (x as isize + e[0] as isize) as usize
-                        };
-                        let mut f = [[0.0f32; LANES]; Q];
-                        for (j, v) in f.iter_mut().enumerate() {
-                            let src = at(neg(E[j]));
-                            for (l, w) in v.iter_mut().enumerate() {
-                                *w = lat.get(opposite(j), src + l);
-                            }
+        (layers.start * ny..layers.end * ny)
+            .into_par_iter()
+            .for_each(|row| {
+                let y = row % ny;
+                let z = row / ny;
+                // Start of the rows at (y+dy, z+dz); only NEAR cells can need a row
+                // beyond a non-periodic face, and they take the checked path.
+                let wrap = |v: isize, n: usize, p: bool| -> usize {
+                    if v < 0 {
+                        if p {
+                            (v + n as isize) as usize
+                        } else {
+                            0
                         }
-                        lattice::collide_lanes(
-                            &mut f,
-                            update.omega_plus,
-                            update.omega_minus,
-                            update.force,
-                        );
-                        for (i, v) in f.iter().enumerate() {
-                            let dst = at(E[i]);
-                            for (l, w) in v.iter().enumerate() {
-                                lat.set(i, dst + l, *w);
-                            }
+                    } else if v >= n as isize {
+                        if p {
+                            (v - n as isize) as usize
+                        } else {
+                            0
                         }
-                        x += LANES;
-                        continue;
+                    } else {
+                        v as usize
                     }
-                    let fl = this.flags[c];
-                    if !flags::runs(fl) {
-                        x += 1;
-                        continue;
+                };
+                let mut row_start = [[0usize; 3]; 3];
+                for (dz, r) in row_start.iter_mut().enumerate() {
+                    for (dy, s) in r.iter_mut().enumerate() {
+                        let yy = wrap(y as isize + dy as isize - 1, ny, periodic[1]);
+                        let zz = wrap(z as isize + dz as isize - 1, nz, periodic[2]);
+                        *s = nx * (yy + ny * zz);
                     }
-                    if fl & NEAR == 0 {
-                        let at = |e: [i32; 3]| -> usize {
-                            let xx = x as isize + e[0] as isize;
-                            let xx = if xx < 0 {
-                                xx + nx as isize
-                            } else if xx >= nx as isize {
-                                xx - nx as isize
-                            } else {
-                                xx
+                }
+                let base = row * nx;
+                let vel = &update.velocities;
+                let mut x = 0;
+                while x < nx {
+                    let c = base + x;
+                    // SAFETY: AA odd step: cell c reads slot opposite(j) of x - e_j and
+                    // writes slot i of x + e_i; those slots belong to c alone.
+                    unsafe {
+                        // Interior run of bulk fluid: no wrap along x, all neighbours run.
+                        if x >= 1
+                            && x + LANES < nx
+                            && this.flags[c..c + LANES].iter().all(|&f| f == 0)
+                        {
+                            let at = |e: [i32; 3]| -> usize {
+                                row_start[(e[2] + 1) as usize][(e[1] + 1) as usize]
+                                    + (x as isize + e[0] as isize) as usize
                             };
-                            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
-                        };
-                        let mut f = [0.0f32; Q];
-                        for (j, v) in f.iter_mut().enumerate() {
-                            *v = lat.get(opposite(j), at(neg(E[j])));
+                            let mut f = [[0.0f32; LANES]; Q];
+                            for (j, v) in f.iter_mut().enumerate() {
+                                let src = at(neg(E[j]));
+                                for (l, w) in v.iter_mut().enumerate() {
+                                    *w = lat.get(opposite(j), src + l);
+                                }
+                            }
+                            lattice::collide_lanes(
+                                &mut f,
+                                update.omega_plus,
+                                update.omega_minus,
+                                update.force,
+                            );
+                            for (i, v) in f.iter().enumerate() {
+                                let dst = at(E[i]);
+                                for (l, w) in v.iter().enumerate() {
+                                    lat.set(i, dst + l, *w);
+                                }
+                            }
+                            x += LANES;
+                            continue;
                         }
-                        update.apply(fl, &mut f);
-                        for (i, v) in f.iter().enumerate() {
-                            lat.set(i, at(E[i]), *v);
+                        let fl = this.flags[c];
+                        if !flags::runs(fl) {
+                            x += 1;
+                            continue;
                         }
-                    } else {
-                        let p = [x, y, z];
-                        let mut f = this.read_odd(lat, c, p, vel);
-                        update.apply(fl, &mut f);
-                        this.write_odd(lat, c, p, vel, &f);
+                        if fl & NEAR == 0 {
+                            let at = |e: [i32; 3]| -> usize {
+                                let xx = x as isize + e[0] as isize;
+                                let xx = if xx < 0 {
+                                    xx + nx as isize
+                                } else if xx >= nx as isize {
+                                    xx - nx as isize
+                                } else {
+                                    xx
+                                };
+                                row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
+                            };
+                            let mut f = [0.0f32; Q];
+                            for (j, v) in f.iter_mut().enumerate() {
+                                *v = lat.get(opposite(j), at(neg(E[j])));
+                            }
+                            update.apply(fl, &mut f);
+                            for (i, v) in f.iter().enumerate() {
+                                lat.set(i, at(E[i]), *v);
+                            }
+                        } else {
+                            let p = [x, y, z];
+                            let mut f = this.read_odd(lat, c, p, vel);
+                            update.apply(fl, &mut f);
+                            this.write_odd(lat, c, p, vel, &f);
+                        }
                     }
+                    x += 1;
                 }
-                x += 1;
-            }
-        });
+            });
     }
 
     /// A free-slip face cell reports the fluid next to it, without the normal
@@ -559,11 +656,7 @@ impl Solver for CpuSolver {
 
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
         for _ in 0..n {
-            if self.t.is_multiple_of(2) {
-                self.step_even();
-            } else {
-                self.step_odd();
-            }
+            self.update_layers(self.owned.clone());
             self.t += 1;
         }
         Ok(())
@@ -624,7 +717,8 @@ impl Solver for CpuSolver {
             bad: None,
         };
         let this = &*self;
-        let acc = (0..self.grid.cells())
+        let acc = self
+            .owned_cells()
             .into_par_iter()
             .fold(
                 || empty.clone(),
@@ -673,6 +767,7 @@ impl Solver for CpuSolver {
         Ok(Stats {
             step: self.t,
             mass: acc.mass,
+            cells: acc.count,
             mean_velocity: acc.momentum.map(|m| m / count),
             max_speed: acc.max_speed,
             max_speed_cell: self.grid.coords(acc.max_cell),
@@ -682,7 +777,7 @@ impl Solver for CpuSolver {
 
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
         let mut total = vec![[0.0f64; 3]; flags::MAX_TAG as usize + 1];
-        for c in 0..self.grid.cells() {
+        for c in self.owned_cells() {
             let fl = self.flags[c];
             if fl & NEAR == 0 || !flags::runs(fl) {
                 continue;
@@ -732,14 +827,80 @@ impl Solver for CpuSolver {
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        Ok(self.change_sums()?.map(|c| c.ratio()))
+    }
+}
+
+impl SlabLattice for CpuSolver {
+    type Link = ();
+
+    fn link(
+        _slabs: &mut [Self],
+        _fill: &[Transfer],
+        _back: &[Transfer],
+    ) -> Result<(), SolverError> {
+        Ok(())
+    }
+
+    fn update(&mut self, _part: Part, layers: &[Range<usize>]) -> Result<(), SolverError> {
+        for l in layers {
+            self.update_layers(l.clone());
+        }
+        Ok(())
+    }
+
+    fn exchange(
+        _link: &mut (),
+        slabs: &mut [Self],
+        transfers: &[Transfer],
+        _after_even: bool,
+    ) -> Result<(), SolverError> {
+        for t in transfers {
+            let (from, to) = (&slabs[t.from], &slabs[t.to]);
+            let nxy = from.grid.size[0] * from.grid.size[1];
+            let (n_from, n_to) = (from.grid.cells(), to.grid.cells());
+            // The five planes as the wire would carry them.
+            let mut planes = Vec::with_capacity(5 * nxy);
+            for &k in &t.slots {
+                let src = k * n_from + t.from_layer * nxy;
+                planes.extend_from_slice(&slabs[t.from].f[src..src + nxy]);
+            }
+            let dst = |p: usize| t.slots[p / nxy] * n_to + t.to_layer * nxy + p % nxy;
+            let f = &mut slabs[t.to].f;
+            match &t.mask {
+                None => (0..planes.len()).for_each(|p| f[dst(p)] = planes[p]),
+                Some(mask) => mask
+                    .iter()
+                    .for_each(|&p| f[dst(p as usize)] = planes[p as usize]),
+            }
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self) {
+        self.t += 1;
+    }
+
+    fn settle(_slabs: &mut [Self]) -> Result<(), SolverError> {
+        Ok(())
+    }
+
+    fn change_sums(&mut self) -> Result<Option<ChangeSums>, SolverError> {
         let now = self.fields()?;
         let change = match &self.snapshot {
-            Some((t, before)) if *t < self.t => {
-                Some(super::relative_change(&now, before, self.t - t))
-            }
+            Some((t, before)) if *t < self.t => Some(super::change_sums(
+                &now,
+                before,
+                self.owned_cells(),
+                self.t - t,
+            )),
             _ => None,
         };
         self.snapshot = Some((self.t, now));
         Ok(change)
+    }
+
+    fn set_time(&mut self, t: u64) {
+        self.t = t;
     }
 }

@@ -7,14 +7,17 @@
 //! results agree with it to rounding. Every CUDA call's error is checked, and
 //! `step` synchronises and checks once per batch of launches.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, PushKernelArg,
 };
 
 use super::lattice::{self, Q};
 use super::select::CudaUnavailable;
+use super::slabs::{ChangeSums, Part, SlabLattice, Transfer};
 use super::{
     check_params, flags, Fields, Grid, Initial, Params, Precision, Solver, SolverError, Stats,
     VELOCITY_SLOTS,
@@ -189,6 +192,19 @@ fn guarded<T>(
 
 /// Looks for a usable CUDA device 0 and describes it.
 pub fn probe() -> Result<DeviceInfo, CudaUnavailable> {
+    probe_device(0)
+}
+
+/// Number of CUDA devices, after the same checks as [`probe`].
+pub fn device_count() -> Result<usize, CudaUnavailable> {
+    probe()?;
+    guarded("cuDeviceGetCount", CudaContext::device_count)
+        .map(|n| n as usize)
+        .map_err(CudaUnavailable)
+}
+
+/// Looks for a usable CUDA device `ordinal` and describes it.
+pub fn probe_device(ordinal: usize) -> Result<DeviceInfo, CudaUnavailable> {
     // SAFETY: these only try to open the shared libraries.
     let driver = unsafe { cudarc::driver::sys::is_culib_present() };
     let nvrtc = unsafe { cudarc::nvrtc::sys::is_culib_present() };
@@ -198,8 +214,8 @@ pub fn probe() -> Result<DeviceInfo, CudaUnavailable> {
         Ok(0)
     };
     availability(driver, nvrtc, count)?;
-    let info = guarded("device 0", || {
-        let ctx = CudaContext::new(0)?;
+    let info = guarded(&format!("device {ordinal}"), || {
+        let ctx = CudaContext::new(ordinal)?;
         let (free, total) = ctx.mem_get_info()?;
         Ok(DeviceInfo {
             name: ctx.name()?,
@@ -273,18 +289,34 @@ struct Kernels {
     init_uniform: CudaFunction,
     fill_f32: CudaFunction,
     velocity_change: CudaFunction,
+    unpack: CudaFunction,
 }
 
-/// D3Q19 on one CUDA GPU.
+/// A slab's side of the halo exchange (see [`super::slabs`]): its own stream,
+/// so that the exchange overlaps the update of the slab's interior.
+struct SlabLink {
+    comm: Arc<CudaStream>,
+    /// The layers next to the halos are updated (recorded on the solver's stream).
+    edges_done: CudaEvent,
+    /// This slab's incoming transfers are done (recorded on `comm`).
+    comm_done: CudaEvent,
+    /// The solver's stream must wait for `comm_done` before it touches the edges.
+    pending: bool,
+}
+
+/// D3Q19 on one CUDA GPU, or on one slab of a domain spread over several.
 pub struct CudaSolver {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     kernels: Kernels,
     lattice: Lattice,
     flags_dev: CudaSlice<u8>,
-    /// Cells with the NEAR flag (boundary kernel), and how many.
+    /// Cells with the NEAR flag (boundary kernel), sorted, on the device and here.
     near_dev: CudaSlice<u32>,
-    near_count: u32,
+    near: Vec<u32>,
+    /// Layers (z) this solver updates; the others are halos of a slab.
+    owned: Range<usize>,
+    link: Option<SlabLink>,
     fields_dev: Option<CudaSlice<f32>>,
     /// Velocity snapshot of `velocity_change` (3n floats) and its step.
     snapshot_dev: Option<(u64, CudaSlice<f32>)>,
@@ -311,13 +343,27 @@ impl CudaSolver {
     /// Compiles the kernels, checks memory, uploads flags and the initial state.
     pub fn new(
         grid: Grid,
-        mut cell_flags: Vec<u8>,
+        cell_flags: Vec<u8>,
         params: Params,
         initial: Initial,
         precision: Precision,
     ) -> Result<CudaSolver, SolverError> {
+        Self::on_device(0, grid, cell_flags, params, initial, precision, None)
+    }
+
+    /// As [`CudaSolver::new`] on device `ordinal`, updating only the layers
+    /// `owned` (all when `None`): one slab of a [`super::slabs::SlabSolver`].
+    pub fn on_device(
+        ordinal: usize,
+        grid: Grid,
+        mut cell_flags: Vec<u8>,
+        params: Params,
+        initial: Initial,
+        precision: Precision,
+        owned: Option<Range<usize>>,
+    ) -> Result<CudaSolver, SolverError> {
         check_params(&params)?;
-        let info = probe().map_err(|e| SolverError::Device(e.0))?;
+        let info = probe_device(ordinal).map_err(|e| SolverError::Device(e.0))?;
         if cell_flags.len() != grid.cells() {
             return Err(SolverError::StateMismatch(format!(
                 "{} flags for a grid of {} cells",
@@ -334,8 +380,24 @@ impl CudaSolver {
         check_fits(grid.size, precision, info.free_bytes)?;
         flags::mark_near_cells(&grid, &mut cell_flags);
 
-        let ctx = guarded("creating the CUDA context", || CudaContext::new(0))
+        let ctx = guarded("creating the CUDA context", || CudaContext::new(ordinal))
             .map_err(SolverError::Device)?;
+        let link = if owned.is_some() {
+            // The slab orders its two streams with its own events; cudarc's
+            // per-argument event tracking would add a record per launch.
+            // SAFETY: every buffer below is used on `stream` only, and the
+            // exchange on `comm` is ordered by `edges_done` / `comm_done`.
+            unsafe { ctx.disable_event_tracking() };
+            let comm = ctx.new_stream().map_err(dev)?;
+            Some(SlabLink {
+                comm,
+                edges_done: ctx.new_event(None).map_err(dev)?,
+                comm_done: ctx.new_event(None).map_err(dev)?,
+                pending: false,
+            })
+        } else {
+            None
+        };
         let stream = ctx.default_stream();
         let (major, minor) = info.compute_capability;
         let ptx = compile(precision, major, minor).map_err(SolverError::Device)?;
@@ -351,6 +413,7 @@ impl CudaSolver {
             init_uniform: load("init_uniform")?,
             fill_f32: load("fill_f32")?,
             velocity_change: load("velocity_change")?,
+            unpack: load("unpack_planes")?,
         };
         let n = grid.cells();
         let lattice = match precision {
@@ -362,7 +425,6 @@ impl CudaSolver {
             .filter(|&c| cell_flags[c] & flags::NEAR != 0)
             .map(|c| c as u32)
             .collect();
-        let near_count = near.len() as u32;
         // cudarc cannot allocate zero elements; an empty list keeps one dummy entry.
         let near_dev = stream
             .clone_htod(if near.is_empty() {
@@ -385,7 +447,9 @@ impl CudaSolver {
             lattice,
             flags_dev,
             near_dev,
-            near_count,
+            near,
+            owned: owned.unwrap_or(0..grid.size[2]),
+            link,
             fields_dev: None,
             snapshot_dev: None,
             stats_dev,
@@ -482,51 +546,75 @@ impl CudaSolver {
         self.stream.synchronize().map_err(dev)
     }
 
-    fn launch_step(&mut self) -> Result<(), SolverError> {
+    /// Runs the current step on layers `layers` (time does not advance).
+    fn launch_layers(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
+        if layers.is_empty() {
+            return Ok(());
+        }
+        let nxy = self.grid.size[0] * self.grid.size[1];
         let n = self.grid.cells() as u64;
-        let even = self.t.is_multiple_of(2);
-        let cfg = if even {
-            LaunchConfig {
-                grid_dim: (n.div_ceil(self.block as u64) as u32, 1, 1),
+        let parity = self.parity();
+        let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
+        if parity == 0 {
+            let cfg = LaunchConfig {
+                grid_dim: ((c1 - c0).div_ceil(self.block as u64) as u32, 1, 1),
                 block_dim: (self.block, 1, 1),
                 shared_mem_bytes: 0,
-            }
+            };
+            let mut b = self.stream.launch_builder(&self.kernels.even);
+            self.lattice.arg_mut(&mut b);
+            b.arg(&self.flags_dev)
+                .arg(&self.kparams)
+                .arg(&n)
+                .arg(&c0)
+                .arg(&c1);
+            // SAFETY: (f, flags, params, n, c_begin, c_end) is aa_even's signature;
+            // the kernel bound-checks against c_end <= n.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
         } else {
-            self.lattice_config()
-        };
-        let mut b = self.stream.launch_builder(if even {
-            &self.kernels.even
-        } else {
-            &self.kernels.odd
-        });
-        self.lattice.arg_mut(&mut b);
-        b.arg(&self.flags_dev).arg(&self.kparams);
-        if even {
-            b.arg(&n);
+            let mut cfg = self.lattice_config();
+            cfg.grid_dim.2 = layers.len() as u32;
+            let z0 = layers.start as u32;
+            let mut b = self.stream.launch_builder(&self.kernels.odd);
+            self.lattice.arg_mut(&mut b);
+            b.arg(&self.flags_dev).arg(&self.kparams).arg(&z0);
+            // SAFETY: (f, flags, params, z0) is aa_odd's signature; the grid
+            // covers layers z0.. z0 + len within the lattice.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
         }
-        // SAFETY: (f, flags, params[, n]) is the signature of aa_even / aa_odd;
-        // the launch covers every cell and the kernels bound-check.
-        unsafe { b.launch(cfg) }.map_err(dev)?;
-        if self.near_count > 0 {
-            let parity = (self.t % 2) as u32;
-            let count = self.near_count;
+        let a = self.near.partition_point(|&c| (c as u64) < c0);
+        let z = self.near.partition_point(|&c| (c as u64) < c1);
+        if z > a {
+            let count = (z - a) as u32;
             let cfg = LaunchConfig {
                 grid_dim: (count.div_ceil(128), 1, 1),
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
+            let cells = self.near_dev.slice(a..z);
             let mut b = self.stream.launch_builder(&self.kernels.boundary);
             self.lattice.arg_mut(&mut b);
             b.arg(&self.flags_dev)
                 .arg(&self.kparams)
                 .arg(&parity)
-                .arg(&self.near_dev)
+                .arg(&cells)
                 .arg(&count);
-            // SAFETY: signature of aa_boundary; `near_dev` holds `count` cells.
+            // SAFETY: signature of aa_boundary; `cells` holds `count` cells.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         }
+        Ok(())
+    }
+
+    fn launch_step(&mut self) -> Result<(), SolverError> {
+        self.launch_layers(self.owned.clone())?;
         self.t += 1;
         Ok(())
+    }
+
+    /// Cells of the owned layers, as a range of cell indices.
+    fn owned_cells(&self) -> (u64, u64) {
+        let nxy = (self.grid.size[0] * self.grid.size[1]) as u64;
+        (self.owned.start as u64 * nxy, self.owned.end as u64 * nxy)
     }
 
     /// Launches `n` steps without waiting (benchmarks time them with events).
@@ -664,11 +752,14 @@ impl Solver for CudaSolver {
     fn stats(&mut self) -> Result<Stats, SolverError> {
         let cfg = self.reduction_config();
         let parity = self.parity();
+        let (c0, c1) = self.owned_cells();
         let mut b = self.stream.launch_builder(&self.kernels.stats);
         self.lattice.arg(&mut b);
         b.arg(&self.flags_dev)
             .arg(&self.kparams)
             .arg(&parity)
+            .arg(&c0)
+            .arg(&c1)
             .arg(&mut self.stats_dev);
         // SAFETY: signature of `stats`; one partial of 64 bytes per block.
         unsafe { b.launch(cfg) }.map_err(dev)?;
@@ -688,10 +779,12 @@ impl Solver for CudaSolver {
             }
             bad = bad.min(p.bad_cell);
         }
+        let cells = count as u64;
         let count = count.max(1.0);
         Ok(Stats {
             step: self.t,
             mass,
+            cells,
             mean_velocity: mom.map(|m| m / count),
             max_speed: best,
             max_speed_cell: self.grid.coords(best_cell as usize),
@@ -702,11 +795,14 @@ impl Solver for CudaSolver {
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
         let cfg = self.reduction_config();
         let parity = self.parity();
+        let (c0, c1) = self.owned_cells();
         let mut b = self.stream.launch_builder(&self.kernels.forces);
         self.lattice.arg(&mut b);
         b.arg(&self.flags_dev)
             .arg(&self.kparams)
             .arg(&parity)
+            .arg(&c0)
+            .arg(&c1)
             .arg(&mut self.forces_dev);
         // SAFETY: signature of `forces`; 48 doubles per block.
         unsafe { b.launch(cfg) }.map_err(dev)?;
@@ -750,6 +846,349 @@ impl Solver for CudaSolver {
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        Ok(self.change_sums()?.map(|c| c.ratio()))
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        let n = self.grid.cells() as u64;
+        n * self.precision.bytes_per_cell() as u64 + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
+    }
+}
+
+/// How the slabs of a domain on several GPUs exchange their halos.
+pub enum Transport {
+    /// NCCL point-to-point sends and receives, grouped per exchange (one
+    /// communicator per GPU, ranks in slab order).
+    Nccl(Vec<NcclComm>),
+    /// CUDA peer-to-peer copies (`cuMemcpyPeerAsync`), where NCCL is missing.
+    Peer,
+}
+
+/// A masked write-back lands here first (on the receiving GPU), then
+/// `unpack_planes` scatters the listed entries.
+struct Staging {
+    planes: CudaSlice<u8>,
+    positions: CudaSlice<u32>,
+    count: u32,
+}
+
+/// The exchange state of a [`super::slabs::SlabSolver`] on CUDA GPUs.
+pub struct CudaLink {
+    pub transport: Transport,
+    /// One per write-back transfer, in order (None: unmasked).
+    staging: Vec<Option<Staging>>,
+}
+
+impl CudaLink {
+    pub fn name(&self) -> &'static str {
+        match self.transport {
+            Transport::Nccl(_) => "NCCL",
+            Transport::Peer => "CUDA peer copies",
+        }
+    }
+}
+
+/// An NCCL communicator, destroyed on drop.
+pub struct NcclComm(cudarc::nccl::sys::ncclComm_t);
+
+// SAFETY: a communicator is a handle NCCL allows to be used from any one
+// thread at a time; the solver that owns it is used by one thread at a time.
+unsafe impl Send for NcclComm {}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        // SAFETY: created by ncclCommInitAll, destroyed once.
+        unsafe {
+            let _ = cudarc::nccl::result::comm_destroy(self.0);
+        }
+    }
+}
+
+/// Which exchange to use: NCCL when its library loads, peer copies otherwise;
+/// `FLOWSCOPE_EXCHANGE=peer` or `=nccl` forces one.
+pub fn exchange_choice(forced: Option<&str>, nccl_present: bool) -> Result<bool, SolverError> {
+    match forced {
+        Some("peer") => Ok(false),
+        Some("nccl") if nccl_present => Ok(true),
+        Some("nccl") => Err(SolverError::Device(
+            "FLOWSCOPE_EXCHANGE=nccl, but the NCCL library (libnccl.so.2) was not found; \
+             install NCCL or unset FLOWSCOPE_EXCHANGE to use peer copies"
+                .into(),
+        )),
+        Some(other) => Err(SolverError::InvalidParams(format!(
+            "FLOWSCOPE_EXCHANGE={other}: use nccl or peer"
+        ))),
+        None => Ok(nccl_present),
+    }
+}
+
+fn nccl_err(e: impl std::fmt::Debug) -> SolverError {
+    SolverError::Device(format!("NCCL: {e:?}"))
+}
+
+impl CudaSolver {
+    /// Device address of slot `slot`, layer `layer` of the lattice, and the
+    /// bytes of one layer of one slot.
+    fn plane(&self, slot: usize, layer: usize) -> (sys::CUdeviceptr, usize) {
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        let bytes = self.precision.bytes_per_population();
+        let offset = (slot * self.grid.cells() + layer * nxy) * bytes;
+        let base = match &self.lattice {
+            Lattice::Fp32(f) => f.device_ptr(&self.stream).0,
+            Lattice::Fp16(f) => f.device_ptr(&self.stream).0,
+        };
+        (base + offset as u64, nxy * bytes)
+    }
+
+    fn link(&self) -> &SlabLink {
+        self.link.as_ref().expect("a slab solver has a link")
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+}
+
+impl SlabLattice for CudaSolver {
+    type Link = CudaLink;
+
+    fn link(
+        slabs: &mut [Self],
+        _fill: &[Transfer],
+        write_back: &[Transfer],
+    ) -> Result<CudaLink, SolverError> {
+        let mut staging = Vec::with_capacity(write_back.len());
+        for t in write_back {
+            staging.push(match &t.mask {
+                None => None,
+                Some(mask) => {
+                    let to = &slabs[t.to];
+                    let (_, bytes) = to.plane(0, 0);
+                    let stream = &to.stream;
+                    Some(Staging {
+                        planes: stream.alloc_zeros::<u8>(5 * bytes).map_err(dev)?,
+                        positions: stream
+                            .clone_htod(if mask.is_empty() {
+                                &[0u32][..]
+                            } else {
+                                &mask[..]
+                            })
+                            .map_err(dev)?,
+                        count: mask.len() as u32,
+                    })
+                }
+            });
+        }
+        for s in slabs.iter() {
+            s.stream.synchronize().map_err(dev)?;
+        }
+        // SAFETY: only tries to open the library.
+        let present = unsafe { cudarc::nccl::sys::is_culib_present() };
+        let forced = std::env::var("FLOWSCOPE_EXCHANGE").ok();
+        if !exchange_choice(forced.as_deref(), present)? {
+            for a in 0..slabs.len() {
+                for b in 0..slabs.len() {
+                    if a == b {
+                        continue;
+                    }
+                    let peer = slabs[b].ctx.cu_ctx();
+                    slabs[a].ctx.bind_to_thread().map_err(dev)?;
+                    // SAFETY: both contexts are alive. "Already enabled" is fine,
+                    // and without peer access the copies still work (staged by
+                    // the driver), so the result is not an error.
+                    let _ = unsafe { sys::cuCtxEnablePeerAccess(peer, 0) };
+                }
+            }
+            return Ok(CudaLink {
+                transport: Transport::Peer,
+                staging,
+            });
+        }
+        // NVLink multicast (NVLS) stays off: this program never needs it, and the
+        // lent machines must not create multicast objects.
+        std::env::set_var("NCCL_NVLS_ENABLE", "0");
+        let ordinals: Vec<i32> = slabs.iter().map(|s| s.ordinal() as i32).collect();
+        let mut comms = vec![std::ptr::null_mut(); slabs.len()];
+        // SAFETY: `comms` has one slot per device in `ordinals`.
+        unsafe {
+            cudarc::nccl::result::comm_init_all(
+                comms.as_mut_ptr(),
+                ordinals.len() as i32,
+                ordinals.as_ptr(),
+            )
+        }
+        .map_err(nccl_err)?;
+        Ok(CudaLink {
+            transport: Transport::Nccl(comms.into_iter().map(NcclComm).collect()),
+            staging,
+        })
+    }
+
+    fn update(&mut self, part: Part, layers: &[Range<usize>]) -> Result<(), SolverError> {
+        if part == Part::Edges {
+            let link = self.link.as_mut().expect("a slab solver has a link");
+            if link.pending {
+                self.stream.wait(&link.comm_done).map_err(dev)?;
+                link.pending = false;
+            }
+        }
+        for l in layers {
+            self.launch_layers(l.clone())?;
+        }
+        Ok(())
+    }
+
+    fn exchange(
+        link: &mut CudaLink,
+        slabs: &mut [Self],
+        transfers: &[Transfer],
+        after_even: bool,
+    ) -> Result<(), SolverError> {
+        for s in slabs.iter() {
+            let l = s.link();
+            l.edges_done.record(&s.stream).map_err(dev)?;
+            l.comm.wait(&l.edges_done).map_err(dev)?;
+        }
+        // Where each transfer lands: the lattice plane, or the staging planes of
+        // a masked write-back.
+        let target = |slabs: &[Self], t: &Transfer, i: usize, k: usize| -> sys::CUdeviceptr {
+            match link
+                .staging
+                .get(i)
+                .and_then(|s| s.as_ref())
+                .filter(|_| !after_even)
+            {
+                Some(st) => {
+                    let (_, bytes) = slabs[t.to].plane(0, 0);
+                    st.planes.device_ptr(&slabs[t.to].stream).0 + (k * bytes) as u64
+                }
+                None => slabs[t.to].plane(t.slots[k], t.to_layer).0,
+            }
+        };
+        match &link.transport {
+            Transport::Nccl(comms) => {
+                use cudarc::nccl::{result, sys::ncclDataType_t::ncclUint8};
+                result::group_start().map_err(nccl_err)?;
+                for (i, t) in transfers.iter().enumerate() {
+                    for k in 0..5 {
+                        let (src, bytes) = slabs[t.from].plane(t.slots[k], t.from_layer);
+                        let dst = target(slabs, t, i, k);
+                        // SAFETY: both planes lie inside live buffers; each rank's
+                        // operations go to its own comm stream.
+                        unsafe {
+                            result::send(
+                                src as *const _,
+                                bytes,
+                                ncclUint8,
+                                t.to as i32,
+                                comms[t.from].0,
+                                slabs[t.from].link().comm.cu_stream() as _,
+                            )
+                            .map_err(nccl_err)?;
+                            result::recv(
+                                dst as *mut _,
+                                bytes,
+                                ncclUint8,
+                                t.from as i32,
+                                comms[t.to].0,
+                                slabs[t.to].link().comm.cu_stream() as _,
+                            )
+                            .map_err(nccl_err)?;
+                        }
+                    }
+                }
+                result::group_end().map_err(nccl_err)?;
+            }
+            Transport::Peer => {
+                for (i, t) in transfers.iter().enumerate() {
+                    // The copy runs on the receiver's stream, after the sender's edges.
+                    let to = slabs[t.to].link();
+                    to.comm
+                        .wait(&slabs[t.from].link().edges_done)
+                        .map_err(dev)?;
+                    for k in 0..5 {
+                        let (src, bytes) = slabs[t.from].plane(t.slots[k], t.from_layer);
+                        let dst = target(slabs, t, i, k);
+                        slabs[t.to].ctx.bind_to_thread().map_err(dev)?;
+                        // SAFETY: both planes lie inside live buffers of these contexts.
+                        unsafe {
+                            cudarc::driver::result::memcpy_peer_async(
+                                slabs[t.to].ctx.cu_ctx(),
+                                dst,
+                                slabs[t.from].ctx.cu_ctx(),
+                                src,
+                                bytes,
+                                slabs[t.to].link().comm.cu_stream(),
+                            )
+                        }
+                        .map_err(dev)?;
+                    }
+                }
+            }
+        }
+        if !after_even {
+            for (t, st) in transfers.iter().zip(&link.staging) {
+                let Some(st) = st else { continue };
+                if st.count == 0 {
+                    continue;
+                }
+                let to = &mut slabs[t.to];
+                let n = to.grid.cells() as u64;
+                let nxy = (to.grid.size[0] * to.grid.size[1]) as u32;
+                let layer = t.to_layer as u32;
+                let s = t.slots.map(|v| v as u32);
+                let cfg = LaunchConfig {
+                    grid_dim: (st.count.div_ceil(256), 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let comm = to.link().comm.clone();
+                let mut b = comm.launch_builder(&to.kernels.unpack);
+                to.lattice.arg_mut(&mut b);
+                b.arg(&st.planes)
+                    .arg(&st.positions)
+                    .arg(&st.count)
+                    .arg(&n)
+                    .arg(&nxy)
+                    .arg(&layer)
+                    .arg(&s[0])
+                    .arg(&s[1])
+                    .arg(&s[2])
+                    .arg(&s[3])
+                    .arg(&s[4]);
+                // SAFETY: signature of unpack_planes; positions index the five
+                // staged planes and land inside the lattice.
+                unsafe { b.launch(cfg) }.map_err(dev)?;
+            }
+        }
+        for s in slabs.iter_mut() {
+            let l = s.link.as_mut().expect("a slab solver has a link");
+            l.comm_done.record(&l.comm).map_err(dev)?;
+            l.pending = true;
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self) {
+        self.t += 1;
+    }
+
+    fn settle(slabs: &mut [Self]) -> Result<(), SolverError> {
+        for s in slabs.iter_mut() {
+            let l = s.link.as_mut().expect("a slab solver has a link");
+            if l.pending {
+                s.stream.wait(&l.comm_done).map_err(dev)?;
+                l.pending = false;
+            }
+        }
+        for s in slabs.iter() {
+            s.stream.synchronize().map_err(dev)?;
+            s.link().comm.synchronize().map_err(dev)?;
+        }
+        Ok(())
+    }
+
+    fn change_sums(&mut self) -> Result<Option<ChangeSums>, SolverError> {
         let n = self.grid.cells() as u64;
         if self.snapshot_dev.is_none() {
             let buf = self
@@ -761,6 +1200,7 @@ impl Solver for CudaSolver {
         let stream = self.stream.clone();
         let cfg = self.reduction_config();
         let t = self.t;
+        let (c0, c1) = self.owned_cells();
         self.compute_fields()?;
         let fields = self.fields_dev.as_ref().expect("computed");
         let (since, snapshot) = self.snapshot_dev.as_mut().expect("allocated");
@@ -772,6 +1212,8 @@ impl Solver for CudaSolver {
         b.arg(fields)
             .arg(snapshot)
             .arg(&n)
+            .arg(&c0)
+            .arg(&c1)
             .arg(&has_prev)
             .arg(&mut partials);
         // SAFETY: signature of `velocity_change`; fields 4n, snapshot 3n, 2 doubles per block.
@@ -785,21 +1227,11 @@ impl Solver for CudaSolver {
         let (diff, norm) = sums
             .chunks_exact(2)
             .fold((0.0, 0.0), |(d, m), p| (d + p[0], m + p[1]));
-        let change = if norm == 0.0 {
-            if diff == 0.0 {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
-            diff / norm / steps as f64
-        };
-        Ok(Some(change))
+        Ok(Some(ChangeSums { diff, norm, steps }))
     }
 
-    fn memory_bytes(&self) -> u64 {
-        let n = self.grid.cells() as u64;
-        n * self.precision.bytes_per_cell() as u64 + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
+    fn set_time(&mut self, t: u64) {
+        self.t = t;
     }
 }
 

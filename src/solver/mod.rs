@@ -33,6 +33,7 @@ pub mod cuda;
 pub mod flags;
 pub mod lattice;
 pub mod select;
+pub mod slabs;
 
 use std::fmt;
 
@@ -223,6 +224,8 @@ pub struct Stats {
     pub step: u64,
     /// Σ ρ over running cells.
     pub mass: f64,
+    /// Running cells counted (non-finite ones excluded).
+    pub cells: u64,
     pub mean_velocity: [f64; 3],
     pub max_speed: f32,
     pub max_speed_cell: [usize; 3],
@@ -322,19 +325,26 @@ impl fmt::Display for Grid {
 /// `steps` apart: Σ|u − u_prev| / Σ|u| / steps.
 /// The steadiness criterion of the original work.
 pub fn relative_change(now: &Fields, before: &Fields, steps: u64) -> f64 {
+    change_sums(now, before, 0..now.rho.len(), steps).ratio()
+}
+
+/// The sums of [`relative_change`] over the cells `cells`.
+pub fn change_sums(
+    now: &Fields,
+    before: &Fields,
+    cells: std::ops::Range<usize>,
+    steps: u64,
+) -> slabs::ChangeSums {
     let mut diff = 0.0f64;
     let mut norm = 0.0f64;
-    for c in 0..now.rho.len() {
+    for c in cells {
         let (a, b) = (now.velocity(c), before.velocity(c));
         let d: f64 = (0..3).map(|k| (a[k] as f64 - b[k] as f64).powi(2)).sum();
         let n: f64 = (0..3).map(|k| (a[k] as f64).powi(2)).sum();
         diff += d.sqrt();
         norm += n.sqrt();
     }
-    if norm == 0.0 {
-        return if diff == 0.0 { 0.0 } else { f64::INFINITY };
-    }
-    diff / norm / steps.max(1) as f64
+    slabs::ChangeSums { diff, norm, steps }
 }
 
 /// Validates parameters every solver needs.

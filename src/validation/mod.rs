@@ -18,6 +18,8 @@ pub fn scaled_overrides(s: &Scenario, factor: f64, min_tau: f64) -> Vec<String> 
         .size
         .map(|n| ((n as f64 * factor).round() as usize).max(4));
     o.push(format!("domain.size=[{},{},{}]", size[0], size[1], size[2]));
+    // Rounding the domain down must not push an obstacle's far side outside it.
+    let fit = |v: [f64; 3]| -> [f64; 3] { std::array::from_fn(|a| v[a].min((size[a] - 1) as f64)) };
     let length = sc(s.units.length_cells).max(1.0);
     o.push(format!("fluid.length_cells={length}"));
     for (k, shape) in s.obstacles.iter().enumerate() {
@@ -33,7 +35,8 @@ pub fn scaled_overrides(s: &Scenario, factor: f64, min_tau: f64) -> Vec<String> 
                     lo[2] = 1.0;
                 }
                 o.push(format!("obstacles.{k}.min=[{},{},{}]", lo[0], lo[1], lo[2]));
-                o.push(format!("obstacles.{k}.max={}", list(*max)));
+                let hi = fit(max.map(sc));
+                o.push(format!("obstacles.{k}.max=[{},{},{}]", hi[0], hi[1], hi[2]));
             }
             Shape::Buildings {
                 min,
@@ -44,7 +47,7 @@ pub fn scaled_overrides(s: &Scenario, factor: f64, min_tau: f64) -> Vec<String> 
                 ..
             } => {
                 let mut lo = min.map(sc);
-                let mut hi = max.map(sc);
+                let mut hi = fit(max.map(sc));
                 if min[2] == 1.0 {
                     lo[2] = 1.0;
                     hi[2] = 1.0;

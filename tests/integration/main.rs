@@ -12,6 +12,7 @@ mod forces;
 mod physics;
 mod render;
 mod scenarios;
+mod slabs;
 mod validation;
 mod vti;
 mod window;

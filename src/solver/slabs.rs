@@ -1,0 +1,739 @@
+//! One domain over several devices: 1×N slabs along z.
+//!
+//! Each slab's lattice holds its own layers plus one halo layer on each side
+//! that has a neighbour (at a non-periodic domain face there is none, and the
+//! lattice's own face rules apply as on one device). Slabs are stacked along z
+//! because z is the slowest index of the structure-of-arrays layout: the
+//! populations of one direction in one layer are a single contiguous run, so a
+//! face's five crossing populations travel as five contiguous runs with no pack
+//! or unpack kernel.
+//!
+//! What crosses a face, with the AA scheme (see [`super`]):
+//! * after an even step, the halo must hold what the neighbour's edge layer just
+//!   wrote into the slots that the odd step reads across the face
+//!   ([`Partition::transfers`] with `after_even`, "fill");
+//! * after an odd step, the edge layer's writes into the halo belong to the
+//!   neighbour's edge layer ("write-back").
+//!
+//! Both use the same five slots per face: [`DOWN`] for the halo below a slab and
+//! [`UP`] for the one above. The fill copies whole planes (a halo is scratch).
+//! The write-back copies only the slots the odd step really wrote into the halo
+//! ([`super::cpu::odd_writes_into`]): where a neighbour is a wall, the edge cell
+//! on the other side writes that slot itself (bounce-back), and a plain copy
+//! would overwrite it. Every cell then sees exactly the neighbourhood it has on
+//! one device, so the arithmetic per cell is identical and N slabs reproduce one
+//! device bit for bit.
+//!
+//! A step updates the edge layers first, starts the exchange, then updates the
+//! interior, which touches neither halos nor the exchanged slots of the edges:
+//! the exchange hides behind it ([`SlabSolver::step`]).
+
+use std::ops::Range;
+
+use super::lattice::{E, Q};
+use super::{Fields, Grid, Params, Solver, SolverError, Stats};
+
+/// Directions crossing a face upwards (e_z = +1), in index order.
+pub const UP: [usize; 5] = crossing(1);
+/// Directions crossing a face downwards (e_z = −1).
+pub const DOWN: [usize; 5] = crossing(-1);
+
+const fn crossing(ez: i32) -> [usize; 5] {
+    let mut out = [0usize; 5];
+    let mut k = 0;
+    let mut i = 0;
+    while i < Q {
+        if E[i][2] == ez {
+            out[k] = i;
+            k += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Which part of a slab's owned layers an update covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The layers next to halos (first, so the exchange can start).
+    Edges,
+    /// The rest.
+    Interior,
+}
+
+/// One slab: the global layers it owns and the ones it holds as halos.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slab {
+    pub layers: Range<usize>,
+    /// Global layer held below the owned ones (wrapping at a periodic face).
+    pub halo_below: Option<usize>,
+    pub halo_above: Option<usize>,
+}
+
+impl Slab {
+    /// Layers of the slab's lattice: owned plus halos.
+    pub fn local_layers(&self) -> usize {
+        self.layers.len() + self.halo_below.is_some() as usize + self.halo_above.is_some() as usize
+    }
+
+    /// The owned layers in the slab's own numbering.
+    pub fn owned(&self) -> Range<usize> {
+        let lo = self.halo_below.is_some() as usize;
+        lo..lo + self.layers.len()
+    }
+
+    /// Global layer of each local layer.
+    pub fn global_layers(&self) -> Vec<usize> {
+        self.halo_below
+            .into_iter()
+            .chain(self.layers.clone())
+            .chain(self.halo_above)
+            .collect()
+    }
+
+    /// Local layers to update for `part`.
+    #[allow(clippy::single_range_in_vec_init)]
+    pub fn part(&self, part: Part) -> Vec<Range<usize>> {
+        let owned = self.owned();
+        let (first, last) = (owned.start, owned.end - 1);
+        match part {
+            Part::Edges if first == last => vec![first..first + 1],
+            Part::Edges => vec![first..first + 1, last..last + 1],
+            Part::Interior if owned.len() <= 2 => vec![],
+            Part::Interior => vec![first + 1..last],
+        }
+    }
+}
+
+/// A copy of five population planes from one slab's layer to another's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub from: usize,
+    pub from_layer: usize,
+    pub to: usize,
+    pub to_layer: usize,
+    pub slots: [usize; 5],
+    /// Copy only these entries of the five planes (`k * nx * ny + cell`, for
+    /// slot `slots[k]`, sorted); all when `None`.
+    pub mask: Option<Vec<u32>>,
+}
+
+/// The split of a grid into slabs along z.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partition {
+    pub grid: Grid,
+    pub slabs: Vec<Slab>,
+}
+
+/// Fewest layers a slab may own.
+pub const MIN_LAYERS: usize = 2;
+
+impl Partition {
+    /// Splits `grid` into `count` slabs of nearly equal thickness (the first
+    /// `nz % count` get one layer more).
+    pub fn new(grid: Grid, count: usize) -> Result<Partition, SolverError> {
+        let nz = grid.size[2];
+        if count == 0 {
+            return Err(SolverError::InvalidParams("0 devices asked for".into()));
+        }
+        if nz < count * MIN_LAYERS {
+            return Err(SolverError::InvalidParams(format!(
+                "grid {grid} has {nz} layers along z: {count} devices need at least {} \
+                 ({MIN_LAYERS} per device); use at most {} devices or a taller grid",
+                count * MIN_LAYERS,
+                (nz / MIN_LAYERS).max(1)
+            )));
+        }
+        let (base, extra) = (nz / count, nz % count);
+        let mut slabs = Vec::with_capacity(count);
+        let mut z = 0;
+        let periodic = grid.periodic[2] && count > 1;
+        for s in 0..count {
+            let len = base + (s < extra) as usize;
+            let layers = z..z + len;
+            z += len;
+            let halo_below = if s > 0 {
+                Some(layers.start - 1)
+            } else {
+                periodic.then_some(nz - 1)
+            };
+            let halo_above = if s + 1 < count {
+                Some(layers.end)
+            } else {
+                periodic.then_some(0)
+            };
+            slabs.push(Slab {
+                layers,
+                halo_below,
+                halo_above,
+            });
+        }
+        Ok(Partition { grid, slabs })
+    }
+
+    fn plane(&self) -> usize {
+        self.grid.size[0] * self.grid.size[1]
+    }
+
+    /// The grid of slab `s`'s lattice. Across slabs z never wraps: the halos
+    /// stand for the neighbours.
+    pub fn local_grid(&self, s: usize) -> Grid {
+        let [nx, ny, _] = self.grid.size;
+        let mut periodic = self.grid.periodic;
+        if self.slabs.len() > 1 {
+            periodic[2] = false;
+        }
+        Grid {
+            size: [nx, ny, self.slabs[s].local_layers()],
+            periodic,
+        }
+    }
+
+    /// Slab `s`'s share of a per-cell array of `planes` planes of the global grid
+    /// (flags: 1 plane; populations: 19; fields: 4), halos included.
+    pub fn scatter<T: Copy>(&self, s: usize, global: &[T], planes: usize) -> Vec<T> {
+        let nxy = self.plane();
+        let n = self.grid.cells();
+        assert_eq!(global.len(), planes * n, "array of the global grid");
+        let layers = self.slabs[s].global_layers();
+        let mut out = Vec::with_capacity(planes * layers.len() * nxy);
+        for p in 0..planes {
+            for &z in &layers {
+                let at = p * n + z * nxy;
+                out.extend_from_slice(&global[at..at + nxy]);
+            }
+        }
+        out
+    }
+
+    /// Copies slab `s`'s owned layers of a per-cell array into the global one.
+    pub fn gather<T: Copy>(&self, s: usize, local: &[T], planes: usize, global: &mut [T]) {
+        let nxy = self.plane();
+        let n = self.grid.cells();
+        let slab = &self.slabs[s];
+        let local_n = slab.local_layers() * nxy;
+        assert_eq!(local.len(), planes * local_n, "array of slab {s}");
+        let owned = slab.owned();
+        for p in 0..planes {
+            let src = &local[p * local_n + owned.start * nxy..p * local_n + owned.end * nxy];
+            let at = p * n + slab.layers.start * nxy;
+            global[at..at + src.len()].copy_from_slice(src);
+        }
+    }
+
+    /// The copies that make the slabs one lattice again after an even step
+    /// (`after_even`: fill the halos) or after an odd one (write the halos back;
+    /// see [`Partition::mask_write_back`]).
+    pub fn transfers(&self, after_even: bool) -> Vec<Transfer> {
+        let count = self.slabs.len();
+        let mut out = Vec::new();
+        for a in 0..count {
+            // Face between slab a and the one above it.
+            if self.slabs[a].halo_above.is_none() {
+                continue;
+            }
+            let b = (a + 1) % count;
+            let (sa, sb) = (&self.slabs[a], &self.slabs[b]);
+            let a_top = sa.owned().end - 1;
+            let a_halo = sa.local_layers() - 1;
+            let b_bottom = sb.owned().start;
+            let b_halo = 0;
+            if after_even {
+                out.push(Transfer {
+                    from: a,
+                    from_layer: a_top,
+                    to: b,
+                    to_layer: b_halo,
+                    slots: DOWN,
+                    mask: None,
+                });
+                out.push(Transfer {
+                    from: b,
+                    from_layer: b_bottom,
+                    to: a,
+                    to_layer: a_halo,
+                    slots: UP,
+                    mask: None,
+                });
+            } else {
+                out.push(Transfer {
+                    from: b,
+                    from_layer: b_halo,
+                    to: a,
+                    to_layer: a_top,
+                    slots: DOWN,
+                    mask: None,
+                });
+                out.push(Transfer {
+                    from: a,
+                    from_layer: a_halo,
+                    to: b,
+                    to_layer: b_bottom,
+                    slots: UP,
+                    mask: None,
+                });
+            }
+        }
+        out
+    }
+}
+
+impl Partition {
+    /// Restricts write-back transfers to the slots the sending slab's odd step
+    /// writes into its halo, given the global cell flags.
+    pub fn mask_write_back(&self, transfers: &mut [Transfer], global_flags: &[u8]) {
+        let nxy = self.plane();
+        for t in transfers {
+            let grid = self.local_grid(t.from);
+            let flags = self.scatter(t.from, global_flags, 1);
+            let edge = if t.from_layer == 0 {
+                1
+            } else {
+                t.from_layer - 1
+            };
+            let mut mask: Vec<u32> = super::cpu::odd_writes_into(&grid, &flags, edge, t.from_layer)
+                .into_iter()
+                .map(|(slot, cell)| {
+                    let k = t
+                        .slots
+                        .iter()
+                        .position(|&s| s == slot)
+                        .expect("the odd step writes only crossing directions into a halo");
+                    (k * nxy + cell) as u32
+                })
+                .collect();
+            mask.sort_unstable();
+            mask.dedup();
+            t.mask = Some(mask);
+        }
+    }
+}
+
+/// Sums of the steadiness criterion over some cells (see [`super::relative_change`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ChangeSums {
+    /// Σ|u − u_prev|.
+    pub diff: f64,
+    /// Σ|u|.
+    pub norm: f64,
+    /// Steps between the two snapshots.
+    pub steps: u64,
+}
+
+impl ChangeSums {
+    pub fn ratio(&self) -> f64 {
+        if self.norm == 0.0 {
+            return if self.diff == 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        self.diff / self.norm / self.steps.max(1) as f64
+    }
+}
+
+/// A solver that can be one slab of a [`SlabSolver`].
+pub trait SlabLattice: Solver + Sized {
+    /// Shared state of the exchange (a communicator, or nothing).
+    type Link: Send;
+
+    /// Sets up the exchange between these slabs for these transfers.
+    fn link(
+        slabs: &mut [Self],
+        fill: &[Transfer],
+        write_back: &[Transfer],
+    ) -> Result<Self::Link, SolverError>;
+    /// Updates the current step on `part` of the owned layers; time stays.
+    fn update(&mut self, part: Part, layers: &[Range<usize>]) -> Result<(), SolverError>;
+    /// Moves the populations of `transfers` between slabs, once the edges of
+    /// the current step are updated (possibly in the background).
+    fn exchange(
+        link: &mut Self::Link,
+        slabs: &mut [Self],
+        transfers: &[Transfer],
+        after_even: bool,
+    ) -> Result<(), SolverError>;
+    /// Ends the current step.
+    fn advance(&mut self);
+    /// Waits until every exchange started has landed.
+    fn settle(slabs: &mut [Self]) -> Result<(), SolverError>;
+    /// The steadiness sums over the owned cells since the last call (None on the first).
+    fn change_sums(&mut self) -> Result<Option<ChangeSums>, SolverError>;
+    /// Sets the time step without touching the populations.
+    fn set_time(&mut self, t: u64);
+}
+
+/// One domain as slabs on several devices, behaving as one [`Solver`].
+pub struct SlabSolver<S: SlabLattice> {
+    partition: Partition,
+    slabs: Vec<S>,
+    link: S::Link,
+    fill: Vec<Transfer>,
+    write_back: Vec<Transfer>,
+    flags: Vec<u8>,
+    t: u64,
+    /// Skip the exchange (benchmarks only: measures what it costs; results are wrong).
+    pub skip_exchange: bool,
+}
+
+impl<S: SlabLattice> SlabSolver<S> {
+    /// `build(s, local grid, local flags, owned layers)` makes slab `s`'s lattice.
+    pub fn new(
+        partition: Partition,
+        cell_flags: Vec<u8>,
+        mut build: impl FnMut(usize, Grid, Vec<u8>, Range<usize>) -> Result<S, SolverError>,
+    ) -> Result<SlabSolver<S>, SolverError> {
+        let mut flags = cell_flags;
+        super::flags::mark_near_cells(&partition.grid, &mut flags);
+        let mut slabs = Vec::with_capacity(partition.slabs.len());
+        for s in 0..partition.slabs.len() {
+            let local = partition.scatter(s, &flags, 1);
+            slabs.push(build(
+                s,
+                partition.local_grid(s),
+                local,
+                partition.slabs[s].owned(),
+            )?);
+        }
+        let fill = partition.transfers(true);
+        let mut write_back = partition.transfers(false);
+        partition.mask_write_back(&mut write_back, &flags);
+        let link = S::link(&mut slabs, &fill, &write_back)?;
+        Ok(SlabSolver {
+            fill,
+            write_back,
+            partition,
+            slabs,
+            link,
+            flags,
+            t: 0,
+            skip_exchange: false,
+        })
+    }
+
+    pub fn partition(&self) -> &Partition {
+        &self.partition
+    }
+
+    pub fn slabs(&mut self) -> &mut [S] {
+        &mut self.slabs
+    }
+
+    /// Global coordinates of a cell of slab `s`'s lattice.
+    fn global_coords(&self, s: usize, local: [usize; 3]) -> [usize; 3] {
+        let layers = self.partition.slabs[s].global_layers();
+        [local[0], local[1], layers[local[2].min(layers.len() - 1)]]
+    }
+
+    fn gather_planes(
+        &mut self,
+        planes: usize,
+        get: impl Fn(&mut S) -> Result<Vec<f32>, SolverError>,
+    ) -> Result<Vec<f32>, SolverError> {
+        let n = self.partition.grid.cells();
+        let mut out = vec![0.0f32; planes * n];
+        for s in 0..self.slabs.len() {
+            let local = get(&mut self.slabs[s])?;
+            self.partition.gather(s, &local, planes, &mut out);
+        }
+        Ok(out)
+    }
+}
+
+impl<S: SlabLattice> Solver for SlabSolver<S> {
+    fn describe(&self) -> String {
+        format!(
+            "{} slabs along z, each: {}",
+            self.slabs.len(),
+            self.slabs[0].describe()
+        )
+    }
+
+    fn grid(&self) -> &Grid {
+        &self.partition.grid
+    }
+
+    fn flags(&self) -> &[u8] {
+        &self.flags
+    }
+
+    fn params(&self) -> &Params {
+        self.slabs[0].params()
+    }
+
+    fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
+        for s in &mut self.slabs {
+            s.set_params(params.clone())?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, n: u64) -> Result<(), SolverError> {
+        let edges: Vec<_> = self
+            .partition
+            .slabs
+            .iter()
+            .map(|s| s.part(Part::Edges))
+            .collect();
+        let interior: Vec<_> = self
+            .partition
+            .slabs
+            .iter()
+            .map(|s| s.part(Part::Interior))
+            .collect();
+        for _ in 0..n {
+            for (slab, layers) in self.slabs.iter_mut().zip(&edges) {
+                slab.update(Part::Edges, layers)?;
+            }
+            if !self.skip_exchange {
+                let after_even = self.t.is_multiple_of(2);
+                let transfers = if after_even {
+                    &self.fill
+                } else {
+                    &self.write_back
+                };
+                S::exchange(&mut self.link, &mut self.slabs, transfers, after_even)?;
+            }
+            for (slab, layers) in self.slabs.iter_mut().zip(&interior) {
+                slab.update(Part::Interior, layers)?;
+                slab.advance();
+            }
+            self.t += 1;
+        }
+        S::settle(&mut self.slabs)
+    }
+
+    fn time_step(&self) -> u64 {
+        self.t
+    }
+
+    fn reset(&mut self) -> Result<(), SolverError> {
+        for s in &mut self.slabs {
+            s.reset()?;
+        }
+        self.t = 0;
+        Ok(())
+    }
+
+    fn fields(&mut self) -> Result<Fields, SolverError> {
+        let size = self.partition.grid.size;
+        let all = self.gather_planes(4, |s| {
+            let f = s.fields()?;
+            Ok([f.rho, f.ux, f.uy, f.uz].concat())
+        })?;
+        let n = self.partition.grid.cells();
+        Ok(Fields {
+            size,
+            rho: all[..n].to_vec(),
+            ux: all[n..2 * n].to_vec(),
+            uy: all[2 * n..3 * n].to_vec(),
+            uz: all[3 * n..].to_vec(),
+        })
+    }
+
+    fn stats(&mut self) -> Result<Stats, SolverError> {
+        let mut total = Stats {
+            step: self.t,
+            mass: 0.0,
+            cells: 0,
+            mean_velocity: [0.0; 3],
+            max_speed: 0.0,
+            max_speed_cell: [0; 3],
+            non_finite_cell: None,
+        };
+        let mut momentum = [0.0f64; 3];
+        let grid = self.partition.grid;
+        let mut first_bad: Option<usize> = None;
+        for s in 0..self.slabs.len() {
+            let st = self.slabs[s].stats()?;
+            total.mass += st.mass;
+            total.cells += st.cells;
+            for d in 0..3 {
+                momentum[d] += st.mean_velocity[d] * st.cells as f64;
+            }
+            if st.max_speed > total.max_speed {
+                total.max_speed = st.max_speed;
+                total.max_speed_cell = self.global_coords(s, st.max_speed_cell);
+            }
+            if let Some(c) = st.non_finite_cell {
+                let [x, y, z] = self.global_coords(s, c);
+                let index = grid.index(x, y, z);
+                if first_bad.is_none_or(|b| index < b) {
+                    first_bad = Some(index);
+                    total.non_finite_cell = Some([x, y, z]);
+                }
+            }
+        }
+        let count = total.cells.max(1) as f64;
+        total.mean_velocity = momentum.map(|m| m / count);
+        Ok(total)
+    }
+
+    fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
+        let mut total = vec![[0.0f64; 3]; super::flags::MAX_TAG as usize + 1];
+        for s in &mut self.slabs {
+            for (acc, f) in total.iter_mut().zip(s.obstacle_forces()?) {
+                for d in 0..3 {
+                    acc[d] += f[d];
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    fn populations(&mut self) -> Result<Vec<f32>, SolverError> {
+        self.gather_planes(Q, |s| s.populations())
+    }
+
+    fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError> {
+        let expected = Q * self.partition.grid.cells();
+        if populations.len() != expected {
+            return Err(SolverError::StateMismatch(format!(
+                "{} populations for a lattice of {expected}",
+                populations.len()
+            )));
+        }
+        // Halos get their neighbours' whole layers: right for either parity.
+        for s in 0..self.slabs.len() {
+            let local = self.partition.scatter(s, populations, Q);
+            self.slabs[s].set_populations(step, &local)?;
+        }
+        self.t = step;
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        self.slabs.iter().map(|s| s.memory_bytes()).sum()
+    }
+
+    fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        let mut total: Option<ChangeSums> = None;
+        for s in &mut self.slabs {
+            if let Some(c) = s.change_sums()? {
+                let t = total.get_or_insert(ChangeSums {
+                    steps: c.steps,
+                    ..Default::default()
+                });
+                t.diff += c.diff;
+                t.norm += c.norm;
+            }
+        }
+        Ok(total.map(|t| t.ratio()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid(nz: usize, periodic: bool) -> Grid {
+        Grid {
+            size: [3, 2, nz],
+            periodic: [false, false, periodic],
+        }
+    }
+
+    #[test]
+    fn crossing_directions_are_the_five_each_way_and_opposite() {
+        assert_eq!(UP, [5, 9, 11, 16, 18]);
+        assert_eq!(DOWN, [6, 10, 12, 15, 17]);
+        let mut opposites: Vec<usize> = UP
+            .iter()
+            .map(|&i| super::super::lattice::opposite(i))
+            .collect();
+        opposites.sort();
+        assert_eq!(opposites, DOWN);
+    }
+
+    #[test]
+    fn slabs_cover_the_grid_once_with_halos_where_neighbours_are() {
+        let p = Partition::new(grid(10, false), 3).unwrap();
+        let layers: Vec<_> = p.slabs.iter().map(|s| s.layers.clone()).collect();
+        assert_eq!(layers, vec![0..4, 4..7, 7..10]);
+        assert_eq!(p.slabs[0].global_layers(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(p.slabs[1].global_layers(), vec![3, 4, 5, 6, 7]);
+        assert_eq!(p.slabs[2].global_layers(), vec![6, 7, 8, 9]);
+        assert_eq!(p.slabs[0].owned(), 0..4);
+        assert_eq!(p.slabs[1].owned(), 1..4);
+        assert!(!p.local_grid(1).periodic[2]);
+
+        let q = Partition::new(grid(8, true), 2).unwrap();
+        assert_eq!(q.slabs[0].global_layers(), vec![7, 0, 1, 2, 3, 4]);
+        assert_eq!(q.slabs[1].global_layers(), vec![3, 4, 5, 6, 7, 0]);
+        // One slab is the whole grid, periodic as before.
+        let one = Partition::new(grid(8, true), 1).unwrap();
+        assert_eq!(one.slabs[0].global_layers(), (0..8).collect::<Vec<_>>());
+        assert!(one.local_grid(0).periodic[2]);
+    }
+
+    #[test]
+    fn too_many_devices_for_the_layers_is_refused_with_the_most_that_fit() {
+        let e = Partition::new(grid(5, false), 3).unwrap_err().to_string();
+        assert!(e.contains("at most 2 devices"), "{e}");
+        assert!(Partition::new(grid(5, false), 0).is_err());
+    }
+
+    #[test]
+    fn parts_split_owned_layers_into_edges_and_interior() {
+        let p = Partition::new(grid(10, false), 2).unwrap();
+        let s = &p.slabs[1];
+        assert_eq!(s.owned(), 1..6);
+        assert_eq!(s.part(Part::Edges), vec![1..2, 5..6]);
+        assert_eq!(s.part(Part::Interior), vec![2..5]);
+    }
+
+    #[test]
+    fn transfers_pair_edges_with_halos_both_ways() {
+        let p = Partition::new(grid(8, true), 2).unwrap();
+        let fill = p.transfers(true);
+        // Two faces (one wraps), two directions each.
+        assert_eq!(fill.len(), 4);
+        assert!(fill.contains(&Transfer {
+            from: 0,
+            from_layer: 4,
+            to: 1,
+            to_layer: 0,
+            slots: DOWN,
+            mask: None,
+        }));
+        assert!(fill.contains(&Transfer {
+            from: 1,
+            from_layer: 1,
+            to: 0,
+            to_layer: 5,
+            slots: UP,
+            mask: None,
+        }));
+        // The wrapping face: slab 1's top (global 7) below slab 0's bottom.
+        assert!(fill.contains(&Transfer {
+            from: 1,
+            from_layer: 4,
+            to: 0,
+            to_layer: 0,
+            slots: DOWN,
+            mask: None,
+        }));
+        let back = p.transfers(false);
+        for (f, b) in fill.iter().zip(&back) {
+            // Write-back reverses each fill.
+            assert_eq!(
+                (f.from, f.from_layer, f.to, f.to_layer),
+                (b.to, b.to_layer, b.from, b.from_layer)
+            );
+            assert_eq!(f.slots, b.slots);
+        }
+        let open = Partition::new(grid(8, false), 2).unwrap();
+        assert_eq!(open.transfers(true).len(), 2);
+    }
+
+    #[test]
+    fn scatter_then_gather_is_the_identity() {
+        let p = Partition::new(grid(9, true), 3).unwrap();
+        let n = p.grid.cells();
+        let global: Vec<f32> = (0..2 * n).map(|v| v as f32).collect();
+        let mut back = vec![-1.0f32; 2 * n];
+        for s in 0..3 {
+            let local = p.scatter(s, &global, 2);
+            assert_eq!(local.len(), 2 * p.local_grid(s).cells());
+            p.gather(s, &local, 2, &mut back);
+        }
+        assert_eq!(back, global);
+    }
+}
