@@ -7,6 +7,7 @@ use super::{PrecisionArg, SolverKind};
 use crate::solver::cpu::CpuSolver;
 use crate::solver::cuda::{self, CudaSolver};
 use crate::solver::flags::{self, CellType};
+use crate::solver::slabs::{Partition, SlabSolver};
 use crate::solver::{Collision, Grid, Initial, Params, Precision, Solver};
 
 #[derive(clap::Args, Debug)]
@@ -35,6 +36,13 @@ pub struct BenchArgs {
     /// isosurface extraction of a --size cube, and drawing a frame.
     #[arg(long)]
     pub render: bool,
+    /// Spread the CUDA solver over 1, 2, ... GPUs (comma list): strong scaling
+    /// of each --size cube, weak scaling with a --size cube per GPU.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Vec<usize>,
+    /// Extra domains to run on the largest GPU count, as NXxNYxNZ.
+    #[arg(long = "domain")]
+    pub domains: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -105,7 +113,9 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
             }
         },
     };
-    if use_cuda {
+    if use_cuda && !args.gpus.is_empty() {
+        bench_gpus(&args, collision)
+    } else if use_cuda {
         bench_cuda(&args, collision)
     } else {
         bench_cpu(&args, collision)
@@ -278,6 +288,199 @@ fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
                 (side as f64).powi(3) / 1e9,
                 crate::scenario::human_bytes(solver.memory_bytes()),
                 mlups
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A periodic box of uniform flow as slabs on GPUs 0..count.
+fn cuda_slabs(
+    size: [usize; 3],
+    count: usize,
+    collision: Collision,
+    precision: Precision,
+) -> anyhow::Result<SlabSolver<CudaSolver>> {
+    let grid = Grid {
+        size,
+        periodic: [true; 3],
+    };
+    let partition = Partition::new(grid, count)?;
+    let cell_flags = vec![flags::make(CellType::Fluid, 0); grid.cells()];
+    Ok(SlabSolver::new(
+        partition,
+        cell_flags,
+        |s, grid, f, owned| {
+            CudaSolver::on_device(
+                s,
+                grid,
+                f,
+                Params::new(0.6, collision),
+                Initial::Uniform([0.05, 0.02, -0.01]),
+                precision,
+                Some(owned),
+            )
+        },
+    )?)
+}
+
+/// MLUPS of `solver` by wall clock over batches of steps (each batch ends
+/// synchronised), median of `repeats`.
+fn time_wall(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
+    let cells = solver.grid().cells() as f64;
+    solver.step(10)?;
+    let t = Instant::now();
+    solver.step(10)?;
+    let per_step = t.elapsed().as_secs_f64() / 10.0;
+    let steps = (((0.5 / per_step).ceil() as u64).clamp(2, 4000) + 1) & !1;
+    let mut rates = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        solver.step(steps)?;
+        rates.push(cells * steps as f64 / t.elapsed().as_secs_f64() / 1e6);
+    }
+    if let Some(e) = solver.stats()?.instability() {
+        anyhow::bail!("benchmark flow became unstable: {e}");
+    }
+    Ok(median(rates))
+}
+
+fn parse_domain(s: &str) -> anyhow::Result<[usize; 3]> {
+    let v: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| anyhow::anyhow!("--domain {s}: write it as NXxNYxNZ, e.g. 1024x1024x512"))?;
+    match v[..] {
+        [x, y, z] if x > 0 && y > 0 && z > 0 => Ok([x, y, z]),
+        _ => anyhow::bail!("--domain {s}: write it as NXxNYxNZ, e.g. 1024x1024x512"),
+    }
+}
+
+/// One row of the scaling tables: MLUPS, efficiency against `base` per GPU,
+/// and the share of step time the exchange adds (measured by skipping it).
+fn scaling_row(
+    kind: &str,
+    size: [usize; 3],
+    count: usize,
+    collision: Collision,
+    precision: Precision,
+    repeats: usize,
+    base: Option<f64>,
+) -> anyhow::Result<f64> {
+    let (mlups, unhidden, exchange) = if count == 1 {
+        let mut s = CudaSolver::new(
+            Grid {
+                size,
+                periodic: [true; 3],
+            },
+            vec![flags::make(CellType::Fluid, 0); size.iter().product()],
+            Params::new(0.6, collision),
+            Initial::Uniform([0.05, 0.02, -0.01]),
+            precision,
+        )?;
+        (time_wall(&mut s, repeats)?, 0.0, "-".to_string())
+    } else {
+        let mut s = cuda_slabs(size, count, collision, precision)?;
+        let with = time_wall(&mut s, repeats)?;
+        s.skip_exchange = true;
+        let without = time_wall(&mut s, repeats)?;
+        // Step time with the exchange over the step time without it.
+        let unhidden = (without / with - 1.0).max(0.0);
+        (with, unhidden, String::new())
+    };
+    let per_gpu = mlups / count as f64;
+    let eff = base.map_or(100.0, |b| 100.0 * per_gpu / b);
+    println!(
+        "{:>6} {:>16} {:>5} {:>10.0} {:>10.0} {:>7.1}% {:>12}",
+        kind,
+        format!("{}x{}x{}", size[0], size[1], size[2]),
+        count,
+        mlups,
+        per_gpu,
+        eff,
+        if exchange.is_empty() {
+            format!("{:.1}%", 100.0 * unhidden)
+        } else {
+            exchange
+        }
+    );
+    Ok(per_gpu)
+}
+
+fn bench_gpus(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
+    let available = cuda::device_count().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut counts = args.gpus.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    if let Some(&n) = counts.iter().find(|&&n| n == 0 || n > available) {
+        anyhow::bail!("--gpus {n}: this machine has {available} CUDA device(s)");
+    }
+    for d in 0..available.min(*counts.last().unwrap_or(&1)) {
+        let info = cuda::probe_device(d).map_err(|e| anyhow::anyhow!("{e}"))?;
+        println!(
+            "GPU {d}: {} ({} free)",
+            info.name,
+            crate::scenario::human_bytes(info.free_bytes)
+        );
+    }
+    if counts.iter().any(|&n| n > 1) {
+        let probe = cuda_slabs([16, 16, 16], 2, collision, Precision::Fp32)
+            .map_err(|e| anyhow::anyhow!("two GPUs cannot be linked: {e}"))?;
+        println!(
+            "halo exchange: {}; timing: wall clock, median of {} repeats after warm-up; \
+             efficiency: MLUPS per GPU against {} GPU(s); unhidden: step time the exchange adds \
+             (the same run without it)",
+            probe.link().name(),
+            args.repeats.max(1),
+            counts[0]
+        );
+    }
+    println!(
+        "{:>6} {:>16} {:>5} {:>10} {:>10} {:>8} {:>12}",
+        "mode", "grid", "GPUs", "MLUPS", "per GPU", "eff.", "unhidden"
+    );
+    for &p in &args.precisions {
+        let precision: Precision = p.into();
+        println!("storage {}, collision {collision}", precision.name());
+        for &n in &args.sizes {
+            let mut base = None;
+            for &count in &counts {
+                let per = scaling_row(
+                    "strong",
+                    [n, n, n],
+                    count,
+                    collision,
+                    precision,
+                    args.repeats,
+                    base,
+                )?;
+                base.get_or_insert(per);
+            }
+            let mut base = None;
+            for &count in &counts {
+                let per = scaling_row(
+                    "weak",
+                    [n, n, n * count],
+                    count,
+                    collision,
+                    precision,
+                    args.repeats,
+                    base,
+                )?;
+                base.get_or_insert(per);
+            }
+        }
+        let most = *counts.last().unwrap_or(&1);
+        for d in &args.domains {
+            let size = parse_domain(d)?;
+            let mut s = cuda_slabs(size, most, collision, precision)?;
+            let mlups = time_wall(&mut s, args.repeats.min(3))?;
+            println!(
+                "domain {d} on {most} GPUs: {:.0} MLUPS, {} on the GPUs ({} per GPU)",
+                mlups,
+                crate::scenario::human_bytes(s.memory_bytes()),
+                crate::scenario::human_bytes(s.memory_bytes() / most as u64)
             );
         }
     }

@@ -22,6 +22,10 @@ pub struct CheckArgs {
     /// Scenario folder.
     #[arg(long, default_value = "assets/scenarios")]
     pub scenarios: PathBuf,
+    /// Check the multi-GPU solver instead: N GPUs (and every count from 2 up
+    /// to N) against one GPU, bit for bit, with NCCL and with peer copies.
+    #[arg(long)]
+    pub gpus: Option<usize>,
 }
 
 /// FP32 must agree to float rounding, FP16 storage to 1e-3 of the speed.
@@ -105,7 +109,122 @@ fn max_force_difference(a: &[[f64; 3]], b: &[[f64; 3]]) -> f64 {
         / scale
 }
 
+fn first_difference(a: &[f32], b: &[f32]) -> Option<usize> {
+    if a.len() != b.len() {
+        return Some(0);
+    }
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x.to_bits() != y.to_bits())
+}
+
+/// Slabs on 2..=N GPUs against one GPU: populations and fields bit for bit,
+/// for every case and both storage precisions, with each exchange transport.
+fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
+    let available = crate::solver::cuda::device_count().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if most < 2 || most > available {
+        anyhow::bail!("--gpus {most}: give 2 to {available} (the GPUs of this machine)");
+    }
+    println!(
+        "{available} GPUs; {} steps per case; N GPUs must equal one GPU bit for bit",
+        args.steps
+    );
+    println!(
+        "{:<16} {:>12} {:>9} {:>5} {:>18} {:>10} {:>10}",
+        "scenario", "grid", "storage", "GPUs", "exchange", "populations", "fields"
+    );
+    let mut all_ok = true;
+    let transports = ["nccl", "peer"];
+    for case in cases(&args.scenarios, args.max_cells)? {
+        let scenario = Scenario::load(&case.path, &case.overrides)?;
+        for precision in [Precision::Fp32, Precision::Fp16] {
+            let mut one = select::build_cuda(&scenario, precision)?;
+            one.step(args.steps)?;
+            let (pa, fa) = (one.populations()?, one.fields()?);
+            for count in 2..=most {
+                if scenario.size[2] < 2 * count {
+                    continue;
+                }
+                for transport in transports {
+                    std::env::set_var("FLOWSCOPE_EXCHANGE", transport);
+                    let built = select::build_cuda_slabs(&scenario, precision, count);
+                    std::env::remove_var("FLOWSCOPE_EXCHANGE");
+                    let mut split = match built {
+                        Ok(s) => s,
+                        Err(e) if transport == "nccl" => {
+                            println!("{:<16} NCCL unavailable: {e}", case.name);
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                    split.step(args.steps)?;
+                    let pb = split.populations()?;
+                    let fb = split.fields()?;
+                    let p_ok = first_difference(&pa, &pb);
+                    let f_ok = [
+                        (&fa.rho, &fb.rho),
+                        (&fa.ux, &fb.ux),
+                        (&fa.uy, &fb.uy),
+                        (&fa.uz, &fb.uz),
+                    ]
+                    .iter()
+                    .find_map(|(x, y)| first_difference(x, y));
+                    let ok = p_ok.is_none() && f_ok.is_none();
+                    all_ok &= ok;
+                    let show =
+                        |d: Option<usize>| d.map_or("equal".to_string(), |k| format!("FAIL@{k}"));
+                    println!(
+                        "{:<16} {:>12} {:>9} {:>5} {:>18} {:>10} {:>10}",
+                        case.name,
+                        scenario.grid().to_string(),
+                        precision.name(),
+                        count,
+                        split.link().name(),
+                        show(p_ok),
+                        show(f_ok)
+                    );
+                }
+            }
+        }
+    }
+    // Resume from a checkpoint on N GPUs continues as one GPU does.
+    let s = Scenario::load(&args.scenarios.join("sphere.toml"), &[])?;
+    let s = Scenario::load(
+        &args.scenarios.join("sphere.toml"),
+        &scaled_overrides(
+            &s,
+            (args.max_cells as f64 / s.cells() as f64).cbrt().min(1.0),
+            0.55,
+        ),
+    )?;
+    let mut one = select::build_cuda(&s, Precision::Fp32)?;
+    one.step(151)?;
+    let mid = one.populations()?;
+    one.step(100)?;
+    let mut split = select::build_cuda_slabs(&s, Precision::Fp32, most)?;
+    split.set_populations(151, &mid)?;
+    split.step(100)?;
+    let same = first_difference(&one.populations()?, &split.populations()?).is_none();
+    all_ok &= same;
+    println!(
+        "checkpoint resume on {most} GPUs: {}",
+        if same { "bit for bit" } else { "FAIL: differs" }
+    );
+    println!(
+        "{}",
+        if all_ok {
+            "all multi-GPU checks passed"
+        } else {
+            "SOME MULTI-GPU CHECKS FAILED"
+        }
+    );
+    Ok(all_ok)
+}
+
 pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
+    if let Some(n) = args.gpus {
+        return check_gpus(&args, n);
+    }
     let info =
         crate::solver::cuda::probe().map_err(|e| anyhow::anyhow!("no usable CUDA GPU: {e}"))?;
     println!("device: {}; {} steps per case; FP32 passes at max|Δu| < {FP32_MAX_ABS_U:e}, FP16 at max‖Δu‖/max‖u‖ < {FP16_MAX_REL_SPEED:e}", info.name, args.steps);

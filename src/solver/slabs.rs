@@ -416,6 +416,10 @@ impl<S: SlabLattice> SlabSolver<S> {
         &mut self.slabs
     }
 
+    pub fn link(&self) -> &S::Link {
+        &self.link
+    }
+
     /// Global coordinates of a cell of slab `s`'s lattice.
     fn global_coords(&self, s: usize, local: [usize; 3]) -> [usize; 3] {
         let layers = self.partition.slabs[s].global_layers();
