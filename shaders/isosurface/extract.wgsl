@@ -16,7 +16,7 @@ struct ExtractParams {
 }
 
 struct Vertex {
-    position: vec4<f32>,   // xyz in cells, w = 1
+    position: vec4<f32>,   // xyz in cells, w = colour field there
     normal: vec4<f32>,     // field gradient direction, w = 0
 }
 
@@ -24,6 +24,8 @@ struct Vertex {
 @group(0) @binding(1) var<storage, read_write> vertices: array<Vertex>;
 @group(0) @binding(2) var<storage, read_write> counter: array<atomic<u32>, 2>;   // vertices, overflow
 @group(0) @binding(3) var<uniform> params: ExtractParams;
+// The field that colours the surface (the scalar itself when not colouring).
+@group(0) @binding(5) var colour_field: texture_3d<f32>;
 
 var<private> TETS: array<vec4<u32>, 6> = array<vec4<u32>, 6>(
     vec4<u32>(0u, 1u, 3u, 7u),
@@ -68,7 +70,9 @@ fn edge(base: vec3<u32>, i: u32, j: u32, vi: f32, vj: f32) -> Vertex {
     let pb = vec3<f32>(b);
     let p = pa + t * (pb - pa);
     let n = mix(gradient(a), gradient(b), t);
-    return Vertex(vec4<f32>(p, 1.0), vec4<f32>(n, 0.0));
+    let ca = textureLoad(colour_field, vec3<i32>(a), 0).x;
+    let cb = textureLoad(colour_field, vec3<i32>(b), 0).x;
+    return Vertex(vec4<f32>(p, mix(ca, cb, t)), vec4<f32>(n, 0.0));
 }
 
 fn crossing(base: vec3<u32>, corners: array<u32, 4>, values: array<f32, 4>, i: u32, j: u32) -> Vertex {

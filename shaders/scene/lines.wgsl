@@ -5,6 +5,7 @@ struct Camera {
     eye: vec4<f32>,
     colour: vec4<f32>,
     light: vec4<f32>,
+    colour_map: vec4<f32>,   // unused here (see isosurface/draw.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> camera: Camera;

@@ -334,6 +334,7 @@ impl App {
                     self.info.range = gfx.view.range;
                     self.info.isovalue = gfx.view.isovalue;
                     self.info.triangles = gfx.view.triangles;
+                    self.info.colour_range = gfx.view.colour_range;
                 }
                 Err(e) => {
                     if let Some(w) = self.worker.as_ref() {

@@ -3,11 +3,12 @@
 //! only uploads (when a new field frame arrived) and re-extraction (when the
 //! frame, plot type or isovalue changed).
 
+use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
 use crate::render::gpu::{Gpu, GpuError};
 use crate::render::isosurface::Extractor;
 use crate::render::passes::{DerivePass, MinMax};
-use crate::render::scene::{Camera, MeshDraw, MeshRenderer, Target};
+use crate::render::scene::{Camera, MeshDraw, MeshRenderer, Shading, Target};
 use crate::render::volume::Volume;
 use crate::solver::Grid;
 
@@ -20,6 +21,9 @@ pub struct ViewSettings {
     /// Isovalue as a fraction of the current range, unless `iso` is set.
     pub iso_frac: f32,
     pub iso: Option<f32>,
+    /// Colour the surface by a second field, with this map.
+    pub colour_by: Option<PlotType>,
+    pub colour_map: ColourMap,
 }
 
 impl Default for ViewSettings {
@@ -28,6 +32,8 @@ impl Default for ViewSettings {
             plot: PlotType::Speed,
             iso_frac: 0.5,
             iso: None,
+            colour_by: None,
+            colour_map: ColourMap::Viridis,
         }
     }
 }
@@ -36,6 +42,7 @@ struct Volumes {
     size: [u32; 3],
     fields: Volume,
     scalar: Volume,
+    colour: Volume,
     solid: Volume,
 }
 
@@ -52,6 +59,8 @@ pub struct View {
     geometry: u64,
     /// Range of the current scalar field (GPU min/max).
     pub range: (f32, f32),
+    /// Range of the colouring field, when colouring.
+    pub colour_range: Option<(f32, f32)>,
     pub isovalue: f32,
     pub triangles: u32,
     drawn: Option<(u64, ViewSettings)>,
@@ -75,6 +84,7 @@ impl View {
             camera: Camera::framing([64, 64, 64]),
             geometry: 0,
             range: (0.0, 0.0),
+            colour_range: None,
             isovalue: 0.0,
             triangles: 0,
             drawn: None,
@@ -93,6 +103,7 @@ impl View {
                 size,
                 fields: Volume::fields(gpu, size),
                 scalar: Volume::scalar(gpu, size),
+                colour: Volume::scalar(gpu, size),
                 solid: Volume::scalar(gpu, size),
             });
             self.camera = Camera::framing(size);
@@ -139,7 +150,25 @@ impl View {
             self.isovalue = settings
                 .iso
                 .unwrap_or(self.range.0 + settings.iso_frac * (self.range.1 - self.range.0));
-            self.triangles = self.surface.extract(gpu, &v.scalar, self.isovalue)? / 3;
+            self.colour_range = match settings.colour_by {
+                Some(plot) if settings.colour_map != ColourMap::Plain => {
+                    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+                    self.derive
+                        .run(gpu, &mut encoder, &v.fields, &v.colour, plot);
+                    gpu.queue.submit([encoder.finish()]);
+                    Some(self.minmax.compute(gpu, &v.colour)?)
+                }
+                _ => None,
+            };
+            let colour = if self.colour_range.is_some() {
+                &v.colour
+            } else {
+                &v.scalar
+            };
+            self.triangles =
+                self.surface
+                    .extract_coloured(gpu, &v.scalar, colour, self.isovalue)?
+                    / 3;
             self.drawn = Some((self.step, settings));
         }
         let size = [size[0].clamp(16, 8192), size[1].clamp(16, 8192)];
@@ -170,7 +199,7 @@ impl View {
             &self.obstacles,
             &self.camera,
             aspect,
-            [0.6, 0.62, 0.68],
+            Shading::plain([0.6, 0.62, 0.68]),
         );
         self.renderer.prepare(
             gpu,
@@ -178,7 +207,12 @@ impl View {
             &self.surface,
             &self.camera,
             aspect,
-            [0.95, 0.55, 0.2],
+            Shading {
+                colour: [0.95, 0.55, 0.2],
+                map: self
+                    .colour_range
+                    .map(|(lo, hi)| (settings.colour_map, lo, hi)),
+            },
         );
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         {

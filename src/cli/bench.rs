@@ -507,7 +507,7 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
     use crate::render::gpu::Gpu;
     use crate::render::isosurface::Extractor;
     use crate::render::passes::{DerivePass, MinMax};
-    use crate::render::scene::{Camera, MeshRenderer, Target};
+    use crate::render::scene::{Camera, MeshRenderer, Shading, Target};
     use crate::render::volume::Volume;
 
     let gpu = Gpu::headless()?;
@@ -568,7 +568,7 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
                 &extractor,
                 &camera,
                 target.aspect(),
-                [0.95, 0.55, 0.2],
+                Shading::plain([0.95, 0.55, 0.2]),
             );
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             {

@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use super::{PrecisionArg, SolverKind};
+use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
 use crate::render::gpu::Gpu;
 use crate::render::isosurface::Extractor;
 use crate::render::passes::{DerivePass, MinMax};
-use crate::render::scene::{save_png, Camera, MeshRenderer, Target};
+use crate::render::scene::{save_png, Camera, MeshRenderer, Shading, Target};
 use crate::render::volume::Volume;
 use crate::scenario::Scenario;
 use crate::solver::select::{self, Choice, Gpus};
@@ -36,6 +37,12 @@ pub struct RenderArgs {
     /// Isovalue as a fraction of the field's range (0 = min, 1 = max).
     #[arg(long, default_value_t = 0.5)]
     pub iso_frac: f32,
+    /// Colour the surface by a second field (default: one colour).
+    #[arg(long, value_enum)]
+    pub colour_by: Option<PlotType>,
+    /// Colour map for --colour-by: viridis or cool-warm.
+    #[arg(long, default_value = "viridis")]
+    pub colour_map: String,
     /// Image size, WIDTHxHEIGHT.
     #[arg(long, default_value = "1280x720")]
     pub size: String,
@@ -98,7 +105,26 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     let iso = args.iso.unwrap_or(lo + args.iso_frac * (hi - lo));
     let mut surface = Extractor::new(&gpu, 1 << 20);
     surface.clip_to_interior(solver.grid());
-    let vertices = surface.extract(&gpu, &scalar, iso)?;
+    let (vertices, map) = match args.colour_by {
+        None => (surface.extract(&gpu, &scalar, iso)?, None),
+        Some(plot) => {
+            let map = match ColourMap::from_name(&args.colour_map) {
+                Some(m) if m != ColourMap::Plain => m,
+                _ => bail!("--colour-map {}: use viridis or cool-warm", args.colour_map),
+            };
+            let colour = Volume::scalar(&gpu, dims);
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            DerivePass::new(&gpu).run(&gpu, &mut encoder, &field_volume, &colour, plot);
+            gpu.queue.submit([encoder.finish()]);
+            let (clo, chi) = MinMax::new(&gpu).compute(&gpu, &colour)?;
+            eprintln!(
+                "colour: {plot:?} from {clo:.4e} to {chi:.4e} ({})",
+                map.name()
+            );
+            let n = surface.extract_coloured(&gpu, &scalar, &colour, iso)?;
+            (n, Some((map, clo, chi)))
+        }
+    };
     let solid = Volume::scalar(&gpu, dims);
     solid.write_solid(&gpu, solver.flags());
     let mut obstacles = Extractor::new(&gpu, 1 << 18);
@@ -119,7 +145,10 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
         &surface,
         &camera,
         aspect,
-        [0.95, 0.55, 0.2],
+        Shading {
+            colour: [0.95, 0.55, 0.2],
+            map,
+        },
     );
     let obstacle_draw = renderer.prepare(
         &gpu,
@@ -127,7 +156,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
         &obstacles,
         &camera,
         aspect,
-        [0.6, 0.62, 0.68],
+        Shading::plain([0.6, 0.62, 0.68]),
     );
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     {

@@ -51,5 +51,7 @@ pub struct CameraUniform {
     pub eye: [f32; 4],
     pub colour: [f32; 4],
     pub light: [f32; 4],
+    /// lo, hi, map index ([`super::colour::ColourMap`]), unused.
+    pub colour_map: [f32; 4],
 }
-const _: () = assert!(std::mem::size_of::<CameraUniform>() == 112);
+const _: () = assert!(std::mem::size_of::<CameraUniform>() == 128);

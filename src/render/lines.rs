@@ -80,6 +80,7 @@ impl BoxRenderer {
             eye: camera.eye().extend(1.0).to_array(),
             colour: [1.0; 4],
             light: [0.0, 0.0, 1.0, 0.0],
+            colour_map: [0.0; 4],
         };
         gpu.queue
             .write_buffer(&self.camera, 0, bytemuck::bytes_of(&uniform));

@@ -2,6 +2,7 @@
 //! isosurfaces as compute passes, and off-screen rendering to PNG. (The live
 //! window builds on these.)
 
+pub mod colour;
 pub mod derive;
 pub mod gpu;
 pub mod gpu_data;

@@ -3,6 +3,7 @@
 
 use glam::{Mat4, Vec3};
 
+use super::colour::ColourMap;
 use super::gpu::{Gpu, GpuError};
 use super::gpu_data::CameraUniform;
 use super::isosurface::Extractor;
@@ -98,6 +99,19 @@ pub(crate) fn depth_tested_pipeline(
         })
 }
 
+/// How a surface is coloured: one colour, or a map over a value range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shading {
+    pub colour: [f32; 3],
+    pub map: Option<(ColourMap, f32, f32)>,
+}
+
+impl Shading {
+    pub fn plain(colour: [f32; 3]) -> Shading {
+        Shading { colour, map: None }
+    }
+}
+
 /// The isosurface pipeline: triangles straight from the extractor's buffer.
 pub struct MeshRenderer {
     layout: wgpu::BindGroupLayout,
@@ -144,8 +158,9 @@ impl MeshRenderer {
         extractor: &Extractor,
         camera: &Camera,
         aspect: f32,
-        colour: [f32; 3],
+        shading: Shading,
     ) -> &'d MeshDraw {
+        let Shading { colour, map } = shading;
         let uniform = CameraUniform {
             view_proj: camera.view_proj(aspect).to_cols_array_2d(),
             eye: camera.eye().extend(1.0).to_array(),
@@ -154,6 +169,10 @@ impl MeshRenderer {
                 .normalize()
                 .extend(0.0)
                 .to_array(),
+            colour_map: match map {
+                Some((m, lo, hi)) if m != ColourMap::Plain => [lo, hi, m.index() as f32, 0.0],
+                _ => [0.0; 4],
+            },
         };
         let stale = cache
             .as_ref()

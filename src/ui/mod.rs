@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::app::view::ViewSettings;
 use crate::app::worker::{Command, Status};
+use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
 
 /// What the view reports for display.
@@ -14,6 +15,8 @@ pub struct ViewInfo {
     pub isovalue: f32,
     pub triangles: u32,
     pub frame_ms: f32,
+    /// Range of the field colouring the surface, when one does.
+    pub colour_range: Option<(f32, f32)>,
 }
 
 /// UI-side state that persists between frames (not simulation state).
@@ -125,6 +128,7 @@ pub fn panel(
         "isovalue {:.4e} in [{:.3e}, {:.3e}], {} triangles",
         view.isovalue, view.range.0, view.range.1, view.triangles
     ));
+    colouring(ui, view, settings);
     ui.horizontal(|ui| {
         ui.label("value");
         let r = ui.text_edit_singleline(&mut state.iso_text);
@@ -186,6 +190,61 @@ pub fn panel(
         }
     });
     commands
+}
+
+/// Colour-by field, colour map, and the colour bar of the current range.
+fn colouring(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
+    let label = |p: Option<PlotType>| p.map_or("one colour", |p| p.name());
+    egui::ComboBox::from_label("colour by")
+        .selected_text(label(settings.colour_by))
+        .show_ui(ui, |ui| {
+            ui.selectable_value(&mut settings.colour_by, None, label(None));
+            for p in PLOTS {
+                ui.selectable_value(&mut settings.colour_by, Some(p), p.name());
+            }
+        });
+    if settings.colour_by.is_none() {
+        return;
+    }
+    egui::ComboBox::from_label("colour map")
+        .selected_text(settings.colour_map.name())
+        .show_ui(ui, |ui| {
+            for m in [ColourMap::Viridis, ColourMap::CoolWarm] {
+                ui.selectable_value(&mut settings.colour_map, m, m.name());
+            }
+        });
+    if let Some((lo, hi)) = view.colour_range {
+        colour_bar(ui, settings.colour_map, lo, hi);
+    }
+}
+
+/// A horizontal bar of the map with its end values.
+pub fn colour_bar(ui: &mut egui::Ui, map: ColourMap, lo: f32, hi: f32) {
+    let width = ui.available_width().min(240.0);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(width, 14.0), egui::Sense::hover());
+    let steps = 48;
+    for k in 0..steps {
+        let c = map.sample((k as f32 + 0.5) / steps as f32);
+        let x0 = rect.left() + rect.width() * k as f32 / steps as f32;
+        let x1 = rect.left() + rect.width() * (k + 1) as f32 / steps as f32;
+        ui.painter().rect_filled(
+            egui::Rect::from_min_max(
+                egui::pos2(x0, rect.top()),
+                egui::pos2(x1 + 0.5, rect.bottom()),
+            ),
+            0.0,
+            egui::Color32::from_rgb(
+                (c[0] * 255.0) as u8,
+                (c[1] * 255.0) as u8,
+                (c[2] * 255.0) as u8,
+            ),
+        );
+    }
+    ui.horizontal(|ui| {
+        ui.label(format!("{lo:.3e}"));
+        ui.add_space((width - 140.0).max(8.0));
+        ui.label(format!("{hi:.3e}"));
+    });
 }
 
 fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) {

@@ -206,3 +206,119 @@ fn render_command_draws_the_cylinder_wake() {
     shades.dedup();
     assert!(shades.len() > 20, "{} shades", shades.len());
 }
+
+#[test]
+fn surface_vertices_carry_the_colouring_field_interpolated() {
+    let gpu = gpu();
+    let n = 24u32;
+    let c = 11.7f32;
+    let (mut dist, mut colour) = (Vec::new(), Vec::new());
+    for z in 0..n {
+        for y in 0..n {
+            for x in 0..n {
+                let d = [x as f32 - c, y as f32 - c, z as f32 - c];
+                dist.push((d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt());
+                // Linear in the cell coordinates: interpolation along an edge is exact.
+                colour.push(0.5 * x as f32 - 0.25 * z as f32 + 3.0);
+            }
+        }
+    }
+    let scalar = Volume::scalar(&gpu, [n, n, n]);
+    scalar.write_scalar(&gpu, &dist);
+    let field = Volume::scalar(&gpu, [n, n, n]);
+    field.write_scalar(&gpu, &colour);
+    let mut extractor = Extractor::new(&gpu, 1 << 16);
+    let count = extractor
+        .extract_coloured(&gpu, &scalar, &field, 7.0)
+        .unwrap();
+    assert!(count > 300);
+    let worst = extractor
+        .read_vertices(&gpu, count)
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let want = 0.5 * v.position[0] - 0.25 * v.position[2] + 3.0;
+            (v.position[3] - want).abs()
+        })
+        .fold(0.0f32, f32::max);
+    assert!(worst < 1e-4, "colour value off by {worst}");
+}
+
+#[test]
+fn render_coloured_by_a_second_field_spans_the_colour_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = flowscope(
+        &[
+            "render",
+            scenario_path("cylinder.toml").to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "--set",
+            "domain.size=[96,48,8]",
+            "--set",
+            "obstacles.0.center=[24,23.5,0]",
+            "--set",
+            "obstacles.0.radius=4",
+            "--set",
+            "fluid.length_cells=8",
+            "--set",
+            "fluid.reynolds=100",
+            "--set",
+            "fluid.velocity=0.05",
+            "--steps",
+            "600",
+            "--plot",
+            "speed",
+            "--iso-frac",
+            "0.6",
+            "--colour-by",
+            "pressure",
+            "--colour-map",
+            "cool-warm",
+            "--size",
+            "320x200",
+            "--out",
+            "coloured.png",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("colour: Pressure"), "{}", stderr(&o));
+    let file = std::fs::File::open(dir.path().join("coloured.png")).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    reader.next_frame(&mut buf).unwrap();
+    let pixels: Vec<&[u8]> = buf.chunks_exact(4).collect();
+    // Cool-warm: some surface pixels clearly blue, some clearly red.
+    let blue = pixels
+        .iter()
+        .filter(|p| p[2] as i32 > p[0] as i32 + 40)
+        .count();
+    let red = pixels
+        .iter()
+        .filter(|p| p[0] as i32 > p[2] as i32 + 40)
+        .count();
+    println!("coloured render: {blue} blue-ish and {red} red-ish pixels");
+    assert!(blue > 50 && red > 50, "blue {blue}, red {red}");
+    let bad = flowscope(
+        &[
+            "render",
+            scenario_path("cylinder.toml").to_str().unwrap(),
+            "--colour-by",
+            "pressure",
+            "--colour-map",
+            "rainbow",
+            "--out",
+            "x.png",
+        ],
+        dir.path(),
+    );
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("use viridis or cool-warm"),
+        "{}",
+        stderr(&bad)
+    );
+}

@@ -52,6 +52,16 @@ impl Extractor {
                     buffer_entry(2, storage(false), c),
                     buffer_entry(3, wgpu::BufferBindingType::Uniform, c),
                     buffer_entry(4, storage(false), c),
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 5,
+                        visibility: c,
+                        ty: wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D3,
+                            multisampled: false,
+                        },
+                        count: None,
+                    },
                 ],
             });
         let extract = compute_pipeline(gpu, &layout, "isosurface/extract.wgsl", "main");
@@ -103,8 +113,16 @@ impl Extractor {
         (buffer, capacity)
     }
 
-    /// Records extraction of the `iso` surface of `scalar` and the draw arguments.
-    pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume, iso: f32) {
+    /// Records extraction of the `iso` surface of `scalar` and the draw
+    /// arguments; each vertex carries `colour` interpolated there (position.w).
+    pub fn run(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        scalar: &Volume,
+        colour: &Volume,
+        iso: f32,
+    ) {
         let p = ExtractParams {
             size: scalar.size,
             iso,
@@ -141,6 +159,10 @@ impl Extractor {
                     binding: 4,
                     resource: self.draw_args.as_entire_binding(),
                 },
+                wgpu::BindGroupEntry {
+                    binding: 5,
+                    resource: wgpu::BindingResource::TextureView(&colour.view),
+                },
             ],
         });
         let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -155,9 +177,20 @@ impl Extractor {
     /// Extracts, and if the buffer overflowed grows it to fit and extracts again.
     /// Returns the vertex count (a read-back of 8 bytes, not of the geometry).
     pub fn extract(&mut self, gpu: &Gpu, scalar: &Volume, iso: f32) -> Result<u32, GpuError> {
+        self.extract_coloured(gpu, scalar, scalar, iso)
+    }
+
+    /// [`Extractor::extract`], the vertices carrying `colour` (same size).
+    pub fn extract_coloured(
+        &mut self,
+        gpu: &Gpu,
+        scalar: &Volume,
+        colour: &Volume,
+        iso: f32,
+    ) -> Result<u32, GpuError> {
         loop {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            self.run(gpu, &mut encoder, scalar, iso);
+            self.run(gpu, &mut encoder, scalar, colour, iso);
             gpu.queue.submit([encoder.finish()]);
             let bytes = gpu.read_buffer(&self.counter, 8)?;
             let c: &[u32] = bytemuck::cast_slice(&bytes);
