@@ -68,10 +68,12 @@ mod tests {
 
     #[test]
     fn ramps_hit_their_stops_and_clamp() {
-        assert_eq!(ColourMap::Viridis.sample(0.0), VIRIDIS[0]);
-        assert_eq!(ColourMap::Viridis.sample(1.0), VIRIDIS[4]);
-        assert_eq!(ColourMap::CoolWarm.sample(0.5), COOL_WARM[2]);
-        assert_eq!(ColourMap::CoolWarm.sample(-3.0), COOL_WARM[0]);
+        let close = |a: [f32; 3], b: [f32; 3]| (0..3).all(|k| (a[k] - b[k]).abs() < 1e-6);
+        assert!(close(ColourMap::Viridis.sample(0.0), VIRIDIS[0]));
+        assert!(close(ColourMap::Viridis.sample(1.0), VIRIDIS[4]));
+        assert!(close(ColourMap::CoolWarm.sample(0.5), COOL_WARM[2]));
+        assert!(close(ColourMap::CoolWarm.sample(-3.0), COOL_WARM[0]));
+        assert!(close(ColourMap::CoolWarm.sample(7.0), COOL_WARM[4]));
         let mid = ColourMap::Viridis.sample(0.125);
         for k in 0..3 {
             assert!((mid[k] - 0.5 * (VIRIDIS[0][k] + VIRIDIS[1][k])).abs() < 1e-6);
