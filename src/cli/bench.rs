@@ -57,8 +57,12 @@ pub fn bytes_per_cell_step(precision: Precision) -> f64 {
 }
 
 fn periodic_box(n: usize) -> (Grid, Vec<u8>) {
+    periodic_grid([n, n, n])
+}
+
+fn periodic_grid(size: [usize; 3]) -> (Grid, Vec<u8>) {
     let grid = Grid {
-        size: [n, n, n],
+        size,
         periodic: [true; 3],
     };
     (grid, vec![flags::make(CellType::Fluid, 0); grid.cells()])
@@ -215,7 +219,15 @@ fn time_cuda(solver: &mut CudaSolver, repeats: usize) -> anyhow::Result<f64> {
 }
 
 fn cuda_box(n: usize, collision: Collision, precision: Precision) -> anyhow::Result<CudaSolver> {
-    let (grid, cell_flags) = periodic_box(n);
+    cuda_grid([n, n, n], collision, precision)
+}
+
+fn cuda_grid(
+    size: [usize; 3],
+    collision: Collision,
+    precision: Precision,
+) -> anyhow::Result<CudaSolver> {
+    let (grid, cell_flags) = periodic_grid(size);
     // A uniform flow does the same arithmetic as any other (no data-dependent
     // branches) and needs no host-side initial state for large grids.
     Ok(CudaSolver::new(
@@ -301,12 +313,8 @@ fn cuda_slabs(
     collision: Collision,
     precision: Precision,
 ) -> anyhow::Result<SlabSolver<CudaSolver>> {
-    let grid = Grid {
-        size,
-        periodic: [true; 3],
-    };
+    let (grid, cell_flags) = periodic_grid(size);
     let partition = Partition::new(grid, count)?;
-    let cell_flags = vec![flags::make(CellType::Fluid, 0); grid.cells()];
     Ok(SlabSolver::new(
         partition,
         cell_flags,
@@ -368,18 +376,9 @@ fn scaling_row(
     repeats: usize,
     base: Option<f64>,
 ) -> anyhow::Result<f64> {
-    let (mlups, unhidden, exchange) = if count == 1 {
-        let mut s = CudaSolver::new(
-            Grid {
-                size,
-                periodic: [true; 3],
-            },
-            vec![flags::make(CellType::Fluid, 0); size.iter().product()],
-            Params::new(0.6, collision),
-            Initial::Uniform([0.05, 0.02, -0.01]),
-            precision,
-        )?;
-        (time_wall(&mut s, repeats)?, 0.0, "-".to_string())
+    let (mlups, unhidden) = if count == 1 {
+        let mut s = cuda_grid(size, collision, precision)?;
+        (time_wall(&mut s, repeats)?, None)
     } else {
         let mut s = cuda_slabs(size, count, collision, precision)?;
         let with = time_wall(&mut s, repeats)?;
@@ -387,7 +386,7 @@ fn scaling_row(
         let without = time_wall(&mut s, repeats)?;
         // Step time with the exchange over the step time without it.
         let unhidden = (without / with - 1.0).max(0.0);
-        (with, unhidden, String::new())
+        (with, Some(unhidden))
     };
     let per_gpu = mlups / count as f64;
     let eff = base.map_or(100.0, |b| 100.0 * per_gpu / b);
@@ -399,11 +398,7 @@ fn scaling_row(
         mlups,
         per_gpu,
         eff,
-        if exchange.is_empty() {
-            format!("{:.1}%", 100.0 * unhidden)
-        } else {
-            exchange
-        }
+        unhidden.map_or("-".to_string(), |u| format!("{:.1}%", 100.0 * u))
     );
     Ok(per_gpu)
 }

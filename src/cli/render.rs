@@ -70,6 +70,11 @@ fn parse_size(s: &str) -> anyhow::Result<[u32; 2]> {
 
 pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     let size = parse_size(&args.size)?;
+    // Checked before the flow runs, which may take a while.
+    let colour_map = match ColourMap::from_name(&args.colour_map) {
+        Some(m) if m != ColourMap::Plain => m,
+        _ => bail!("--colour-map {}: use viridis or cool-warm", args.colour_map),
+    };
     let scenario = Scenario::load(&args.scenario, &args.set)?;
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
@@ -108,10 +113,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     let (vertices, map) = match args.colour_by {
         None => (surface.extract(&gpu, &scalar, iso)?, None),
         Some(plot) => {
-            let map = match ColourMap::from_name(&args.colour_map) {
-                Some(m) if m != ColourMap::Plain => m,
-                _ => bail!("--colour-map {}: use viridis or cool-warm", args.colour_map),
-            };
+            let map = colour_map;
             let colour = Volume::scalar(&gpu, dims);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             DerivePass::new(&gpu).run(&gpu, &mut encoder, &field_volume, &colour, plot);

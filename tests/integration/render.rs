@@ -148,48 +148,55 @@ fn derived_vorticity_and_q_match_cpu_finite_differences() {
     }
 }
 
-#[test]
-fn render_command_draws_the_cylinder_wake() {
+/// `flowscope render` of a small cylinder wake (speed surface at 0.6 of its
+/// range, 320x200) with `extra` arguments; the command's output and the RGBA pixels.
+fn render_cylinder(extra: &[&str]) -> (std::process::Output, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
-    let o = flowscope(
-        &[
-            "render",
-            scenario_path("cylinder.toml").to_str().unwrap(),
-            "--solver",
-            "cpu",
-            "--set",
-            "domain.size=[96,48,8]",
-            "--set",
-            "obstacles.0.center=[24,23.5,0]",
-            "--set",
-            "obstacles.0.radius=4",
-            "--set",
-            "fluid.length_cells=8",
-            "--set",
-            "fluid.reynolds=100",
-            "--set",
-            "fluid.velocity=0.05",
-            "--steps",
-            "600",
-            "--plot",
-            "speed",
-            "--iso-frac",
-            "0.6",
-            "--size",
-            "320x200",
-            "--out",
-            "wake.png",
-        ],
-        dir.path(),
-    );
+    let scenario = scenario_path("cylinder.toml");
+    let mut args = vec![
+        "render",
+        scenario.to_str().unwrap(),
+        "--solver",
+        "cpu",
+        "--set",
+        "domain.size=[96,48,8]",
+        "--set",
+        "obstacles.0.center=[24,23.5,0]",
+        "--set",
+        "obstacles.0.radius=4",
+        "--set",
+        "fluid.length_cells=8",
+        "--set",
+        "fluid.reynolds=100",
+        "--set",
+        "fluid.velocity=0.05",
+        "--steps",
+        "600",
+        "--plot",
+        "speed",
+        "--iso-frac",
+        "0.6",
+        "--size",
+        "320x200",
+        "--out",
+        "out.png",
+    ];
+    args.extend_from_slice(extra);
+    let o = flowscope(&args, dir.path());
     assert!(o.status.success(), "{}", stderr(&o));
-    let file = std::fs::File::open(dir.path().join("wake.png")).unwrap();
+    let file = std::fs::File::open(dir.path().join("out.png")).unwrap();
     let mut reader = png::Decoder::new(std::io::BufReader::new(file))
         .read_info()
         .unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
     let info = reader.next_frame(&mut buf).unwrap();
     assert_eq!((info.width, info.height), (320, 200));
+    (o, buf)
+}
+
+#[test]
+fn render_command_draws_the_cylinder_wake() {
+    let (_, buf) = render_cylinder(&[]);
     let pixels: Vec<&[u8]> = buf.chunks_exact(4).collect();
     let background = pixels[0];
     let differing = pixels.iter().filter(|p| p[..3] != background[..3]).count();
@@ -246,50 +253,8 @@ fn surface_vertices_carry_the_colouring_field_interpolated() {
 
 #[test]
 fn render_coloured_by_a_second_field_spans_the_colour_map() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = flowscope(
-        &[
-            "render",
-            scenario_path("cylinder.toml").to_str().unwrap(),
-            "--solver",
-            "cpu",
-            "--set",
-            "domain.size=[96,48,8]",
-            "--set",
-            "obstacles.0.center=[24,23.5,0]",
-            "--set",
-            "obstacles.0.radius=4",
-            "--set",
-            "fluid.length_cells=8",
-            "--set",
-            "fluid.reynolds=100",
-            "--set",
-            "fluid.velocity=0.05",
-            "--steps",
-            "600",
-            "--plot",
-            "speed",
-            "--iso-frac",
-            "0.6",
-            "--colour-by",
-            "pressure",
-            "--colour-map",
-            "cool-warm",
-            "--size",
-            "320x200",
-            "--out",
-            "coloured.png",
-        ],
-        dir.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    let (o, buf) = render_cylinder(&["--colour-by", "pressure", "--colour-map", "cool-warm"]);
     assert!(stderr(&o).contains("colour: Pressure"), "{}", stderr(&o));
-    let file = std::fs::File::open(dir.path().join("coloured.png")).unwrap();
-    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
-        .read_info()
-        .unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    reader.next_frame(&mut buf).unwrap();
     let pixels: Vec<&[u8]> = buf.chunks_exact(4).collect();
     // Cool-warm: some surface pixels clearly blue, some clearly red.
     let blue = pixels
@@ -302,6 +267,7 @@ fn render_coloured_by_a_second_field_spans_the_colour_map() {
         .count();
     println!("coloured render: {blue} blue-ish and {red} red-ish pixels");
     assert!(blue > 50 && red > 50, "blue {blue}, red {red}");
+    let dir = tempfile::tempdir().unwrap();
     let bad = flowscope(
         &[
             "render",
