@@ -1,12 +1,7 @@
-// Coloured line segments in cell coordinates: the domain's bounding box and axes.
+// Coloured line segments in cell coordinates: the domain's bounding box and axes,
+// and the streamline rake.
 
-struct Camera {
-    view_proj: mat4x4<f32>,
-    eye: vec4<f32>,
-    colour: vec4<f32>,
-    light: vec4<f32>,
-    colour_map: vec4<f32>,   // unused here (see isosurface/draw.wgsl)
-}
+//!include scene/common.wgsl
 
 @group(0) @binding(0) var<uniform> camera: Camera;
 

@@ -317,7 +317,7 @@ impl App {
         for c in commands {
             worker.send(c);
         }
-        let cam = &mut gfx.view.camera;
+        let cam = &mut gfx.view.viewer.camera;
         cam.yaw -= orbit.x * 0.01;
         cam.pitch = (cam.pitch + orbit.y * 0.01).clamp(-1.5, 1.5);
         cam.distance *= (1.0 - zoom * 0.002).clamp(0.5, 2.0);
@@ -330,12 +330,7 @@ impl App {
                 .view
                 .draw(&gfx.gpu, &mut gfx.egui_renderer, self.settings, px)
             {
-                Ok(_) => {
-                    self.info.range = gfx.view.range;
-                    self.info.isovalue = gfx.view.isovalue;
-                    self.info.triangles = gfx.view.triangles;
-                    self.info.colour_range = gfx.view.colour_range;
-                }
+                Ok(_) => self.info.view = gfx.view.viewer.info,
                 Err(e) => {
                     if let Some(w) = self.worker.as_ref() {
                         if let Ok(mut s) = w.mailbox.status.lock() {

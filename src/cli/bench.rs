@@ -494,43 +494,90 @@ fn median_ms(repeats: usize, mut f: impl FnMut() -> anyhow::Result<()>) -> anyho
     Ok(median(times))
 }
 
-/// The visualisation passes on an analytic field: a sphere-and-vortex velocity
-/// field whose speed isosurface is a closed, wrinkled surface. Times include
-/// submission and the wait for the GPU (an upper bound on the GPU time).
+/// Waits until the GPU has finished everything submitted.
+fn wait(gpu: &crate::render::gpu::Gpu) -> anyhow::Result<()> {
+    gpu.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| anyhow::anyhow!("waiting for the GPU: {e}"))?;
+    Ok(())
+}
+
+/// A sphere-and-vortex velocity field whose speed isosurface is a closed,
+/// wrinkled surface.
+fn vortex_field(n: usize) -> crate::solver::Fields {
+    let mut f = crate::solver::Fields::new([n, n, n]);
+    let c = (n as f32 - 1.0) / 2.0;
+    for z in 0..n {
+        for y in 0..n {
+            for x in 0..n {
+                let i = f.index(x, y, z);
+                let (dx, dy, dz) = (x as f32 - c, y as f32 - c, z as f32 - c);
+                let r = (dx * dx + dy * dy + dz * dz).sqrt() / c;
+                let wobble = 1.0 + 0.1 * (dx * 0.3).sin() * (dy * 0.2).cos() * (dz * 0.25).sin();
+                f.ux[i] = 0.05 * (1.0 - r * wobble).max(0.0) - 0.01 * dy / c;
+                f.uy[i] = 0.01 * dx / c;
+                f.uz[i] = 0.002 * (dz * 0.1).sin();
+            }
+        }
+    }
+    f
+}
+
+/// ux is a gyroid of the given period (cells): its zero surface fills the
+/// whole box, for counts of impostors in the millions.
+fn gyroid_field(n: usize, period: f32) -> crate::solver::Fields {
+    let mut f = crate::solver::Fields::new([n, n, n]);
+    let k = std::f32::consts::TAU / period;
+    for z in 0..n {
+        for y in 0..n {
+            for x in 0..n {
+                let i = f.index(x, y, z);
+                let (a, b, c) = (x as f32 * k + 0.3, y as f32 * k + 0.2, z as f32 * k + 0.1);
+                f.ux[i] = a.sin() * b.cos() + b.sin() * c.cos() + c.sin() * a.cos();
+            }
+        }
+    }
+    f
+}
+
+/// The visualisation passes on analytic fields. Times include submission
+/// and the wait for the GPU (an upper bound on the GPU time); frames go
+/// through the whole picture path (scene, accumulate, compose).
 fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
     use crate::render::derive::PlotType;
     use crate::render::gpu::Gpu;
     use crate::render::isosurface::Extractor;
     use crate::render::passes::{DerivePass, MinMax};
-    use crate::render::scene::{Camera, MeshRenderer, Shading, Target};
+    use crate::render::scene::Stereo;
+    use crate::render::streamlines::{Rake, Tracer};
+    use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
     use crate::render::volume::Volume;
 
+    const HD: [u32; 2] = [1920, 1080];
     let gpu = Gpu::headless()?;
     println!(
         "adapter: {} ({:?}, {:?})",
         gpu.info.name, gpu.info.device_type, gpu.info.backend
     );
+    // A new camera angle per repeat, so every frame is drawn afresh.
+    let mut turn = 0.0f32;
+    let mut frame = |viewer: &mut Viewer, settings: &ViewSettings| -> anyhow::Result<()> {
+        turn += 1e-3;
+        viewer.camera.yaw = -2.2 + turn;
+        viewer.render_all(&gpu, settings, HD)?;
+        wait(&gpu)
+    };
     println!(
-        "{:>6} {:>14} {:>14} {:>12} {:>16}",
-        "size", "derive+range", "extract (ms)", "triangles", "1920x1080 (ms)"
+        "{:>6} {:>14} {:>14} {:>12} {:>16} {:>22}",
+        "size",
+        "derive+range",
+        "extract (ms)",
+        "triangles",
+        "1920x1080 (ms)",
+        "anaglyph 16 AA (ms)"
     );
     for &n in &args.sizes {
-        let mut f = crate::solver::Fields::new([n, n, n]);
-        let c = (n as f32 - 1.0) / 2.0;
-        for z in 0..n {
-            for y in 0..n {
-                for x in 0..n {
-                    let i = f.index(x, y, z);
-                    let (dx, dy, dz) = (x as f32 - c, y as f32 - c, z as f32 - c);
-                    let r = (dx * dx + dy * dy + dz * dz).sqrt() / c;
-                    let wobble =
-                        1.0 + 0.1 * (dx * 0.3).sin() * (dy * 0.2).cos() * (dz * 0.25).sin();
-                    f.ux[i] = 0.05 * (1.0 - r * wobble).max(0.0) - 0.01 * dy / c;
-                    f.uy[i] = 0.01 * dx / c;
-                    f.uz[i] = 0.002 * (dz * 0.1).sin();
-                }
-            }
-        }
+        let f = vortex_field(n);
         let size = [n as u32; 3];
         let fields = Volume::fields(&gpu, size);
         fields.write_fields(&gpu, &f);
@@ -552,40 +599,95 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
             vertices = extractor.extract(&gpu, &scalar, iso)?;
             Ok(())
         })?;
-        let target = Target::new(&gpu, [1920, 1080]);
-        let renderer = MeshRenderer::new(&gpu);
-        let camera = Camera::framing(size);
-        let mut cache = None;
-        let frame_ms = median_ms(args.repeats, || {
-            let draw = renderer.prepare(
-                &gpu,
-                &mut cache,
-                &extractor,
-                &camera,
-                target.aspect(),
-                Shading::plain([0.95, 0.55, 0.2]),
-            );
-            let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = target.begin(&mut encoder, [0.12, 0.13, 0.15]);
-                renderer.draw(&mut pass, draw, &extractor);
-            }
-            let index = gpu.queue.submit([encoder.finish()]);
-            gpu.device
-                .poll(wgpu::PollType::Wait {
-                    submission_index: Some(index),
-                    timeout: None,
-                })
-                .map_err(|e| anyhow::anyhow!("waiting for the GPU: {e}"))?;
-            Ok(())
-        })?;
+        let mut viewer = Viewer::new(&gpu);
+        viewer.upload(&gpu, &f, &[], 0)?;
+        let mono = ViewSettings {
+            aa_samples: 1,
+            ..Default::default()
+        };
+        let frame_ms = median_ms(args.repeats, || frame(&mut viewer, &mono))?;
+        let anaglyph = ViewSettings {
+            stereo: Some(Stereo::default()),
+            grey_background: true,
+            aa_samples: 16,
+            ..Default::default()
+        };
+        let anaglyph_ms = median_ms(args.repeats, || frame(&mut viewer, &anaglyph))?;
         println!(
-            "{:>6} {:>14.2} {:>14.2} {:>12} {:>16.2}",
+            "{:>6} {:>14.2} {:>14.2} {:>12} {:>16.2} {:>22.1}",
             n,
             derive_ms,
             extract_ms,
             vertices / 3,
-            frame_ms
+            frame_ms,
+            anaglyph_ms
+        );
+    }
+
+    println!();
+    println!(
+        "{:>6} {:>12} {:>16} {:>10}",
+        "size", "spheres", "1920x1080 (ms)", "fps"
+    );
+    for &n in &args.sizes {
+        // Period 40 gives about 2 million straddling cells at 256³.
+        let f = gyroid_field(n, 40.0);
+        let mut viewer = Viewer::new(&gpu);
+        viewer.upload(&gpu, &f, &[], 0)?;
+        let spheres = ViewSettings {
+            plot: PlotType::Ux,
+            iso: Some(0.0),
+            mode: SurfaceMode::Spheres,
+            sphere_radius: 0.6,
+            aa_samples: 1,
+            ..Default::default()
+        };
+        let ms = median_ms(args.repeats, || frame(&mut viewer, &spheres))?;
+        println!(
+            "{:>6} {:>12} {:>16.2} {:>10.0}",
+            n,
+            viewer.info.spheres,
+            ms,
+            1e3 / ms
+        );
+    }
+
+    println!();
+    println!(
+        "{:>6} {:>8} {:>8} {:>12} {:>12}",
+        "size", "lines", "steps", "points", "trace (ms)"
+    );
+    for &n in &args.sizes {
+        let f = vortex_field(n);
+        let size = [n as u32; 3];
+        let fields = Volume::fields(&gpu, size);
+        fields.write_fields(&gpu, &f);
+        let blocked = Volume::scalar(&gpu, size);
+        blocked.write_scalar(&gpu, &vec![0.0; n * n * n]);
+        let hi = glam::Vec3::splat(n as f32 - 1.0);
+        let rake = Rake::Box {
+            lo: hi * 0.2,
+            hi: hi * 0.8,
+            count: 10_000,
+            seed: 1,
+        };
+        let mut tracer = Tracer::new(&gpu);
+        if let Err(e) = tracer.set_seeds(&gpu, &rake.seeds(), 1000) {
+            println!("{n:>6} skipped: {e}");
+            continue;
+        }
+        // Half a cell per step at the largest speed (0.05), no stagnation stop:
+        // every line runs its 1000 steps unless it leaves the box.
+        let trace_ms = median_ms(args.repeats, || {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            tracer.trace(&gpu, &mut encoder, &fields, &blocked, 10.0, 0.0);
+            gpu.queue.submit([encoder.finish()]);
+            wait(&gpu)
+        })?;
+        let points: u64 = tracer.read_lengths(&gpu)?.iter().map(|&n| n as u64).sum();
+        println!(
+            "{:>6} {:>8} {:>8} {:>12} {:>12.2}",
+            n, tracer.lines, tracer.steps, points, trace_ms
         );
     }
     Ok(())

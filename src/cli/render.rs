@@ -9,12 +9,17 @@ use super::{PrecisionArg, SolverKind};
 use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
 use crate::render::gpu::Gpu;
-use crate::render::isosurface::Extractor;
-use crate::render::passes::{DerivePass, MinMax};
-use crate::render::scene::{save_png, Camera, MeshRenderer, Shading, Target};
-use crate::render::volume::Volume;
+use crate::render::scene::{save_png, Anaglyph, Camera, Stereo};
+use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
+use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
 use crate::scenario::Scenario;
 use crate::solver::select::{self, Choice, Gpus};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StereoArg {
+    /// Red/cyan glasses.
+    Anaglyph,
+}
 
 #[derive(clap::Args, Debug)]
 pub struct RenderArgs {
@@ -37,12 +42,53 @@ pub struct RenderArgs {
     /// Isovalue as a fraction of the field's range (0 = min, 1 = max).
     #[arg(long, default_value_t = 0.5)]
     pub iso_frac: f32,
+    /// How the isosurface is drawn: triangles, sphere impostors, or not at all.
+    #[arg(long, value_enum, default_value = "mesh")]
+    pub mode: SurfaceMode,
+    /// Sphere impostor radius in cells (--mode spheres).
+    #[arg(long, default_value_t = 0.6)]
+    pub sphere_radius: f32,
     /// Colour the surface by a second field (default: one colour).
     #[arg(long, value_enum)]
     pub colour_by: Option<PlotType>,
-    /// Colour map for --colour-by: viridis or cool-warm.
+    /// Colour map for --colour-by and streamlines: viridis or cool-warm.
     #[arg(long, default_value = "viridis")]
     pub colour_map: String,
+    /// Streamlines from a rake (cell coordinates): preset (the default),
+    /// line:X,Y,Z:X,Y,Z:N, plane:X,Y,Z:AX,AY,AZ:BX,BY,BZ:NA,NB or
+    /// box:X,Y,Z:X,Y,Z:N[:SEED].
+    #[arg(long, value_name = "RAKE", num_args = 0..=1, default_missing_value = "preset")]
+    pub streamlines: Option<String>,
+    /// RK4 steps per streamline at most.
+    #[arg(long, default_value_t = 1000)]
+    pub streamline_steps: u32,
+    /// Streamline step length in cells where the flow is fastest.
+    #[arg(long, default_value_t = 0.5)]
+    pub streamline_step: f32,
+    /// Streamline tube (or sphere) radius in cells.
+    #[arg(long, default_value_t = 0.3)]
+    pub streamline_radius: f32,
+    #[arg(long, value_enum, default_value = "tubes")]
+    pub streamline_style: LineStyle,
+    /// Stereo picture.
+    #[arg(long, value_enum)]
+    pub stereo: Option<StereoArg>,
+    /// Anaglyph colour matrices.
+    #[arg(long, value_enum, default_value = "dubois")]
+    pub anaglyph: Anaglyph,
+    /// Eye separation as a multiple of zero-parallax distance / 30.
+    #[arg(long, default_value_t = 1.0)]
+    pub eye_separation: f32,
+    /// Zero-parallax distance as a fraction of the distance to the domain's
+    /// centre.
+    #[arg(long, default_value_t = 1.0)]
+    pub zero_parallax: f32,
+    /// Background: dark, or mid-grey (the default in stereo: less ghosting).
+    #[arg(long, value_enum)]
+    pub background: Option<Background>,
+    /// Antialiasing: renderings averaged with sub-pixel jitter (1: none).
+    #[arg(long, default_value_t = 16)]
+    pub aa: u32,
     /// Image size, WIDTHxHEIGHT.
     #[arg(long, default_value = "1280x720")]
     pub size: String,
@@ -68,13 +114,84 @@ fn parse_size(s: &str) -> anyhow::Result<[u32; 2]> {
     Ok([w, h])
 }
 
-pub fn render(args: RenderArgs) -> anyhow::Result<()> {
-    let size = parse_size(&args.size)?;
-    // Checked before the flow runs, which may take a while.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Background {
+    Dark,
+    Grey,
+}
+
+/// The view settings the arguments ask for; bad values are refused before
+/// the flow runs.
+fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
     let colour_map = match ColourMap::from_name(&args.colour_map) {
         Some(m) if m != ColourMap::Plain => m,
         _ => bail!("--colour-map {}: use viridis or cool-warm", args.colour_map),
     };
+    let positive = |name: &str, v: f32| {
+        if v.is_finite() && v > 0.0 {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!("{name} {v}: must be a positive number"))
+        }
+    };
+    positive("--sphere-radius", args.sphere_radius)?;
+    positive("--zero-parallax", args.zero_parallax)?;
+    if !(args.eye_separation.is_finite() && args.eye_separation >= 0.0) {
+        bail!(
+            "--eye-separation {}: must be 0 or more",
+            args.eye_separation
+        );
+    }
+    if !(1..=1024).contains(&args.aa) {
+        bail!("--aa {}: use 1 (no antialiasing) to 1024 samples", args.aa);
+    }
+    let streamlines = match &args.streamlines {
+        None => None,
+        Some(text) => {
+            positive("--streamline-step", args.streamline_step)?;
+            positive("--streamline-radius", args.streamline_radius)?;
+            if !(1..=100_000).contains(&args.streamline_steps) {
+                bail!(
+                    "--streamline-steps {}: use 1 to 100000",
+                    args.streamline_steps
+                );
+            }
+            let rake = Rake::parse(text).map_err(|e| anyhow::anyhow!("--streamlines {e}"))?;
+            Some(StreamlineSettings {
+                rake,
+                steps: args.streamline_steps,
+                step_cells: args.streamline_step,
+                radius: args.streamline_radius,
+                style: args.streamline_style,
+            })
+        }
+    };
+    let stereo = args.stereo.map(|_| Stereo {
+        anaglyph: args.anaglyph,
+        separation: args.eye_separation,
+        zero_parallax: args.zero_parallax,
+    });
+    Ok(ViewSettings {
+        plot: args.plot,
+        iso_frac: args.iso_frac,
+        iso: args.iso,
+        colour_by: args.colour_by,
+        colour_map,
+        mode: args.mode,
+        sphere_radius: args.sphere_radius,
+        streamlines,
+        stereo,
+        grey_background: args
+            .background
+            .map_or(stereo.is_some(), |b| b == Background::Grey),
+        aa_samples: args.aa,
+    })
+}
+
+pub fn render(args: RenderArgs) -> anyhow::Result<()> {
+    let size = parse_size(&args.size)?;
+    // Checked before the flow runs, which may take a while.
+    let settings = settings(&args)?;
     let scenario = Scenario::load(&args.scenario, &args.set)?;
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
@@ -99,85 +216,54 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
         return Err(e.into());
     }
     let fields = solver.fields()?;
-    let dims = scenario.size.map(|n| n as u32);
-    let field_volume = Volume::fields(&gpu, dims);
-    field_volume.write_fields(&gpu, &fields);
-    let scalar = Volume::scalar(&gpu, dims);
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    DerivePass::new(&gpu).run(&gpu, &mut encoder, &field_volume, &scalar, args.plot);
-    gpu.queue.submit([encoder.finish()]);
-    let (lo, hi) = MinMax::new(&gpu).compute(&gpu, &scalar)?;
-    let iso = args.iso.unwrap_or(lo + args.iso_frac * (hi - lo));
-    let mut surface = Extractor::new(&gpu, 1 << 20);
-    surface.clip_to_interior(solver.grid());
-    let (vertices, map) = match args.colour_by {
-        None => (surface.extract(&gpu, &scalar, iso)?, None),
-        Some(plot) => {
-            let map = colour_map;
-            let colour = Volume::scalar(&gpu, dims);
-            let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            DerivePass::new(&gpu).run(&gpu, &mut encoder, &field_volume, &colour, plot);
-            gpu.queue.submit([encoder.finish()]);
-            let (clo, chi) = MinMax::new(&gpu).compute(&gpu, &colour)?;
-            eprintln!(
-                "colour: {plot:?} from {clo:.4e} to {chi:.4e} ({})",
-                map.name()
-            );
-            let n = surface.extract_coloured(&gpu, &scalar, &colour, iso)?;
-            (n, Some((map, clo, chi)))
-        }
-    };
-    let solid = Volume::scalar(&gpu, dims);
-    solid.write_solid(&gpu, solver.flags());
-    let mut obstacles = Extractor::new(&gpu, 1 << 18);
-    let obstacle_vertices = obstacles.extract(&gpu, &solid, 0.5)?;
-
-    let target = Target::new(&gpu, size);
-    let mut camera = Camera::framing(dims);
+    let mut viewer = Viewer::new(&gpu);
+    viewer.upload(&gpu, &fields, solver.flags(), 0)?;
+    let mut camera = Camera::framing(scenario.size.map(|n| n as u32));
     camera.yaw = args.yaw.unwrap_or(camera.yaw);
     camera.pitch = args.pitch.unwrap_or(camera.pitch);
     camera.distance = args.distance.unwrap_or(camera.distance);
-    let renderer = MeshRenderer::new(&gpu);
-    let bounds = crate::render::lines::BoxRenderer::new(&gpu, dims);
-    let (mut surface_cache, mut obstacle_cache) = (None, None);
-    let aspect = target.aspect();
-    let surface_draw = renderer.prepare(
-        &gpu,
-        &mut surface_cache,
-        &surface,
-        &camera,
-        aspect,
-        Shading {
-            colour: [0.95, 0.55, 0.2],
-            map,
-        },
-    );
-    let obstacle_draw = renderer.prepare(
-        &gpu,
-        &mut obstacle_cache,
-        &obstacles,
-        &camera,
-        aspect,
-        Shading::plain([0.6, 0.62, 0.68]),
-    );
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = target.begin(&mut encoder, [0.12, 0.13, 0.15]);
-        bounds.draw(&gpu, &mut pass, &camera, aspect);
-        renderer.draw(&mut pass, obstacle_draw, &obstacles);
-        renderer.draw(&mut pass, surface_draw, &surface);
-    }
-    gpu.queue.submit([encoder.finish()]);
-    let pixels = target.read_rgba(&gpu)?;
+    viewer.camera = camera;
+    viewer.render_all(&gpu, &settings, size)?;
+    let (pixels, size) = viewer.read_rgba(&gpu)?;
     save_png(&args.out, size, &pixels)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let info = viewer.info;
+    let (lo, hi) = info.range;
+    if let (Some(plot), Some((clo, chi))) = (settings.colour_by, info.colour_range) {
+        eprintln!(
+            "colour: {plot:?} from {clo:.4e} to {chi:.4e} ({})",
+            settings.colour_map.name()
+        );
+    }
+    let shown = match settings.mode {
+        SurfaceMode::Mesh => format!("{} surface triangles", info.triangles),
+        SurfaceMode::Spheres => format!("{} surface spheres", info.spheres),
+        SurfaceMode::None => "no surface".into(),
+    };
     eprintln!(
-        "wrote {}: {} at step {}, isovalue {iso:.4e} (range {lo:.4e} to {hi:.4e}), {} surface and {} obstacle triangles",
+        "wrote {}: {} at step {}, isovalue {:.4e} (range {lo:.4e} to {hi:.4e}), {shown}, {} samples{}",
         args.out.display(),
         args.plot.name(),
         solver.time_step(),
-        vertices / 3,
-        obstacle_vertices / 3
+        info.isovalue,
+        info.samples,
+        if settings.stereo.is_some() { ", anaglyph" } else { "" },
     );
+    if settings.streamlines.is_some() {
+        let lengths = viewer.tracer().read_lengths(&gpu)?;
+        let empty = lengths.iter().filter(|&&n| n == 0).count();
+        eprintln!(
+            "{} streamlines, {} points, speed {:.4e} to {:.4e}{}",
+            lengths.len(),
+            lengths.iter().map(|&n| n as u64).sum::<u64>(),
+            info.speed_range.0,
+            info.speed_range.1,
+            if empty > 0 {
+                format!("; {empty} seeds in a solid or outside the domain gave no line")
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(())
 }

@@ -43,7 +43,7 @@ pub struct Vertex {
 }
 const _: () = assert!(std::mem::size_of::<Vertex>() == 32);
 
-/// shaders/isosurface/draw.wgsl `Camera`.
+/// shaders/scene/common.wgsl `Camera` (every draw shader of the scene).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct CameraUniform {
@@ -53,5 +53,30 @@ pub struct CameraUniform {
     pub light: [f32; 4],
     /// lo, hi, map index ([`super::colour::ColourMap`]), unused.
     pub colour_map: [f32; 4],
+    /// Impostor or tube radius (cells), points per streamline, unused, unused.
+    pub extra: [f32; 4],
 }
-const _: () = assert!(std::mem::size_of::<CameraUniform>() == 128);
+const _: () = assert!(std::mem::size_of::<CameraUniform>() == 144);
+
+/// shaders/streamlines/trace.wgsl `TraceParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct TraceParams {
+    pub size: [u32; 3],
+    pub steps: u32,
+    pub dt: f32,
+    pub min_speed: f32,
+    pub lines: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<TraceParams>() == 32);
+
+/// shaders/present/accumulate.wgsl `AccumulateParams` and compose.wgsl
+/// `ComposeParams`: one u32 and padding.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct OneParam {
+    pub value: u32,
+    pub _pad: [u32; 3],
+}
+const _: () = assert!(std::mem::size_of::<OneParam>() == 16);

@@ -1,24 +1,25 @@
-//! The domain's bounding box (grey) and axes from its origin corner (x red,
-//! y green, z blue), drawn as depth-tested lines with the surfaces' camera.
-//! Shader: `shaders/scene/lines.wgsl`.
+//! Depth-tested line segments (`shaders/scene/lines.wgsl`): the domain's
+//! bounding box (grey) with axes from its origin corner (x red, y green,
+//! z blue), and the streamline rake.
 
 use glam::Vec3;
 
 use super::gpu::Gpu;
 use super::gpu_data::CameraUniform;
 use super::passes::buffer_entry;
-use super::scene::{depth_tested_pipeline, Camera};
+use super::scene::{depth_tested_pipeline, Eye, Shading};
 
-pub struct BoxRenderer {
+/// Line segments from a list of (position, colour) vertices.
+pub struct Lines {
     pipeline: wgpu::RenderPipeline,
-    vertices: wgpu::Buffer,
+    vertices: Option<wgpu::Buffer>,
     camera: wgpu::Buffer,
     bind: wgpu::BindGroup,
     count: u32,
 }
 
-impl BoxRenderer {
-    pub fn new(gpu: &Gpu, size: [u32; 3]) -> BoxRenderer {
+impl Lines {
+    pub fn new(gpu: &Gpu) -> Lines {
         let layout = gpu
             .device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
@@ -26,7 +27,7 @@ impl BoxRenderer {
                 entries: &[buffer_entry(
                     0,
                     wgpu::BufferBindingType::Uniform,
-                    wgpu::ShaderStages::VERTEX,
+                    wgpu::ShaderStages::VERTEX_FRAGMENT,
                 )],
             });
         let attributes = wgpu::vertex_attr_array![0 => Float32x3, 1 => Float32x3];
@@ -42,15 +43,6 @@ impl BoxRenderer {
             &buffers,
             wgpu::PrimitiveTopology::LineList,
         );
-        let data = box_lines(size);
-        use wgpu::util::DeviceExt;
-        let vertices = gpu
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("box lines"),
-                contents: bytemuck::cast_slice(&data),
-                usage: wgpu::BufferUsages::VERTEX,
-            });
         let camera = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("lines camera"),
             size: std::mem::size_of::<CameraUniform>() as u64,
@@ -65,28 +57,40 @@ impl BoxRenderer {
                 resource: camera.as_entire_binding(),
             }],
         });
-        BoxRenderer {
+        Lines {
             pipeline,
-            vertices,
+            vertices: None,
             camera,
             bind,
-            count: (data.len() / 6) as u32,
+            count: 0,
         }
     }
 
-    pub fn draw(&self, gpu: &Gpu, pass: &mut wgpu::RenderPass<'_>, camera: &Camera, aspect: f32) {
-        let uniform = CameraUniform {
-            view_proj: camera.view_proj(aspect).to_cols_array_2d(),
-            eye: camera.eye().extend(1.0).to_array(),
-            colour: [1.0; 4],
-            light: [0.0, 0.0, 1.0, 0.0],
-            colour_map: [0.0; 4],
+    /// Replaces the segments: (x, y, z, r, g, b) per vertex, two per segment.
+    pub fn set(&mut self, gpu: &Gpu, data: &[f32]) {
+        use wgpu::util::DeviceExt;
+        self.count = (data.len() / 6) as u32;
+        self.vertices = (self.count > 0).then(|| {
+            gpu.device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("lines"),
+                    contents: bytemuck::cast_slice(data),
+                    usage: wgpu::BufferUsages::VERTEX,
+                })
+        });
+    }
+
+    /// Writes the camera uniform (before the pass's submission) and draws.
+    pub fn draw(&self, gpu: &Gpu, pass: &mut wgpu::RenderPass<'_>, eye: &Eye) {
+        let Some(vertices) = &self.vertices else {
+            return;
         };
+        let uniform = Shading::plain([1.0; 3]).uniform(eye, [0.0; 4]);
         gpu.queue
             .write_buffer(&self.camera, 0, bytemuck::bytes_of(&uniform));
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind, &[]);
-        pass.set_vertex_buffer(0, self.vertices.slice(..));
+        pass.set_vertex_buffer(0, vertices.slice(..));
         pass.draw(0..self.count, 0..1);
     }
 }

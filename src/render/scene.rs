@@ -1,12 +1,12 @@
-//! Drawing: an orbit camera, the isosurface renderer and an off-screen target
-//! that becomes a PNG.
+//! Drawing: an orbit camera with off-axis stereo eyes, the draw pipelines of
+//! the scene (mesh, sphere impostors, streamline tubes), and an off-screen
+//! target that becomes a PNG.
 
-use glam::{Mat4, Vec3};
+use glam::{Mat4, Vec2, Vec3};
 
 use super::colour::ColourMap;
 use super::gpu::{Gpu, GpuError};
 use super::gpu_data::CameraUniform;
-use super::isosurface::Extractor;
 use super::passes::{buffer_entry, storage};
 use super::shaders;
 
@@ -19,6 +19,62 @@ pub struct Camera {
     pub yaw: f32,
     pub pitch: f32,
     pub fov_y: f32,
+}
+
+/// Red/cyan colour matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Anaglyph {
+    /// Red from the left eye, green and blue from the right.
+    RedCyan,
+    /// Dubois' least-squares matrices: less retinal rivalry, truer colours.
+    Dubois,
+}
+
+impl Anaglyph {
+    pub fn name(self) -> &'static str {
+        match self {
+            Anaglyph::RedCyan => "red-cyan",
+            Anaglyph::Dubois => "dubois",
+        }
+    }
+}
+
+/// Off-axis stereo: two eyes side by side with parallel view directions and
+/// frusta sheared so that one plane (zero parallax) lands on the screen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stereo {
+    pub anaglyph: Anaglyph,
+    /// Eye separation as a multiple of the rule of thumb, zero-parallax
+    /// distance / 30.
+    pub separation: f32,
+    /// Zero-parallax distance as a fraction of the camera's distance to its
+    /// target (1: the plane through the middle of the domain).
+    pub zero_parallax: f32,
+}
+
+impl Default for Stereo {
+    fn default() -> Self {
+        Stereo {
+            anaglyph: Anaglyph::Dubois,
+            separation: 1.0,
+            zero_parallax: 1.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Left,
+    Right,
+}
+
+/// One rendering's viewpoint: what the draw shaders need of the camera.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Eye {
+    pub view_proj: Mat4,
+    pub position: Vec3,
+    /// Direction towards the light (the same for both eyes).
+    pub light: Vec3,
 }
 
 impl Camera {
@@ -44,11 +100,50 @@ impl Camera {
         self.target + dir * self.distance
     }
 
-    pub fn view_proj(&self, aspect: f32) -> Mat4 {
-        let view = Mat4::look_at_rh(self.eye(), self.target, Vec3::Z);
+    fn projection(&self, aspect: f32) -> Mat4 {
         let near = (self.distance * 0.01).max(0.01);
-        let proj = Mat4::perspective_rh(self.fov_y, aspect, near, self.distance * 4.0);
-        proj * view
+        Mat4::perspective_rh(self.fov_y, aspect, near, self.distance * 4.0)
+    }
+
+    pub fn view_proj(&self, aspect: f32) -> Mat4 {
+        self.projection(aspect) * Mat4::look_at_rh(self.eye(), self.target, Vec3::Z)
+    }
+
+    /// The camera's right-hand direction (screen x).
+    pub fn right(&self) -> Vec3 {
+        (self.target - self.eye()).cross(Vec3::Z).normalize()
+    }
+
+    /// The mono eye, or one eye of a stereo pair, with the image shifted by
+    /// `jitter` (normalised device units) for accumulation antialiasing.
+    ///
+    /// Each stereo eye sits half the separation to the side and looks along
+    /// the camera's own direction; its image is shifted sideways (an
+    /// asymmetric frustum) by the amount that brings points on the
+    /// zero-parallax plane to the same pixel in both eyes.
+    pub fn eye_view(&self, aspect: f32, stereo: Option<(Stereo, Side)>, jitter: Vec2) -> Eye {
+        let centre = self.eye();
+        let forward = (self.target - centre).normalize();
+        let (position, shift) = match stereo {
+            None => (centre, 0.0),
+            Some((s, side)) => {
+                let zp = s.zero_parallax * self.distance;
+                let half = 0.5 * s.separation * zp / 30.0;
+                let sign = if side == Side::Left { -1.0 } else { 1.0 };
+                let half_width = zp * (0.5 * self.fov_y).tan() * aspect;
+                (
+                    centre + self.right() * sign * half,
+                    sign * half / half_width,
+                )
+            }
+        };
+        let view = Mat4::look_to_rh(position, forward, Vec3::Z);
+        let shear = Mat4::from_translation(Vec3::new(shift + jitter.x, jitter.y, 0.0));
+        Eye {
+            view_proj: shear * self.projection(aspect) * view,
+            position,
+            light: (centre - self.target + Vec3::new(0.0, 0.0, self.distance)).normalize(),
+        }
     }
 }
 
@@ -99,7 +194,7 @@ pub(crate) fn depth_tested_pipeline(
         })
 }
 
-/// How a surface is coloured: one colour, or a map over a value range.
+/// How a drawable is coloured: one colour, or a map over a value range.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shading {
     pub colour: [f32; 3],
@@ -110,29 +205,62 @@ impl Shading {
     pub fn plain(colour: [f32; 3]) -> Shading {
         Shading { colour, map: None }
     }
+
+    /// The shaders' camera uniform for `eye`; `extra` is the shader's own
+    /// (radius, points per line).
+    pub fn uniform(&self, eye: &Eye, extra: [f32; 4]) -> CameraUniform {
+        let c = self.colour;
+        CameraUniform {
+            view_proj: eye.view_proj.to_cols_array_2d(),
+            eye: eye.position.extend(1.0).to_array(),
+            colour: [c[0], c[1], c[2], 1.0],
+            light: eye.light.extend(0.0).to_array(),
+            colour_map: match self.map {
+                Some((m, lo, hi)) if m != ColourMap::Plain => [lo, hi, m.index() as f32, 0.0],
+                _ => [0.0; 4],
+            },
+            extra,
+        }
+    }
 }
 
-/// The isosurface pipeline: triangles straight from the extractor's buffer.
-pub struct MeshRenderer {
+/// A draw pipeline that pulls its geometry from one storage buffer: the
+/// isosurface mesh, sphere impostors, or streamline tubes.
+pub struct DrawPipeline {
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::RenderPipeline,
 }
 
-/// Per-surface draw data: the camera uniform and the bind group over the
-/// extractor's vertex buffer.
-pub struct MeshDraw {
+/// Per-drawable data: the camera uniform and the bind group over the source
+/// buffer.
+pub struct Draw {
     camera: wgpu::Buffer,
     bind: wgpu::BindGroup,
-    vertices: wgpu::Buffer,
+    source: wgpu::Buffer,
 }
 
-impl MeshRenderer {
-    pub fn new(gpu: &Gpu) -> MeshRenderer {
+impl DrawPipeline {
+    /// Triangles from the extractor: `isosurface/draw.wgsl`.
+    pub fn mesh(gpu: &Gpu) -> DrawPipeline {
+        DrawPipeline::new(gpu, "isosurface/draw.wgsl")
+    }
+
+    /// One sphere per vec4 (centre, value): `impostor/draw.wgsl`.
+    pub fn spheres(gpu: &Gpu) -> DrawPipeline {
+        DrawPipeline::new(gpu, "impostor/draw.wgsl")
+    }
+
+    /// Streamline points as tube segments: `streamlines/tubes.wgsl`.
+    pub fn tubes(gpu: &Gpu) -> DrawPipeline {
+        DrawPipeline::new(gpu, "streamlines/tubes.wgsl")
+    }
+
+    fn new(gpu: &Gpu, shader: &str) -> DrawPipeline {
         let vf = wgpu::ShaderStages::VERTEX_FRAGMENT;
         let layout = gpu
             .device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("mesh"),
+                label: Some(shader),
                 entries: &[
                     buffer_entry(0, storage(true), wgpu::ShaderStages::VERTEX),
                     buffer_entry(1, wgpu::BufferBindingType::Uniform, vf),
@@ -140,44 +268,24 @@ impl MeshRenderer {
             });
         let pipeline = depth_tested_pipeline(
             gpu,
-            "isosurface/draw.wgsl",
+            shader,
             &layout,
             &[],
             wgpu::PrimitiveTopology::TriangleList,
         );
-        MeshRenderer { layout, pipeline }
+        DrawPipeline { layout, pipeline }
     }
 
-    /// Keeps the draw data of one surface current: created once (again only
-    /// when the extractor's vertex buffer was replaced), the camera uniform
-    /// rewritten each frame.
+    /// Keeps one drawable's data current: created once (again only when its
+    /// source buffer was replaced), the camera uniform rewritten per eye.
     pub fn prepare<'d>(
         &self,
         gpu: &Gpu,
-        cache: &'d mut Option<MeshDraw>,
-        extractor: &Extractor,
-        camera: &Camera,
-        aspect: f32,
-        shading: Shading,
-    ) -> &'d MeshDraw {
-        let Shading { colour, map } = shading;
-        let uniform = CameraUniform {
-            view_proj: camera.view_proj(aspect).to_cols_array_2d(),
-            eye: camera.eye().extend(1.0).to_array(),
-            colour: [colour[0], colour[1], colour[2], 1.0],
-            light: (camera.eye() - camera.target + Vec3::new(0.0, 0.0, camera.distance))
-                .normalize()
-                .extend(0.0)
-                .to_array(),
-            colour_map: match map {
-                Some((m, lo, hi)) if m != ColourMap::Plain => [lo, hi, m.index() as f32, 0.0],
-                _ => [0.0; 4],
-            },
-        };
-        let stale = cache
-            .as_ref()
-            .is_none_or(|d| d.vertices != extractor.vertices);
-        if stale {
+        cache: &'d mut Option<Draw>,
+        source: &wgpu::Buffer,
+        uniform: &CameraUniform,
+    ) -> &'d Draw {
+        if cache.as_ref().is_none_or(|d| d.source != *source) {
             let camera = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("camera"),
                 size: std::mem::size_of::<CameraUniform>() as u64,
@@ -185,12 +293,12 @@ impl MeshRenderer {
                 mapped_at_creation: false,
             });
             let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("mesh"),
+                label: Some("draw"),
                 layout: &self.layout,
                 entries: &[
                     wgpu::BindGroupEntry {
                         binding: 0,
-                        resource: extractor.vertices.as_entire_binding(),
+                        resource: source.as_entire_binding(),
                     },
                     wgpu::BindGroupEntry {
                         binding: 1,
@@ -198,22 +306,38 @@ impl MeshRenderer {
                     },
                 ],
             });
-            *cache = Some(MeshDraw {
+            *cache = Some(Draw {
                 camera,
                 bind,
-                vertices: extractor.vertices.clone(),
+                source: source.clone(),
             });
         }
         let draw = cache.as_ref().expect("made above");
         gpu.queue
-            .write_buffer(&draw.camera, 0, bytemuck::bytes_of(&uniform));
+            .write_buffer(&draw.camera, 0, bytemuck::bytes_of(uniform));
         draw
     }
 
-    pub fn draw(&self, pass: &mut wgpu::RenderPass<'_>, draw: &MeshDraw, extractor: &Extractor) {
+    /// Draws with arguments a compute pass wrote.
+    pub fn draw_indirect(&self, pass: &mut wgpu::RenderPass<'_>, draw: &Draw, args: &wgpu::Buffer) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &draw.bind, &[]);
-        pass.draw_indirect(&extractor.draw_args, 0);
+        pass.draw_indirect(args, 0);
+    }
+
+    /// Draws `instances` copies of a `vertices`-vertex primitive.
+    pub fn draw(
+        &self,
+        pass: &mut wgpu::RenderPass<'_>,
+        draw: &Draw,
+        vertices: u32,
+        instances: u32,
+    ) {
+        if instances > 0 {
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &draw.bind, &[]);
+            pass.draw(0..vertices, 0..instances);
+        }
     }
 }
 
@@ -248,6 +372,7 @@ impl Target {
             COLOR_FORMAT,
             wgpu::TextureUsages::RENDER_ATTACHMENT
                 | wgpu::TextureUsages::COPY_SRC
+                | wgpu::TextureUsages::COPY_DST
                 | wgpu::TextureUsages::TEXTURE_BINDING,
             "color",
         );
@@ -321,4 +446,104 @@ pub fn save_png(path: &std::path::Path, size: [u32; 2], rgba: &[u8]) -> std::io:
         .write_image_data(rgba)
         .map_err(std::io::Error::other)?;
     writer.finish().map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn camera() -> Camera {
+        Camera {
+            target: Vec3::new(30.0, 20.0, 10.0),
+            distance: 90.0,
+            yaw: -2.2,
+            pitch: 0.4,
+            fov_y: 0.8,
+        }
+    }
+
+    /// Normalised device coordinates of `p` seen by `eye`.
+    fn ndc(eye: &Eye, p: Vec3) -> Vec3 {
+        eye.view_proj.project_point3(p)
+    }
+
+    fn pair(stereo: Stereo) -> (Eye, Eye) {
+        let c = camera();
+        let left = c.eye_view(1.6, Some((stereo, Side::Left)), Vec2::ZERO);
+        let right = c.eye_view(1.6, Some((stereo, Side::Right)), Vec2::ZERO);
+        (left, right)
+    }
+
+    #[test]
+    fn points_on_the_zero_parallax_plane_land_on_the_same_pixel() {
+        let c = camera();
+        let forward = (c.target - c.eye()).normalize();
+        let up = c.right().cross(forward);
+        for zp in [0.6, 1.0, 1.5] {
+            let stereo = Stereo {
+                zero_parallax: zp,
+                ..Stereo::default()
+            };
+            let (l, r) = pair(stereo);
+            let plane = c.eye() + forward * zp * c.distance;
+            for (a, b) in [(0.0, 0.0), (7.0, -3.0), (-12.0, 9.0)] {
+                let p = plane + c.right() * a + up * b;
+                let (pl, pr) = (ndc(&l, p), ndc(&r, p));
+                assert!((pl - pr).truncate().length() < 1e-5, "{pl} vs {pr}");
+            }
+            // Behind the plane: the right eye's image lies to the right
+            // (uncrossed, positive parallax); in front, to the left.
+            let behind = plane + forward * 20.0;
+            let front = plane - forward * 20.0;
+            assert!(ndc(&r, behind).x - ndc(&l, behind).x > 1e-3);
+            assert!(ndc(&r, front).x - ndc(&l, front).x < -1e-3);
+        }
+    }
+
+    #[test]
+    fn stereo_eyes_look_parallel_through_asymmetric_frusta() {
+        let c = camera();
+        let (l, r) = pair(Stereo::default());
+        // Parallel view directions: the vanishing point of every direction
+        // moves by one and the same image offset from eye to eye (the
+        // frustum shift); toed-in eyes would rotate the images apart instead.
+        let forward = (c.target - c.eye()).normalize();
+        let vanishing = |e: &Eye, d: Vec3| ndc(e, e.position + d * 1e4).truncate();
+        let shift = vanishing(&r, forward) - vanishing(&l, forward);
+        assert!(shift.x.abs() > 1e-3 && shift.y.abs() < 1e-5);
+        for d in [
+            forward + c.right() * 0.3,
+            forward - Vec3::Z * 0.2,
+            forward + Vec3::ONE * 0.1,
+        ] {
+            let d = d.normalize();
+            let s = vanishing(&r, d) - vanishing(&l, d);
+            assert!((s - shift).length() < 1e-4, "{s} vs {shift}");
+        }
+        // The eyes sit on the camera's right axis, separation = zp/30.
+        let sep = r.position - l.position;
+        assert!((sep.length() - c.distance / 30.0).abs() < 1e-3);
+        assert!(sep.normalize().dot(c.right()) > 0.9999);
+        // Asymmetric: each eye's straight-ahead ray is off the image centre,
+        // by opposite amounts.
+        let al = ndc(&l, l.position + forward * 50.0).x;
+        let ar = ndc(&r, r.position + forward * 50.0).x;
+        assert!(al.abs() > 1e-3 && (al + ar).abs() < 1e-5, "{al} {ar}");
+        // The same light for both.
+        assert_eq!(l.light, r.light);
+    }
+
+    #[test]
+    fn mono_eye_without_jitter_is_the_plain_camera() {
+        let c = camera();
+        let e = c.eye_view(1.5, None, Vec2::ZERO);
+        assert!(e.view_proj.abs_diff_eq(c.view_proj(1.5), 1e-6));
+        assert_eq!(e.position, c.eye());
+        // Jitter moves every point by the same image offset.
+        let j = c.eye_view(1.5, None, Vec2::new(0.01, -0.02));
+        for p in [c.target, c.target + Vec3::new(5.0, -3.0, 2.0)] {
+            let d = ndc(&j, p) - ndc(&e, p);
+            assert!((d.truncate() - Vec2::new(0.01, -0.02)).length() < 1e-5);
+        }
+    }
 }

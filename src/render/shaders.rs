@@ -19,17 +19,57 @@ pub const ALL: &[(&str, &str)] = &[
         include_str!("../../shaders/isosurface/draw.wgsl"),
     ),
     (
+        "impostor/append.wgsl",
+        include_str!("../../shaders/impostor/append.wgsl"),
+    ),
+    (
+        "impostor/draw.wgsl",
+        include_str!("../../shaders/impostor/draw.wgsl"),
+    ),
+    (
+        "streamlines/trace.wgsl",
+        include_str!("../../shaders/streamlines/trace.wgsl"),
+    ),
+    (
+        "streamlines/tubes.wgsl",
+        include_str!("../../shaders/streamlines/tubes.wgsl"),
+    ),
+    (
+        "present/accumulate.wgsl",
+        include_str!("../../shaders/present/accumulate.wgsl"),
+    ),
+    (
+        "present/compose.wgsl",
+        include_str!("../../shaders/present/compose.wgsl"),
+    ),
+    (
+        "scene/common.wgsl",
+        include_str!("../../shaders/scene/common.wgsl"),
+    ),
+    (
         "scene/lines.wgsl",
         include_str!("../../shaders/scene/lines.wgsl"),
     ),
 ];
 
-/// The source of `shaders/<path>`.
-pub fn source(path: &str) -> &'static str {
-    ALL.iter()
+const INCLUDE: &str = "//!include ";
+
+/// The source of `shaders/<path>`, each `//!include other.wgsl` line replaced
+/// by that file's text (WGSL has no includes; the scene's draw shaders share
+/// their camera struct and shading this way).
+pub fn source(path: &str) -> String {
+    let raw = ALL
+        .iter()
         .find(|(p, _)| *p == path)
         .map(|(_, s)| *s)
-        .unwrap_or_else(|| panic!("no shader {path} in render::shaders::ALL"))
+        .unwrap_or_else(|| panic!("no shader {path} in render::shaders::ALL"));
+    raw.lines()
+        .map(|line| match line.strip_prefix(INCLUDE) {
+            Some(other) => source(other.trim()),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 pub fn module(device: &wgpu::Device, path: &str) -> wgpu::ShaderModule {
@@ -62,7 +102,13 @@ mod tests {
         let mut listed: Vec<String> = super::ALL.iter().map(|(p, _)| p.to_string()).collect();
         listed.sort();
         assert_eq!(on_disk, listed, "shaders/ and render::shaders::ALL differ");
-        for (path, src) in super::ALL {
+        for (path, _) in super::ALL {
+            // Included text is checked in place, inside each includer.
+            let included = format!("{}{path}", super::INCLUDE);
+            if super::ALL.iter().any(|(_, s)| s.contains(&included)) {
+                continue;
+            }
+            let src = &super::source(path);
             let module = naga::front::wgsl::parse_str(src)
                 .unwrap_or_else(|e| panic!("{path}: {}", e.emit_to_string(src)));
             naga::valid::Validator::new(

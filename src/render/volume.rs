@@ -112,6 +112,21 @@ impl Volume {
         self.write_scalar(gpu, &v);
     }
 
+    /// 1 in every solid cell (walls and obstacles, resting or moving), 0
+    /// elsewhere: where streamlines stop.
+    pub fn write_blocked(&self, gpu: &Gpu, cell_flags: &[u8]) {
+        let v: Vec<f32> = cell_flags
+            .iter()
+            .map(|&f| {
+                let t = flags::CellType::of(f);
+                f32::from(u8::from(
+                    t == flags::CellType::Wall || t == flags::CellType::MovingWall,
+                ))
+            })
+            .collect();
+        self.write_scalar(gpu, &v);
+    }
+
     /// Reads an r32float volume back (tests).
     pub fn read_scalar(&self, gpu: &Gpu) -> Result<Vec<f32>, super::gpu::GpuError> {
         let bytes = gpu.read_texture(&self.texture, 4)?;

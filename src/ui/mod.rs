@@ -3,20 +3,84 @@
 
 use std::path::PathBuf;
 
-use crate::app::view::ViewSettings;
+use glam::Vec3;
+
+use crate::app::view::{SurfaceMode, ViewSettings};
 use crate::app::worker::{Command, Status};
 use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
+use crate::render::scene::{Anaglyph, Stereo};
+use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
+use crate::render::viewer::ViewerInfo;
 
 /// What the view reports for display.
 #[derive(Clone, Debug, Default)]
 pub struct ViewInfo {
-    pub range: (f32, f32),
-    pub isovalue: f32,
-    pub triangles: u32,
+    pub view: ViewerInfo,
     pub frame_ms: f32,
-    /// Range of the field colouring the surface, when one does.
-    pub colour_range: Option<(f32, f32)>,
+}
+
+/// The rake as the panel edits it: fractions of the domain, so it stays put
+/// across grid sizes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RakeControls {
+    /// 0 preset, 1 line, 2 plane, 3 box.
+    pub kind: usize,
+    pub centre: [f32; 3],
+    /// Extent as a fraction of the domain.
+    pub extent: f32,
+    /// The axis a line runs along, or a plane faces.
+    pub axis: usize,
+    pub count: u32,
+}
+
+impl Default for RakeControls {
+    fn default() -> Self {
+        RakeControls {
+            kind: 0,
+            centre: [0.1, 0.5, 0.5],
+            extent: 0.6,
+            axis: 0,
+            count: 12,
+        }
+    }
+}
+
+impl RakeControls {
+    /// The rake in cells of a `size` grid.
+    pub fn rake(&self, size: [usize; 3]) -> Rake {
+        let s = Vec3::new(size[0] as f32, size[1] as f32, size[2] as f32) - Vec3::ONE;
+        let c = Vec3::from(self.centre) * s;
+        let (u, v) = ((self.axis + 1) % 3, (self.axis + 2) % 3);
+        let (mut a, mut b) = (Vec3::ZERO, Vec3::ZERO);
+        a[u] = self.extent * s[u];
+        b[v] = self.extent * s[v];
+        let n = self.count.max(1);
+        match self.kind {
+            1 => {
+                let mut d = Vec3::ZERO;
+                d[self.axis] = self.extent * s[self.axis];
+                Rake::Line {
+                    from: c - d * 0.5,
+                    to: c + d * 0.5,
+                    count: n,
+                }
+            }
+            2 => Rake::Plane {
+                corner: c - (a + b) * 0.5,
+                a,
+                b,
+                counts: [n, n],
+            },
+            3 => Rake::Box {
+                lo: c - s * self.extent * 0.5,
+                hi: c + s * self.extent * 0.5,
+                count: n * n,
+                seed: 1,
+            },
+            _ => Rake::Preset,
+        }
+    }
 }
 
 /// UI-side state that persists between frames (not simulation state).
@@ -32,6 +96,7 @@ pub struct PanelState {
     /// Probe point (cell coordinates) and its velocity history (step, ux, uy, uz).
     pub probe: [f32; 3],
     pub probe_history: Vec<[f64; 4]>,
+    pub rake: RakeControls,
 }
 
 pub const PLOTS: [PlotType; 8] = [
@@ -124,9 +189,14 @@ pub fn panel(
         settings.iso_frac = frac;
         settings.iso = None;
     }
+    let v = &view.view;
+    let shown = match settings.mode {
+        SurfaceMode::Spheres => format!("{} spheres", v.spheres),
+        _ => format!("{} triangles", v.triangles),
+    };
     ui.label(format!(
-        "isovalue {:.4e} in [{:.3e}, {:.3e}], {} triangles",
-        view.isovalue, view.range.0, view.range.1, view.triangles
+        "isovalue {:.4e} in [{:.3e}, {:.3e}], {shown}",
+        v.isovalue, v.range.0, v.range.1
     ));
     colouring(ui, view, settings);
     ui.horizontal(|ui| {
@@ -141,6 +211,7 @@ pub fn panel(
                 .filter(|v| v.is_finite());
         }
     });
+    display(ui, view, settings, state, status.size);
     ui.separator();
     ui.label("scenario");
     for path in scenarios {
@@ -213,9 +284,119 @@ fn colouring(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
                 ui.selectable_value(&mut settings.colour_map, m, m.name());
             }
         });
-    if let Some((lo, hi)) = view.colour_range {
+    if let Some((lo, hi)) = view.view.colour_range {
         colour_bar(ui, settings.colour_map, lo, hi);
     }
+}
+
+/// Surface mode, streamlines, stereo and antialiasing.
+fn display(
+    ui: &mut egui::Ui,
+    view: &ViewInfo,
+    settings: &mut ViewSettings,
+    state: &mut PanelState,
+    size: [usize; 3],
+) {
+    ui.horizontal(|ui| {
+        ui.label("surface");
+        for (m, name) in [
+            (SurfaceMode::Mesh, "mesh"),
+            (SurfaceMode::Spheres, "spheres"),
+            (SurfaceMode::None, "none"),
+        ] {
+            ui.selectable_value(&mut settings.mode, m, name);
+        }
+    });
+    if settings.mode == SurfaceMode::Spheres {
+        ui.add(egui::Slider::new(&mut settings.sphere_radius, 0.1..=3.0).text("sphere radius"));
+    }
+    let mut on = settings.streamlines.is_some();
+    ui.checkbox(&mut on, "streamlines (L)");
+    match (on, settings.streamlines.as_mut()) {
+        (false, _) => settings.streamlines = None,
+        (true, None) => settings.streamlines = Some(StreamlineSettings::default()),
+        (true, Some(s)) => {
+            let r = &mut state.rake;
+            ui.horizontal(|ui| {
+                ui.label("rake");
+                for (k, name) in ["preset", "line", "plane", "box"].iter().enumerate() {
+                    ui.selectable_value(&mut r.kind, k, *name);
+                }
+            });
+            if r.kind > 0 {
+                ui.horizontal(|ui| {
+                    ui.label("centre");
+                    for (k, axis) in ["x", "y", "z"].iter().enumerate() {
+                        ui.add(
+                            egui::DragValue::new(&mut r.centre[k])
+                                .range(0.0..=1.0)
+                                .speed(0.005)
+                                .prefix(*axis),
+                        );
+                    }
+                });
+                ui.horizontal(|ui| {
+                    ui.label("axis");
+                    for (k, axis) in ["x", "y", "z"].iter().enumerate() {
+                        ui.selectable_value(&mut r.axis, k, *axis);
+                    }
+                });
+                ui.add(egui::Slider::new(&mut r.extent, 0.02..=1.0).text("extent"));
+                ui.add(egui::Slider::new(&mut r.count, 1..=64).text("seeds per side"));
+            }
+            s.rake = r.rake(size);
+            ui.add(
+                egui::Slider::new(&mut s.steps, 10..=5000)
+                    .logarithmic(true)
+                    .text("steps"),
+            );
+            ui.add(egui::Slider::new(&mut s.step_cells, 0.05..=2.0).text("step (cells)"));
+            ui.add(egui::Slider::new(&mut s.radius, 0.05..=2.0).text("radius"));
+            ui.horizontal(|ui| {
+                ui.selectable_value(&mut s.style, LineStyle::Tubes, "tubes");
+                ui.selectable_value(&mut s.style, LineStyle::Spheres, "spheres");
+            });
+            let (lo, hi) = view.view.speed_range;
+            ui.label(format!(
+                "{} lines, coloured by speed",
+                view.view.streamlines
+            ));
+            let map = match settings.colour_map {
+                ColourMap::Plain => ColourMap::Viridis,
+                m => m,
+            };
+            colour_bar(ui, map, lo, hi);
+        }
+    }
+    let mut stereo = settings.stereo.is_some();
+    ui.checkbox(&mut stereo, "red/cyan anaglyph (A)");
+    match (stereo, settings.stereo.as_mut()) {
+        (false, _) => settings.stereo = None,
+        (true, None) => {
+            settings.stereo = Some(Stereo::default());
+            settings.grey_background = true;
+        }
+        (true, Some(s)) => {
+            ui.horizontal(|ui| {
+                for a in [Anaglyph::Dubois, Anaglyph::RedCyan] {
+                    ui.selectable_value(&mut s.anaglyph, a, a.name());
+                }
+            });
+            ui.add(
+                egui::Slider::new(&mut s.separation, 0.0..=3.0)
+                    .text("eye separation (× distance/30)"),
+            );
+            ui.add(
+                egui::Slider::new(&mut s.zero_parallax, 0.3..=2.0)
+                    .text("zero-parallax distance (× to centre)"),
+            );
+        }
+    }
+    ui.checkbox(&mut settings.grey_background, "grey background");
+    ui.horizontal(|ui| {
+        ui.add(egui::Slider::new(&mut settings.aa_samples, 1..=64).text("antialiasing samples"));
+        ui.label(format!("{}", view.view.samples));
+    });
 }
 
 /// A horizontal bar of the map with its end values.
@@ -299,7 +480,8 @@ fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) {
         });
 }
 
-/// Keyboard shortcuts: space run/pause, s step, r reset, 1–8 plot types.
+/// Keyboard shortcuts: space run/pause, s step, r reset, 1–8 plot types, m
+/// surface mode, l streamlines, a anaglyph.
 pub fn shortcuts(
     ctx: &egui::Context,
     status: &Status,
@@ -333,6 +515,26 @@ pub fn shortcuts(
             egui::Key::Num7,
             egui::Key::Num8,
         ];
+        if i.key_pressed(egui::Key::M) {
+            settings.mode = match settings.mode {
+                SurfaceMode::Mesh => SurfaceMode::Spheres,
+                SurfaceMode::Spheres => SurfaceMode::None,
+                SurfaceMode::None => SurfaceMode::Mesh,
+            };
+        }
+        if i.key_pressed(egui::Key::L) {
+            settings.streamlines = match settings.streamlines {
+                Some(_) => None,
+                None => Some(StreamlineSettings::default()),
+            };
+        }
+        if i.key_pressed(egui::Key::A) {
+            settings.stereo = match settings.stereo {
+                Some(_) => None,
+                None => Some(Stereo::default()),
+            };
+            settings.grey_background = settings.stereo.is_some();
+        }
         for (k, p) in keys.iter().zip(PLOTS) {
             if i.key_pressed(*k) {
                 settings.plot = p;
@@ -342,4 +544,4 @@ pub fn shortcuts(
     commands
 }
 
-pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–8    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q)\nDrag   orbit   ·   Scroll  zoom";
+pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–8    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q)\nM      surface: mesh, spheres, none\nL      streamlines on / off\nA      red/cyan anaglyph on / off\nDrag   orbit   ·   Scroll  zoom";

@@ -14,5 +14,6 @@ mod render;
 mod scenarios;
 mod slabs;
 mod validation;
+mod visual;
 mod vti;
 mod window;

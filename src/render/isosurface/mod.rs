@@ -1,7 +1,9 @@
-//! Isosurfaces by marching tetrahedra on the GPU (`shaders/isosurface/extract.wgsl`):
-//! triangles appended to a storage buffer with a bump counter, an overflow flag
-//! that makes the CPU grow the buffer, and indirect draw arguments, so geometry
-//! never comes back to the CPU. `cpu` is the test twin.
+//! Isosurfaces on the GPU, as triangles by marching tetrahedra
+//! (`shaders/isosurface/extract.wgsl`) or as one sphere impostor per
+//! straddling cell (`shaders/impostor/append.wgsl`): appended to a storage
+//! buffer with a bump counter, an overflow flag that makes the CPU grow the
+//! buffer, and indirect draw arguments, so geometry never comes back to the
+//! CPU. `cpu` is the triangles' test twin.
 
 pub mod cpu;
 pub mod tables;
@@ -16,21 +18,57 @@ pub struct Extractor {
     layout: wgpu::BindGroupLayout,
     extract: wgpu::ComputePipeline,
     args: wgpu::ComputePipeline,
-    pub vertices: wgpu::Buffer,
-    /// [vertex count, overflow flag].
+    /// Triangle vertices ([`Vertex`]) or spheres (vec4: centre, colour value).
+    pub output: wgpu::Buffer,
+    /// [element count, overflow flag].
     pub counter: wgpu::Buffer,
-    /// Indirect draw arguments (vertex count, 1, 0, 0).
+    /// Indirect draw arguments: (vertex count, 1, 0, 0) for triangles,
+    /// (6, sphere count, 0, 0) for spheres.
     pub draw_args: wgpu::Buffer,
     params: wgpu::Buffer,
+    /// Elements the output holds.
     pub capacity: u32,
+    element: Element,
     /// Corner range [lo, hi] of the cubes extracted (default: everything).
     pub clip: ([u32; 3], [u32; 3]),
 }
 
-const VERTEX_SIZE: u64 = std::mem::size_of::<Vertex>() as u64;
+/// What an extractor emits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Element {
+    Vertex,
+    Sphere,
+}
+
+impl Element {
+    fn bytes(self) -> u64 {
+        match self {
+            Element::Vertex => std::mem::size_of::<Vertex>() as u64,
+            Element::Sphere => 16,
+        }
+    }
+
+    /// Elements come in groups of this many (a triangle's vertices).
+    fn group(self) -> u32 {
+        match self {
+            Element::Vertex => 3,
+            Element::Sphere => 1,
+        }
+    }
+}
 
 impl Extractor {
+    /// Marching tetrahedra, room for `capacity` vertices to begin with.
     pub fn new(gpu: &Gpu, capacity: u32) -> Extractor {
+        Extractor::with(gpu, capacity, Element::Vertex, "isosurface/extract.wgsl")
+    }
+
+    /// Sphere impostors, room for `capacity` spheres to begin with.
+    pub fn spheres(gpu: &Gpu, capacity: u32) -> Extractor {
+        Extractor::with(gpu, capacity, Element::Sphere, "impostor/append.wgsl")
+    }
+
+    fn with(gpu: &Gpu, capacity: u32, element: Element, shader: &str) -> Extractor {
         let c = wgpu::ShaderStages::COMPUTE;
         // Same order as the @group(0) block of extract.wgsl.
         let layout = gpu
@@ -64,8 +102,8 @@ impl Extractor {
                     },
                 ],
             });
-        let extract = compute_pipeline(gpu, &layout, "isosurface/extract.wgsl", "main");
-        let args = compute_pipeline(gpu, &layout, "isosurface/extract.wgsl", "args");
+        let extract = compute_pipeline(gpu, &layout, shader, "main");
+        let args = compute_pipeline(gpu, &layout, shader, "args");
         let buffer = |label, size, usage| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -75,12 +113,12 @@ impl Extractor {
             })
         };
         use wgpu::BufferUsages as U;
-        let (vertices, capacity) = Self::vertex_buffer(gpu, capacity);
+        let (output, capacity) = Self::output_buffer(gpu, element, capacity);
         Extractor {
             layout,
             extract,
             args,
-            vertices,
+            output,
             counter: buffer("iso counter", 8, U::STORAGE | U::COPY_DST | U::COPY_SRC),
             draw_args: buffer("iso draw args", 16, U::STORAGE | U::INDIRECT | U::COPY_SRC),
             params: buffer(
@@ -89,6 +127,7 @@ impl Extractor {
                 U::UNIFORM | U::COPY_DST,
             ),
             capacity,
+            element,
             clip: ([0; 3], [u32::MAX; 3]),
         }
     }
@@ -100,13 +139,14 @@ impl Extractor {
         self.clip = (lo, hi);
     }
 
-    fn vertex_buffer(gpu: &Gpu, capacity: u32) -> (wgpu::Buffer, u32) {
-        let max = (gpu.device.limits().max_storage_buffer_binding_size / VERTEX_SIZE)
+    fn output_buffer(gpu: &Gpu, element: Element, capacity: u32) -> (wgpu::Buffer, u32) {
+        let max = (gpu.device.limits().max_storage_buffer_binding_size / element.bytes())
             .min(u32::MAX as u64) as u32;
-        let capacity = capacity.clamp(3, max) / 3 * 3;
+        let g = element.group();
+        let capacity = capacity.clamp(g, max) / g * g;
         let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("iso vertices"),
-            size: capacity as u64 * VERTEX_SIZE,
+            label: Some("iso output"),
+            size: capacity as u64 * element.bytes(),
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
@@ -145,7 +185,7 @@ impl Extractor {
                 },
                 wgpu::BindGroupEntry {
                     binding: 1,
-                    resource: self.vertices.as_entire_binding(),
+                    resource: self.output.as_entire_binding(),
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
@@ -175,7 +215,8 @@ impl Extractor {
     }
 
     /// Extracts, and if the buffer overflowed grows it to fit and extracts again.
-    /// Returns the vertex count (a read-back of 8 bytes, not of the geometry).
+    /// Returns the vertex (or sphere) count: a read-back of 8 bytes, not of
+    /// the geometry.
     pub fn extract(&mut self, gpu: &Gpu, scalar: &Volume, iso: f32) -> Result<u32, GpuError> {
         self.extract_coloured(gpu, scalar, scalar, iso)
     }
@@ -198,24 +239,38 @@ impl Extractor {
                 return Ok(c[0]);
             }
             let want = (c[0] as u64 * 5 / 4).min(u32::MAX as u64) as u32;
-            let (buffer, capacity) = Self::vertex_buffer(gpu, want);
+            let (buffer, capacity) = Self::output_buffer(gpu, self.element, want);
             if capacity <= self.capacity {
+                let what = match self.element {
+                    Element::Vertex => "vertices",
+                    Element::Sphere => "spheres",
+                };
                 return Err(GpuError::Device(format!(
-                    "the isosurface needs {} vertices, more than one buffer may hold ({}); choose another isovalue",
+                    "the isosurface needs {} {what}, more than one buffer may hold ({}); choose another isovalue",
                     c[0], self.capacity
                 )));
             }
-            self.vertices = buffer;
+            self.output = buffer;
             self.capacity = capacity;
         }
     }
 
     /// The extracted vertices (tests; rendering draws them in place).
     pub fn read_vertices(&self, gpu: &Gpu, count: u32) -> Result<Vec<Vertex>, GpuError> {
+        assert_eq!(self.element, Element::Vertex, "a sphere extractor");
+        Ok(bytemuck::cast_slice(&self.read(gpu, count)?).to_vec())
+    }
+
+    /// The extracted spheres: centre and colour value (tests).
+    pub fn read_spheres(&self, gpu: &Gpu, count: u32) -> Result<Vec<[f32; 4]>, GpuError> {
+        assert_eq!(self.element, Element::Sphere, "a triangle extractor");
+        Ok(bytemuck::cast_slice(&self.read(gpu, count)?).to_vec())
+    }
+
+    fn read(&self, gpu: &Gpu, count: u32) -> Result<Vec<u8>, GpuError> {
         if count == 0 {
             return Ok(Vec::new());
         }
-        let bytes = gpu.read_buffer(&self.vertices, count as u64 * VERTEX_SIZE)?;
-        Ok(bytemuck::cast_slice(&bytes).to_vec())
+        gpu.read_buffer(&self.output, count as u64 * self.element.bytes())
     }
 }

@@ -1,0 +1,561 @@
+//! The 3D view, without a window: field volumes, the derived scalar, the
+//! isosurface (mesh or sphere impostors), obstacles, streamlines and the
+//! bounding box, rendered mono or as an anaglyph with accumulation
+//! antialiasing into a picture texture. The window shows that texture; the
+//! `render` command and screenshots read it back. Long-lived pipelines; per
+//! frame only uploads (when a new field frame arrived), re-extraction (when
+//! it or a setting it depends on changed) and one more sample.
+
+use glam::Vec2;
+
+use super::colour::ColourMap;
+use super::derive::PlotType;
+use super::gpu::{Gpu, GpuError};
+use super::isosurface::Extractor;
+use super::lines::{box_lines, Lines};
+use super::passes::{DerivePass, MinMax};
+use super::present::{jitter, Compose, Presenter};
+use super::scene::{Camera, Draw, DrawPipeline, Shading, Side, Stereo};
+use super::streamlines::{LineStyle, Rake, StreamlineSettings, Tracer, STAGNATION};
+use super::volume::Volume;
+use crate::solver::{Fields, Grid};
+
+/// How the isosurface is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SurfaceMode {
+    /// Triangles by marching tetrahedra.
+    #[default]
+    Mesh,
+    /// One sphere impostor per cell the surface passes through (fast).
+    Spheres,
+    /// No isosurface (streamlines and obstacles only).
+    None,
+}
+
+/// What the user chose to see.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ViewSettings {
+    pub plot: PlotType,
+    /// Isovalue as a fraction of the current range, unless `iso` is set.
+    pub iso_frac: f32,
+    pub iso: Option<f32>,
+    /// Colour the surface by a second field, with this map.
+    pub colour_by: Option<PlotType>,
+    pub colour_map: ColourMap,
+    pub mode: SurfaceMode,
+    /// Sphere impostor radius in cells.
+    pub sphere_radius: f32,
+    pub streamlines: Option<StreamlineSettings>,
+    pub stereo: Option<Stereo>,
+    /// Mid-grey background (less ghosting through anaglyph glasses).
+    pub grey_background: bool,
+    /// Renderings averaged per picture (1: no antialiasing).
+    pub aa_samples: u32,
+}
+
+impl Default for ViewSettings {
+    fn default() -> Self {
+        ViewSettings {
+            plot: PlotType::Speed,
+            iso_frac: 0.5,
+            iso: None,
+            colour_by: None,
+            colour_map: ColourMap::Viridis,
+            mode: SurfaceMode::Mesh,
+            sphere_radius: 0.6,
+            streamlines: None,
+            stereo: None,
+            grey_background: false,
+            aa_samples: 16,
+        }
+    }
+}
+
+impl ViewSettings {
+    /// The settings that decide the geometry (not how it is looked at).
+    fn geometry(&self) -> ViewSettings {
+        ViewSettings {
+            sphere_radius: 0.0,
+            stereo: None,
+            grey_background: false,
+            aa_samples: 0,
+            streamlines: self.streamlines.map(|s| StreamlineSettings {
+                radius: 0.0,
+                style: LineStyle::Tubes,
+                ..s
+            }),
+            ..*self
+        }
+    }
+}
+
+/// What the view has computed, for display.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ViewerInfo {
+    /// Range of the plotted scalar (GPU min/max).
+    pub range: (f32, f32),
+    /// Range of the field colouring the surface, when one does.
+    pub colour_range: Option<(f32, f32)>,
+    pub isovalue: f32,
+    pub triangles: u32,
+    pub spheres: u32,
+    /// Streamlines traced, and the speed range that colours them.
+    pub streamlines: u32,
+    pub speed_range: (f32, f32),
+    /// Renderings in the current picture.
+    pub samples: u32,
+}
+
+struct Volumes {
+    size: [u32; 3],
+    fields: Volume,
+    scalar: Volume,
+    colour: Volume,
+    speed: Volume,
+    /// Obstacles (drawn as their own surface).
+    solid: Volume,
+    /// Every solid cell (where streamlines stop).
+    blocked: Volume,
+}
+
+#[derive(Default)]
+struct Draws {
+    obstacles: Option<Draw>,
+    surface: Option<Draw>,
+    spheres: Option<Draw>,
+    tubes: Option<Draw>,
+    chain: Option<Draw>,
+}
+
+pub struct Viewer {
+    derive: DerivePass,
+    minmax: MinMax,
+    surface: Extractor,
+    spheres: Extractor,
+    obstacles: Extractor,
+    tracer: Tracer,
+    mesh: DrawPipeline,
+    impostors: DrawPipeline,
+    tubes: DrawPipeline,
+    lines: Lines,
+    presenter: Presenter,
+    volumes: Option<Volumes>,
+    draws: Draws,
+    pub camera: Camera,
+    pub info: ViewerInfo,
+    /// Counts uploads: a new field frame means new geometry.
+    frame: u64,
+    geometry: u64,
+    preset: Rake,
+    computed: Option<(u64, ViewSettings)>,
+    accumulating: Option<(u64, ViewSettings, Camera, [u32; 2])>,
+    /// Counts pictures replaced by a resize (the window re-registers its
+    /// texture when this changes).
+    pub picture_generation: u64,
+}
+
+const OBSTACLE_COLOUR: [f32; 3] = [0.6, 0.62, 0.68];
+const SURFACE_COLOUR: [f32; 3] = [0.95, 0.55, 0.2];
+const BACKGROUND: [f64; 3] = [0.12, 0.13, 0.15];
+const GREY: [f64; 3] = [0.5, 0.5, 0.5];
+
+impl Viewer {
+    pub fn new(gpu: &Gpu) -> Viewer {
+        Viewer {
+            derive: DerivePass::new(gpu),
+            minmax: MinMax::new(gpu),
+            surface: Extractor::new(gpu, 1 << 20),
+            spheres: Extractor::spheres(gpu, 1 << 18),
+            obstacles: Extractor::new(gpu, 1 << 18),
+            tracer: Tracer::new(gpu),
+            mesh: DrawPipeline::mesh(gpu),
+            impostors: DrawPipeline::spheres(gpu),
+            tubes: DrawPipeline::tubes(gpu),
+            lines: Lines::new(gpu),
+            presenter: Presenter::new(gpu),
+            volumes: None,
+            draws: Draws::default(),
+            camera: Camera::framing([64, 64, 64]),
+            info: ViewerInfo::default(),
+            frame: 0,
+            geometry: u64::MAX,
+            preset: Rake::Preset,
+            computed: None,
+            accumulating: None,
+            picture_generation: 0,
+        }
+    }
+
+    /// Takes a field frame (and the cell flags, which change with `geometry`;
+    /// empty flags: no solids). A new grid size reframes the camera.
+    pub fn upload(
+        &mut self,
+        gpu: &Gpu,
+        fields: &Fields,
+        cell_flags: &[u8],
+        geometry: u64,
+    ) -> Result<(), GpuError> {
+        let size = fields.size.map(|n| n as u32);
+        if self.volumes.as_ref().map(|v| v.size) != Some(size) {
+            self.volumes = Some(Volumes {
+                size,
+                fields: Volume::fields(gpu, size),
+                scalar: Volume::scalar(gpu, size),
+                colour: Volume::scalar(gpu, size),
+                speed: Volume::scalar(gpu, size),
+                solid: Volume::scalar(gpu, size),
+                blocked: Volume::scalar(gpu, size),
+            });
+            self.camera = Camera::framing(size);
+            self.geometry = u64::MAX;
+        }
+        let v = self.volumes.as_ref().expect("just made");
+        v.fields.write_fields(gpu, fields);
+        if self.geometry != geometry {
+            let none;
+            let cell_flags = if cell_flags.is_empty() {
+                none = vec![0u8; fields.rho.len()];
+                &none
+            } else {
+                cell_flags
+            };
+            v.solid.write_solid(gpu, cell_flags);
+            v.blocked.write_blocked(gpu, cell_flags);
+            self.obstacles.extract(gpu, &v.solid, 0.5)?;
+            let grid = Grid {
+                size: fields.size,
+                periodic: [0, 1, 2].map(|a| periodic_axis(cell_flags, fields.size, a)),
+            };
+            self.surface.clip_to_interior(&grid);
+            self.spheres.clip_to_interior(&grid);
+            self.preset = Rake::preset(cell_flags, fields.size);
+            self.geometry = geometry;
+        }
+        self.frame += 1;
+        Ok(())
+    }
+
+    /// The rake `settings` trace from (the preset resolved).
+    pub fn rake(&self, settings: &StreamlineSettings) -> Rake {
+        match settings.rake {
+            Rake::Preset => self.preset,
+            r => r,
+        }
+    }
+
+    fn derive_range(
+        &self,
+        gpu: &Gpu,
+        plot: PlotType,
+        out: &Volume,
+    ) -> Result<(f32, f32), GpuError> {
+        let v = self.volumes.as_ref().expect("uploaded");
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        self.derive.run(gpu, &mut encoder, &v.fields, out, plot);
+        gpu.queue.submit([encoder.finish()]);
+        self.minmax.compute(gpu, out)
+    }
+
+    /// Recomputes what `settings` show if the frame or they changed: the
+    /// scalar and its range, the isosurface, the streamlines.
+    pub fn update(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
+        let Some(v) = self.volumes.as_ref() else {
+            return Ok(());
+        };
+        let key = (self.frame, settings.geometry());
+        if self.computed == Some(key) {
+            return Ok(());
+        }
+        let range = self.derive_range(gpu, settings.plot, &v.scalar)?;
+        let isovalue = settings
+            .iso
+            .unwrap_or(range.0 + settings.iso_frac * (range.1 - range.0));
+        let colour_range = match settings.colour_by {
+            Some(plot) if settings.colour_map != ColourMap::Plain => {
+                Some(self.derive_range(gpu, plot, &v.colour)?)
+            }
+            _ => None,
+        };
+        let colour = if colour_range.is_some() {
+            &v.colour
+        } else {
+            &v.scalar
+        };
+        let (mut triangles, mut spheres) = (0, 0);
+        match settings.mode {
+            SurfaceMode::Mesh => {
+                triangles = self
+                    .surface
+                    .extract_coloured(gpu, &v.scalar, colour, isovalue)?
+                    / 3
+            }
+            SurfaceMode::Spheres => {
+                spheres = self
+                    .spheres
+                    .extract_coloured(gpu, &v.scalar, colour, isovalue)?
+            }
+            SurfaceMode::None => {}
+        }
+        let mut outline = box_lines(v.size);
+        let (mut lines, mut speed_range) = (0, (0.0, 0.0));
+        if let Some(s) = &settings.streamlines {
+            speed_range = self.derive_range(gpu, PlotType::Speed, &v.speed)?;
+            let rake = self.rake(s);
+            outline.extend(rake.outline());
+            let seeds = if speed_range.1 > 0.0 {
+                rake.seeds()
+            } else {
+                Vec::new()
+            };
+            self.tracer.set_seeds(gpu, &seeds, s.steps)?;
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            self.tracer.trace(
+                gpu,
+                &mut encoder,
+                &v.fields,
+                &v.blocked,
+                s.step_cells / speed_range.1.max(f32::MIN_POSITIVE),
+                STAGNATION * speed_range.1,
+            );
+            gpu.queue.submit([encoder.finish()]);
+            lines = self.tracer.lines;
+        }
+        self.lines.set(gpu, &outline);
+        self.info = ViewerInfo {
+            range,
+            colour_range,
+            isovalue,
+            triangles,
+            spheres,
+            streamlines: lines,
+            speed_range,
+            samples: self.info.samples,
+        };
+        self.computed = Some(key);
+        Ok(())
+    }
+
+    /// Brings the picture one rendering (per eye) closer to `settings`'
+    /// sample count at `size` pixels, starting over when anything changed.
+    /// Returns whether more renderings are wanted.
+    pub fn render(
+        &mut self,
+        gpu: &Gpu,
+        settings: &ViewSettings,
+        size: [u32; 2],
+    ) -> Result<bool, GpuError> {
+        if self.volumes.is_none() {
+            return Ok(false);
+        }
+        self.update(gpu, settings)?;
+        let size = size.map(|n| n.clamp(16, 8192));
+        if self.presenter.resize(gpu, size) {
+            self.picture_generation += 1;
+            self.accumulating = None;
+        }
+        let key = (self.frame, *settings, self.camera, size);
+        if self.accumulating != Some(key) {
+            self.accumulating = Some(key);
+            self.info.samples = 0;
+        }
+        let wanted = settings.aa_samples.max(1);
+        let k = self.info.samples;
+        if k >= wanted {
+            return Ok(false);
+        }
+        let offset = if wanted > 1 { jitter(k) } else { Vec2::ZERO };
+        let ndc = Vec2::new(
+            2.0 * offset.x / size[0] as f32,
+            2.0 * offset.y / size[1] as f32,
+        );
+        let aspect = size[0] as f32 / size[1] as f32;
+        let sides: &[Option<Side>] = match settings.stereo {
+            Some(_) => &[Some(Side::Left), Some(Side::Right)],
+            None => &[None],
+        };
+        for (i, side) in sides.iter().enumerate() {
+            let stereo = settings.stereo.zip(*side);
+            let eye = self.camera.eye_view(aspect, stereo, ndc);
+            self.prepare_draws(gpu, settings, &eye);
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            self.draw_scene(gpu, &mut encoder, settings, &eye);
+            self.presenter.accumulate(gpu, &mut encoder, i, k);
+            gpu.queue.submit([encoder.finish()]);
+        }
+        self.info.samples = k + 1;
+        let mode = match settings.stereo {
+            Some(s) => Compose::Anaglyph(s.anaglyph),
+            None => Compose::Mono,
+        };
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        self.presenter
+            .compose(gpu, &mut encoder, mode, self.info.samples);
+        gpu.queue.submit([encoder.finish()]);
+        Ok(self.info.samples < wanted)
+    }
+
+    /// Renders until the picture holds all its samples.
+    pub fn render_all(
+        &mut self,
+        gpu: &Gpu,
+        settings: &ViewSettings,
+        size: [u32; 2],
+    ) -> Result<(), GpuError> {
+        while self.render(gpu, settings, size)? {}
+        Ok(())
+    }
+
+    /// Writes each drawable's camera uniform for `eye` (before the submission
+    /// that draws it).
+    fn prepare_draws(&mut self, gpu: &Gpu, settings: &ViewSettings, eye: &super::scene::Eye) {
+        let obstacle = Shading::plain(OBSTACLE_COLOUR).uniform(eye, [0.0; 4]);
+        self.mesh.prepare(
+            gpu,
+            &mut self.draws.obstacles,
+            &self.obstacles.output,
+            &obstacle,
+        );
+        let surface = Shading {
+            colour: SURFACE_COLOUR,
+            map: self
+                .info
+                .colour_range
+                .map(|(lo, hi)| (settings.colour_map, lo, hi)),
+        };
+        match settings.mode {
+            SurfaceMode::Mesh => {
+                let u = surface.uniform(eye, [0.0; 4]);
+                self.mesh
+                    .prepare(gpu, &mut self.draws.surface, &self.surface.output, &u);
+            }
+            SurfaceMode::Spheres => {
+                let u = surface.uniform(eye, [settings.sphere_radius, 0.0, 0.0, 0.0]);
+                self.impostors
+                    .prepare(gpu, &mut self.draws.spheres, &self.spheres.output, &u);
+            }
+            SurfaceMode::None => {}
+        }
+        if let (Some(s), Some(points)) = (&settings.streamlines, &self.tracer.points) {
+            let (lo, hi) = self.info.speed_range;
+            let map = match settings.colour_map {
+                ColourMap::Plain => ColourMap::Viridis,
+                m => m,
+            };
+            let shading = Shading {
+                colour: SURFACE_COLOUR,
+                map: Some((map, lo, hi)),
+            };
+            let extra = [s.radius, self.tracer.points_per_line() as f32, 0.0, 0.0];
+            let u = shading.uniform(eye, extra);
+            match s.style {
+                LineStyle::Tubes => self.tubes.prepare(gpu, &mut self.draws.tubes, points, &u),
+                LineStyle::Spheres => {
+                    self.impostors
+                        .prepare(gpu, &mut self.draws.chain, points, &u)
+                }
+            };
+        }
+    }
+
+    fn draw_scene(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        settings: &ViewSettings,
+        eye: &super::scene::Eye,
+    ) {
+        let frames = self.presenter.frames.as_ref().expect("resized");
+        let background = if settings.grey_background {
+            GREY
+        } else {
+            BACKGROUND
+        };
+        let mut pass = frames.scratch.begin(encoder, background);
+        self.lines.draw(gpu, &mut pass, eye);
+        if let Some(d) = &self.draws.obstacles {
+            self.mesh
+                .draw_indirect(&mut pass, d, &self.obstacles.draw_args);
+        }
+        match (settings.mode, &self.draws.surface, &self.draws.spheres) {
+            (SurfaceMode::Mesh, Some(d), _) => {
+                self.mesh
+                    .draw_indirect(&mut pass, d, &self.surface.draw_args)
+            }
+            (SurfaceMode::Spheres, _, Some(d)) => {
+                self.impostors
+                    .draw_indirect(&mut pass, d, &self.spheres.draw_args)
+            }
+            _ => {}
+        }
+        if let Some(s) = &settings.streamlines {
+            let (lines, per) = (self.tracer.lines, self.tracer.points_per_line());
+            match (s.style, &self.draws.tubes, &self.draws.chain) {
+                (LineStyle::Tubes, Some(d), _) => {
+                    self.tubes.draw(&mut pass, d, 6, lines * (per - 1))
+                }
+                (LineStyle::Spheres, _, Some(d)) => {
+                    self.impostors.draw(&mut pass, d, 6, lines * per)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The picture (rgba8), once something was rendered.
+    pub fn picture(&self) -> Option<&wgpu::TextureView> {
+        self.presenter.frames.as_ref().map(|f| &f.picture_view)
+    }
+
+    /// The picture's pixels (RGBA8, rows top to bottom) and size.
+    pub fn read_rgba(&self, gpu: &Gpu) -> Result<(Vec<u8>, [u32; 2]), GpuError> {
+        let f = self
+            .presenter
+            .frames
+            .as_ref()
+            .ok_or_else(|| GpuError::Device("nothing rendered yet".into()))?;
+        Ok((self.presenter.read_rgba(gpu)?, f.size))
+    }
+
+    /// Saves the picture as a PNG.
+    pub fn screenshot(&self, gpu: &Gpu, path: &std::path::Path) -> Result<(), String> {
+        let (pixels, size) = self.read_rgba(gpu).map_err(|e| e.to_string())?;
+        super::scene::save_png(path, size, &pixels)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The streamline tracer (tests and benchmarks read its lines).
+    pub fn tracer(&self) -> &Tracer {
+        &self.tracer
+    }
+}
+
+/// Whether an axis wraps, from the flags: no boundary cells on its faces.
+fn periodic_axis(flags: &[u8], size: [usize; 3], axis: usize) -> bool {
+    use crate::solver::flags::{self as f, CellType};
+    let [nx, ny, nz] = size;
+    let at = |x: usize, y: usize, z: usize| flags[x + nx * (y + ny * z)];
+    let n = size[axis];
+    let (b, c) = match axis {
+        0 => (ny, nz),
+        1 => (nx, nz),
+        _ => (nx, ny),
+    };
+    for i in 0..b {
+        for j in 0..c {
+            let p = |k: usize| match axis {
+                0 => at(k, i, j),
+                1 => at(i, k, j),
+                _ => at(i, j, k),
+            };
+            for k in [0, n - 1] {
+                let fl = p(k);
+                if CellType::of(fl) != CellType::Fluid
+                    && !(CellType::of(fl) == CellType::Wall && f::tag(fl) > 0)
+                {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
