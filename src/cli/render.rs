@@ -46,7 +46,7 @@ pub struct RenderArgs {
     #[arg(long, value_enum, default_value = "mesh")]
     pub mode: SurfaceMode,
     /// Sphere impostor radius in cells (--mode spheres).
-    #[arg(long, default_value_t = 0.6)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.6)]
     pub sphere_radius: f32,
     /// Colour the surface by a second field (default: one colour).
     #[arg(long, value_enum)]
@@ -77,7 +77,7 @@ pub struct RenderArgs {
     #[arg(long, value_enum, default_value = "dubois")]
     pub anaglyph: Anaglyph,
     /// Eye separation as a multiple of zero-parallax distance / 30.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0)]
     pub eye_separation: f32,
     /// Zero-parallax distance as a fraction of the distance to the domain's
     /// centre.

@@ -288,3 +288,50 @@ fn render_coloured_by_a_second_field_spans_the_colour_map() {
         stderr(&bad)
     );
 }
+
+#[test]
+fn render_spheres_streamlines_and_anaglyph_from_the_command_line() {
+    let (o, buf) = render_cylinder(&[
+        "--mode",
+        "spheres",
+        "--streamlines",
+        "--stereo",
+        "anaglyph",
+        "--aa",
+        "4",
+    ]);
+    let err = stderr(&o);
+    assert!(
+        err.contains("surface spheres") && err.contains("4 samples, anaglyph"),
+        "{err}"
+    );
+    // The preset rake: 16 × 12 seeds behind the inlet, all in the flow.
+    assert!(err.contains("192 streamlines"), "{err}");
+    assert!(!err.contains("gave no line"), "{err}");
+    let pixels: Vec<&[u8]> = buf.chunks_exact(4).collect();
+    // Grey background by default in stereo (Dubois keeps grey grey).
+    assert!(
+        pixels[0][..3].iter().all(|&c| (126..=130).contains(&c)),
+        "{:?}",
+        pixels[0]
+    );
+    let drawn = pixels.iter().filter(|p| p[..3] != pixels[0][..3]).count();
+    assert!(drawn > 3000, "{drawn} pixels drawn");
+
+    // A rake that misses the domain says so; bad values are refused up front.
+    let (o, _) = render_cylinder(&["--mode", "none", "--streamlines", "line:-5,1,1:-5,9,1:4"]);
+    assert!(stderr(&o).contains("4 seeds in a solid or outside the domain gave no line"));
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenario_path("cylinder.toml");
+    for (bad, message) in [
+        (vec!["--streamlines", "ring:3"], "--streamlines ring:3"),
+        (vec!["--aa", "0"], "--aa 0"),
+        (vec!["--sphere-radius", "-1"], "--sphere-radius -1"),
+    ] {
+        let mut args = vec!["render", scenario.to_str().unwrap(), "--out", "x.png"];
+        args.extend(bad);
+        let o = flowscope(&args, dir.path());
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(message), "{}", stderr(&o));
+    }
+}
