@@ -72,11 +72,11 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     spheres[slot] = vec4<f32>(sum / n, colour / n);
 }
 
-// Indirect draw arguments: one instanced quad (6 vertices) per sphere.
+// Indirect draw arguments: one triangle (3 vertices) per sphere.
 @compute @workgroup_size(1)
 fn args() {
-    draw_args[0] = 6u;
-    draw_args[1] = min(atomicLoad(&counter[0]), params.capacity);
+    draw_args[0] = 3u * min(atomicLoad(&counter[0]), params.capacity);
+    draw_args[1] = 1u;
     draw_args[2] = 0u;
     draw_args[3] = 0u;
 }

@@ -1,5 +1,7 @@
-// Sphere impostors: each sphere is a quad facing the eye, just large enough to
-// hold the sphere's silhouette; the fragment shader casts the pixel's ray at the
+// Sphere impostors: each sphere is one triangle facing the eye, just large
+// enough to hold the sphere's silhouette (three vertices per sphere, not
+// instanced: tiny instances waste most of each vertex warp); the fragment
+// shader casts the pixel's ray at the
 // sphere, discards misses, lights the hit point with the sphere normal and
 // writes its true depth, so spheres cut into each other and into the mesh
 // correctly. Also draws streamlines as chains of spheres (slots holding
@@ -16,9 +18,14 @@ struct VsOut {
     @location(1) @interpolate(flat) sphere: vec4<f32>,
 }
 
+// The triangle around the unit circle (inradius 1).
+const TRIANGLE = array<vec2<f32>, 3>(
+    vec2<f32>(0.0, 2.0), vec2<f32>(-1.7320508, -1.0), vec2<f32>(1.7320508, -1.0),
+);
+
 @vertex
-fn vs_main(@builtin(vertex_index) v: u32, @builtin(instance_index) i: u32) -> VsOut {
-    let s = spheres[i];
+fn vs_main(@builtin(vertex_index) v: u32) -> VsOut {
+    let s = spheres[v / 3u];
     let r = camera.extra.x;
     var out: VsOut;
     out.sphere = s;
@@ -36,7 +43,7 @@ fn vs_main(@builtin(vertex_index) v: u32, @builtin(instance_index) i: u32) -> Vs
     // Radius of the silhouette cone where it crosses the plane through the
     // centre facing the eye.
     let half = r * d / sqrt(d * d - r * r);
-    let q = QUAD[v];
+    let q = TRIANGLE[v % 3u];
     out.world = s.xyz + (right * q.x + up * q.y) * half;
     out.clip = camera.view_proj * vec4<f32>(out.world, 1.0);
     return out;

@@ -50,11 +50,5 @@ fn shade(base: vec3<f32>, normal: vec3<f32>, to_eye: vec3<f32>) -> vec3<f32> {
     return base * (0.25 + 0.75 * diffuse);
 }
 
-// Two triangles of a quad, corners in [-1, 1]².
-const QUAD = array<vec2<f32>, 6>(
-    vec2<f32>(-1.0, -1.0), vec2<f32>(1.0, -1.0), vec2<f32>(1.0, 1.0),
-    vec2<f32>(-1.0, -1.0), vec2<f32>(1.0, 1.0), vec2<f32>(-1.0, 1.0),
-);
-
 // A vertex that makes its triangle empty (all corners at one point).
 const NOWHERE = vec4<f32>(0.0, 0.0, -2.0, 1.0);

@@ -1,7 +1,8 @@
 // Streamlines as lit tubes: each segment between consecutive points is a quad
 // facing the eye, as wide as the tube; the fragment shader bends the normal
-// across it as a cylinder's would be. Instance k is segment k mod (points−1)
-// of line k div (points−1); segments touching a NO_POINT slot vanish.
+// across it as a cylinder's would be. Six vertices per segment (not
+// instanced); segment k is k mod (points−1) of line k div (points−1);
+// segments touching a NO_POINT slot vanish.
 
 //!include scene/common.wgsl
 
@@ -17,8 +18,16 @@ struct VsOut {
     @location(4) world: vec3<f32>,
 }
 
+// Two triangles of a quad, corners in [-1, 1]²: x along the segment (start,
+// end), y across it.
+const QUAD = array<vec2<f32>, 6>(
+    vec2<f32>(-1.0, -1.0), vec2<f32>(1.0, -1.0), vec2<f32>(1.0, 1.0),
+    vec2<f32>(-1.0, -1.0), vec2<f32>(1.0, 1.0), vec2<f32>(-1.0, 1.0),
+);
+
 @vertex
-fn vs_main(@builtin(vertex_index) v: u32, @builtin(instance_index) i: u32) -> VsOut {
+fn vs_main(@builtin(vertex_index) v: u32) -> VsOut {
+    let i = v / 6u;
     let per = u32(camera.extra.y);
     let line = i / (per - 1u);
     let a = points[line * per + i % (per - 1u)];
@@ -29,7 +38,7 @@ fn vs_main(@builtin(vertex_index) v: u32, @builtin(instance_index) i: u32) -> Vs
     if (a.x <= NO_POINT || b.x <= NO_POINT || dot(along, along) == 0.0) {
         return out;
     }
-    let q = QUAD[v];
+    let q = QUAD[v % 6u];
     let p = select(a, b, q.x > 0.0);
     let dir = normalize(along);
     let to_eye = normalize(camera.eye.xyz - p.xyz);

@@ -325,18 +325,12 @@ impl DrawPipeline {
         pass.draw_indirect(args, 0);
     }
 
-    /// Draws `instances` copies of a `vertices`-vertex primitive.
-    pub fn draw(
-        &self,
-        pass: &mut wgpu::RenderPass<'_>,
-        draw: &Draw,
-        vertices: u32,
-        instances: u32,
-    ) {
-        if instances > 0 {
+    /// Draws `vertices` vertices (three per sphere, six per tube segment).
+    pub fn draw(&self, pass: &mut wgpu::RenderPass<'_>, draw: &Draw, vertices: u32) {
+        if vertices > 0 {
             pass.set_pipeline(&self.pipeline);
             pass.set_bind_group(0, &draw.bind, &[]);
-            pass.draw(0..vertices, 0..instances);
+            pass.draw(0..vertices, 0..1);
         }
     }
 }

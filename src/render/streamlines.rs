@@ -70,6 +70,9 @@ impl Default for StreamlineSettings {
     }
 }
 
+/// Lines per workgroup of `trace.wgsl` (eight invocations each).
+const LINES_PER_GROUP: u32 = 8;
+
 /// Lines stop where the speed is below this fraction of the largest.
 pub const STAGNATION: f32 = 1e-3;
 
@@ -363,6 +366,13 @@ impl Tracer {
         let steps = steps.max(1);
         let lines = seeds.len() as u32;
         let bytes = lines as u64 * (steps as u64 + 1) * 16;
+        let groups = gpu.device.limits().max_compute_workgroups_per_dimension as u64;
+        if lines as u64 > groups * LINES_PER_GROUP as u64 {
+            return Err(GpuError::Device(format!(
+                "{lines} streamlines are more than this GPU traces at once ({}); use fewer seeds",
+                groups * LINES_PER_GROUP as u64
+            )));
+        }
         let limit = gpu.device.limits().max_storage_buffer_binding_size;
         if bytes > limit {
             return Err(GpuError::Device(format!(
@@ -456,7 +466,7 @@ impl Tracer {
         let mut pass = encoder.begin_compute_pass(&Default::default());
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &bind, &[]);
-        pass.dispatch_workgroups(self.lines.div_ceil(64), 1, 1);
+        pass.dispatch_workgroups(self.lines.div_ceil(LINES_PER_GROUP), 1, 1);
     }
 
     /// Points per line that are set (0: the seed was in a solid or outside).

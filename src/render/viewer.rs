@@ -491,10 +491,10 @@ impl Viewer {
             let (lines, per) = (self.tracer.lines, self.tracer.points_per_line());
             match (s.style, &self.draws.tubes, &self.draws.chain) {
                 (LineStyle::Tubes, Some(d), _) => {
-                    self.tubes.draw(&mut pass, d, 6, lines * (per - 1))
+                    self.tubes.draw(&mut pass, d, 6 * lines * (per - 1))
                 }
                 (LineStyle::Spheres, _, Some(d)) => {
-                    self.impostors.draw(&mut pass, d, 6, lines * per)
+                    self.impostors.draw(&mut pass, d, 3 * lines * per)
                 }
                 _ => {}
             }

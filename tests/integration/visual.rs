@@ -319,7 +319,7 @@ fn centre_pixel(gpu: &Gpu, spheres: &[([f32; 4], f32)]) -> [u8; 3] {
     {
         let mut pass = target.begin(&mut encoder, [0.0; 3]);
         for draw in caches.iter().flatten() {
-            pipeline.draw(&mut pass, draw, 6, 1);
+            pipeline.draw(&mut pass, draw, 3);
         }
     }
     gpu.queue.submit([encoder.finish()]);

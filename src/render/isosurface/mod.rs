@@ -23,7 +23,7 @@ pub struct Extractor {
     /// [element count, overflow flag].
     pub counter: wgpu::Buffer,
     /// Indirect draw arguments: (vertex count, 1, 0, 0) for triangles,
-    /// (6, sphere count, 0, 0) for spheres.
+    /// (3 × sphere count, 1, 0, 0) for spheres.
     pub draw_args: wgpu::Buffer,
     params: wgpu::Buffer,
     /// Elements the output holds.
