@@ -193,7 +193,7 @@ impl App {
     }
 
     /// The self-driving smoke test: plot types, resizes, minimise, a scenario
-    /// change, then exit.
+    /// change, sphere impostors, streamlines and anaglyph, then exit.
     fn smoke(&mut self, el: &ActiveEventLoop) {
         let Some(total) = self.options.smoke_frames else {
             return;
@@ -223,6 +223,16 @@ impl App {
             50 => worker.send(Command::Pause),
             55 => worker.send(Command::Step(2)),
             60 => worker.send(Command::Run),
+            62 => self.settings.mode = view::SurfaceMode::Spheres,
+            68 => {
+                self.settings.streamlines =
+                    Some(crate::render::streamlines::StreamlineSettings::default())
+            }
+            74 => {
+                self.settings.stereo = Some(crate::render::scene::Stereo::default());
+                self.settings.grey_background = true;
+            }
+            84 => self.panel.screenshot = true,
             _ => {}
         }
         if f >= total {

@@ -62,7 +62,7 @@ fn window_survives_plot_switches_resize_minimise_and_scenario_changes_under_xvfb
             "--solver",
             "cpu",
             "--smoke-frames",
-            "70",
+            "92",
         ])
         .current_dir(dir.path())
         .env("DISPLAY", &display)
