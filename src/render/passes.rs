@@ -9,17 +9,26 @@ use super::gpu_data::{DeriveParams, ReduceParams};
 use super::shaders;
 use super::volume::Volume;
 
-fn texture_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+/// A compute pass's unfiltered float texture (3D volumes; 2D pictures).
+pub(crate) fn texture_entry(
+    binding: u32,
+    dimension: wgpu::TextureViewDimension,
+) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Texture {
             sample_type: wgpu::TextureSampleType::Float { filterable: false },
-            view_dimension: wgpu::TextureViewDimension::D3,
+            view_dimension: dimension,
             multisampled: false,
         },
         count: None,
     }
+}
+
+/// A 3D volume for a compute pass.
+pub(crate) fn volume_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+    texture_entry(binding, wgpu::TextureViewDimension::D3)
 }
 
 pub(crate) fn buffer_entry(
@@ -91,7 +100,7 @@ impl DerivePass {
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                 label: Some("derive"),
                 entries: &[
-                    texture_entry(0),
+                    volume_entry(0),
                     wgpu::BindGroupLayoutEntry {
                         binding: 1,
                         visibility: wgpu::ShaderStages::COMPUTE,
@@ -183,7 +192,7 @@ impl MinMax {
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                 label: Some("minmax"),
                 entries: &[
-                    texture_entry(0),
+                    volume_entry(0),
                     buffer_entry(1, storage(false), wgpu::ShaderStages::COMPUTE),
                     buffer_entry(2, storage(false), wgpu::ShaderStages::COMPUTE),
                     buffer_entry(

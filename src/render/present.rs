@@ -6,7 +6,7 @@ use glam::Vec2;
 
 use super::gpu::{Gpu, GpuError};
 use super::gpu_data::OneParam;
-use super::passes::{buffer_entry, compute_pipeline};
+use super::passes::{buffer_entry, compute_pipeline, texture_entry};
 use super::scene::{Anaglyph, Target};
 
 /// How the accumulated images become the picture.
@@ -65,16 +65,7 @@ pub struct Presenter {
 
 fn layout(gpu: &Gpu, label: &str, output: wgpu::TextureFormat) -> wgpu::BindGroupLayout {
     let c = wgpu::ShaderStages::COMPUTE;
-    let texture = |binding| wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: c,
-        ty: wgpu::BindingType::Texture {
-            sample_type: wgpu::TextureSampleType::Float { filterable: false },
-            view_dimension: wgpu::TextureViewDimension::D2,
-            multisampled: false,
-        },
-        count: None,
-    };
+    let texture = |binding| texture_entry(binding, wgpu::TextureViewDimension::D2);
     gpu.device
         .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(label),

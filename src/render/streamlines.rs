@@ -6,7 +6,7 @@ use glam::Vec3;
 
 use super::gpu::{Gpu, GpuError};
 use super::gpu_data::TraceParams;
-use super::passes::{buffer_entry, compute_pipeline, storage};
+use super::passes::{buffer_entry, compute_pipeline, storage, volume_entry};
 use super::volume::Volume;
 use crate::solver::flags::CellType;
 
@@ -315,23 +315,13 @@ pub struct Tracer {
 impl Tracer {
     pub fn new(gpu: &Gpu) -> Tracer {
         let c = wgpu::ShaderStages::COMPUTE;
-        let texture = |binding| wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: c,
-            ty: wgpu::BindingType::Texture {
-                sample_type: wgpu::TextureSampleType::Float { filterable: false },
-                view_dimension: wgpu::TextureViewDimension::D3,
-                multisampled: false,
-            },
-            count: None,
-        };
         let layout = gpu
             .device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                 label: Some("trace"),
                 entries: &[
-                    texture(0),
-                    texture(1),
+                    volume_entry(0),
+                    volume_entry(1),
                     buffer_entry(2, storage(true), c),
                     buffer_entry(3, storage(false), c),
                     buffer_entry(4, storage(false), c),

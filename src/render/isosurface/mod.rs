@@ -10,7 +10,7 @@ pub mod tables;
 
 use super::gpu::{Gpu, GpuError};
 use super::gpu_data::{ExtractParams, Vertex};
-use super::passes::{buffer_entry, compute_pipeline, storage};
+use super::passes::{buffer_entry, compute_pipeline, storage, volume_entry};
 use super::volume::Volume;
 
 /// Extraction pipelines and their buffers.
@@ -76,30 +76,12 @@ impl Extractor {
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                 label: Some("extract"),
                 entries: &[
-                    wgpu::BindGroupLayoutEntry {
-                        binding: 0,
-                        visibility: c,
-                        ty: wgpu::BindingType::Texture {
-                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
-                            view_dimension: wgpu::TextureViewDimension::D3,
-                            multisampled: false,
-                        },
-                        count: None,
-                    },
+                    volume_entry(0),
                     buffer_entry(1, storage(false), c),
                     buffer_entry(2, storage(false), c),
                     buffer_entry(3, wgpu::BufferBindingType::Uniform, c),
                     buffer_entry(4, storage(false), c),
-                    wgpu::BindGroupLayoutEntry {
-                        binding: 5,
-                        visibility: c,
-                        ty: wgpu::BindingType::Texture {
-                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
-                            view_dimension: wgpu::TextureViewDimension::D3,
-                            multisampled: false,
-                        },
-                        count: None,
-                    },
+                    volume_entry(5),
                 ],
             });
         let extract = compute_pipeline(gpu, &layout, shader, "main");
