@@ -36,6 +36,18 @@ pub struct BenchArgs {
     /// isosurface extraction of a --size cube, and drawing a frame.
     #[arg(long)]
     pub render: bool,
+    /// Time the solver while the window's pipeline streams its fields: the
+    /// solver thread runs the scenario (default: the cavity at each --size)
+    /// and a consumer uploads, derives, extracts and draws every frame, as
+    /// the window does; compared with the same solver stepping alone.
+    #[arg(long)]
+    pub stream: bool,
+    /// Scenario for --stream (its domain is resized to each --size cube).
+    #[arg(long)]
+    pub scenario: Option<std::path::PathBuf>,
+    /// Seconds to stream per size.
+    #[arg(long, default_value_t = 6.0)]
+    pub seconds: f64,
     /// Spread the CUDA solver over 1, 2, ... GPUs (comma list): strong scaling
     /// of each --size cube, weak scaling with a --size cube per GPU.
     #[arg(long, value_delimiter = ',')]
@@ -93,6 +105,9 @@ pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver>
 pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if args.render {
         return bench_render(&args);
+    }
+    if args.stream {
+        return bench_stream(&args);
     }
     let collision = match args.collision {
         CollisionArg::Bgk => Collision::Bgk,
@@ -545,7 +560,7 @@ fn gyroid_field(n: usize, period: f32) -> crate::solver::Fields {
 /// through the whole picture path (scene, accumulate, compose).
 fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
     use crate::render::derive::PlotType;
-    use crate::render::gpu::Gpu;
+    use crate::render::gpu::{Gpu, GpuTimer};
     use crate::render::isosurface::Extractor;
     use crate::render::passes::{DerivePass, MinMax};
     use crate::render::scene::Stereo;
@@ -568,10 +583,11 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         wait(&gpu)
     };
     println!(
-        "{:>6} {:>14} {:>14} {:>12} {:>16} {:>22}",
+        "{:>6} {:>14} {:>14} {:>12} {:>12} {:>16} {:>22}",
         "size",
         "derive+range",
         "extract (ms)",
+        "(GPU time)",
         "triangles",
         "1920x1080 (ms)",
         "anaglyph 16 AA (ms)"
@@ -593,12 +609,22 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
             Ok(())
         })?;
         let mut extractor = Extractor::new(&gpu, 1 << 22);
+        extractor.timer = GpuTimer::new(&gpu);
         let iso = range.0 + 0.5 * (range.1 - range.0);
         let mut vertices = 0;
+        let mut gpu_ms = Vec::new();
         let extract_ms = median_ms(args.repeats, || {
             vertices = extractor.extract(&gpu, &scalar, iso)?;
+            if let Some(t) = &extractor.timer {
+                gpu_ms.push(t.read_ms(&gpu)?);
+            }
             Ok(())
         })?;
+        let extract_gpu = if gpu_ms.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", median(gpu_ms))
+        };
         let mut viewer = Viewer::new(&gpu);
         viewer.upload(&gpu, &f, &[], 0)?;
         let mono = ViewSettings {
@@ -614,10 +640,11 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         };
         let anaglyph_ms = median_ms(args.repeats, || frame(&mut viewer, &anaglyph))?;
         println!(
-            "{:>6} {:>14.2} {:>14.2} {:>12} {:>16.2} {:>22.1}",
+            "{:>6} {:>14.2} {:>14.2} {:>12} {:>12} {:>16.2} {:>22.1}",
             n,
             derive_ms,
             extract_ms,
+            extract_gpu,
             vertices / 3,
             frame_ms,
             anaglyph_ms
@@ -665,17 +692,17 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         let blocked = Volume::scalar(&gpu, size);
         blocked.write_scalar(&gpu, &vec![0.0; n * n * n]);
         let hi = glam::Vec3::splat(n as f32 - 1.0);
+        // 10,000 lines, or as many as one storage binding holds (software
+        // adapters bind less).
+        let fit = gpu.device.limits().max_storage_buffer_binding_size / (1001 * 16);
         let rake = Rake::Box {
             lo: hi * 0.2,
             hi: hi * 0.8,
-            count: 10_000,
+            count: fit.min(10_000) as u32,
             seed: 1,
         };
         let mut tracer = Tracer::new(&gpu);
-        if let Err(e) = tracer.set_seeds(&gpu, &rake.seeds(), 1000) {
-            println!("{n:>6} skipped: {e}");
-            continue;
-        }
+        tracer.set_seeds(&gpu, &rake.seeds(), 1000)?;
         // Half a cell per step at the largest speed (0.05), no stagnation stop:
         // every line runs its 1000 steps unless it leaves the box.
         let trace_ms = median_ms(args.repeats, || {
@@ -691,4 +718,119 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The solver's speed while the visualiser streams (see `BenchArgs::stream`).
+fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
+    use crate::app::worker::Worker;
+    use crate::render::gpu::Gpu;
+    use crate::render::viewer::{ViewSettings, Viewer};
+    use crate::scenario::Scenario;
+    use crate::solver::select::{self, Backend, Gpus};
+    use std::time::Duration;
+
+    let gpu = Gpu::headless()?;
+    let source = args
+        .scenario
+        .clone()
+        .unwrap_or_else(|| "assets/scenarios/cavity.toml".into());
+    let dir = tempfile_dir()?;
+    println!(
+        "adapter: {} ({:?}); scenario {}",
+        gpu.info.name,
+        gpu.info.device_type,
+        source.display()
+    );
+    println!(
+        "{:>6} {:>16} {:>16} {:>8} {:>12} {:>14}",
+        "size", "alone (MLUPS)", "streaming", "kept", "frames/s", "frame (ms)"
+    );
+    for &n in &args.sizes {
+        let set = [format!("domain.size=[{n},{n},{n}]")];
+        let scenario = Scenario::load(&source, &set)?;
+        // The worker loads a file: write the resized scenario out.
+        let path = dir.join(format!("stream-{n}.toml"));
+        std::fs::write(&path, &scenario.source)?;
+        let backend = Backend {
+            choice: args.solver.into(),
+            precision: args.precisions[0].into(),
+            gpus: Gpus::One,
+        };
+        // Alone: the same solver, stepping in chunks of the same length as the
+        // worker's (it aims at 25 chunks per second).
+        let mut solver = select::build(
+            backend.choice,
+            &scenario,
+            backend.precision,
+            Gpus::One,
+            super::available_memory(),
+        )?
+        .solver;
+        solver.step(20)?;
+        let began = Instant::now();
+        let (mut steps, mut chunk) = (0u64, 2u64);
+        while began.elapsed().as_secs_f64() < args.seconds / 2.0 {
+            let t = Instant::now();
+            solver.step(chunk)?;
+            steps += chunk;
+            if t.elapsed().as_secs_f64() < 0.02 {
+                chunk = (chunk * 2).min(8192);
+            }
+        }
+        let alone = scenario.cells() as f64 * steps as f64 / began.elapsed().as_secs_f64() / 1e6;
+        drop(solver);
+
+        let worker = Worker::start(path, backend, || {});
+        let mut viewer = Viewer::new(&gpu);
+        let settings = ViewSettings {
+            aa_samples: 1,
+            ..Default::default()
+        };
+        // Let it load and settle its chunk length.
+        let warm = Instant::now();
+        while worker.status().step < 50 && warm.elapsed().as_secs() < 60 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        worker.take_frame();
+        let (start_step, began) = (worker.status().step, Instant::now());
+        let (mut frames, mut frame_ms) = (0u32, Vec::new());
+        while began.elapsed().as_secs_f64() < args.seconds {
+            match worker.take_frame() {
+                Some(frame) => {
+                    let t = Instant::now();
+                    viewer.upload(&gpu, &frame.fields, &frame.flags, frame.geometry)?;
+                    viewer.render(&gpu, &settings, [1920, 1080])?;
+                    wait(&gpu)?;
+                    frame_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    frames += 1;
+                }
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        let secs = began.elapsed().as_secs_f64();
+        let status = worker.status();
+        if let Some(m) = status.message {
+            anyhow::bail!("the solver thread stopped: {m}");
+        }
+        let streaming = scenario.cells() as f64 * (status.step - start_step) as f64 / secs / 1e6;
+        println!(
+            "{:>6} {:>16.1} {:>16.1} {:>7.1}% {:>12.1} {:>14.2}",
+            n,
+            alone,
+            streaming,
+            100.0 * streaming / alone,
+            frames as f64 / secs,
+            median(frame_ms)
+        );
+    }
+    Ok(())
+}
+
+/// A fresh folder under the system's temporary one.
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("flowscope-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot make {}: {e}", dir.display()))?;
+    Ok(dir)
 }

@@ -137,3 +137,49 @@ impl Gpu {
         Ok(bytes)
     }
 }
+
+/// GPU time of one pass from timestamp queries (benchmarks; needs
+/// [`Gpu::timestamps`]).
+pub struct GpuTimer {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    period_ns: f32,
+}
+
+impl GpuTimer {
+    pub fn new(gpu: &Gpu) -> Option<GpuTimer> {
+        gpu.timestamps.then(|| GpuTimer {
+            set: gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("timer"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve: gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("timer resolve"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            period_ns: gpu.queue.get_timestamp_period(),
+        })
+    }
+
+    /// For a compute pass's descriptor: start and end of the pass.
+    pub fn writes(&self) -> wgpu::ComputePassTimestampWrites<'_> {
+        wgpu::ComputePassTimestampWrites {
+            query_set: &self.set,
+            beginning_of_pass_write_index: Some(0),
+            end_of_pass_write_index: Some(1),
+        }
+    }
+
+    /// Milliseconds between the two timestamps of the last timed pass.
+    pub fn read_ms(&self, gpu: &Gpu) -> Result<f64, GpuError> {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        encoder.resolve_query_set(&self.set, 0..2, &self.resolve, 0);
+        gpu.queue.submit([encoder.finish()]);
+        let bytes = gpu.read_buffer(&self.resolve, 16)?;
+        let t: &[u64] = bytemuck::cast_slice(&bytes);
+        Ok(t[1].saturating_sub(t[0]) as f64 * self.period_ns as f64 * 1e-6)
+    }
+}

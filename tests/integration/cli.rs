@@ -182,13 +182,55 @@ fn bench_render_times_the_visualisation_passes() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    let row = out
+    // Three tables (passes and frames, impostors, streamlines), a row each.
+    let rows: Vec<Vec<f64>> = out
         .lines()
-        .find(|l| l.trim_start().starts_with("24 "))
-        .expect("a row for size 24");
-    let cols: Vec<f64> = row.split_whitespace().map(|w| w.parse().unwrap()).collect();
+        .filter(|l| l.trim_start().starts_with("24 "))
+        .map(|l| l.split_whitespace().map(|w| w.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    let (frames, spheres, lines) = (&rows[0], &rows[1], &rows[2]);
+    // derive, extract, its GPU time, triangles, mono frame, anaglyph picture.
     assert!(
-        cols[1] > 0.0 && cols[2] > 0.0 && cols[3] > 100.0 && cols[4] > 0.0,
+        frames[1..].iter().all(|&v| v > 0.0) && frames[4] > 100.0,
         "{out}"
     );
+    // spheres, frame time, fps.
+    assert!(spheres[1] > 100.0 && spheres[2] > 0.0, "{out}");
+    // lines, steps, points (some lines leave the box early), trace time.
+    assert!(
+        lines[1] > 1000.0 && lines[2] == 1000.0 && lines[3] > lines[1] * 10.0,
+        "{out}"
+    );
+}
+
+#[test]
+fn bench_stream_compares_the_solver_alone_and_while_streaming() {
+    let o = flowscope(
+        &[
+            "bench",
+            "--stream",
+            "--solver",
+            "cpu",
+            "--size",
+            "20",
+            "--seconds",
+            "2",
+        ],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let row: Vec<f64> = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("20 "))
+        .expect("a row for size 20")
+        .replace('%', "")
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    // MLUPS alone and streaming, the share kept, frames per second, frame time.
+    assert!(row[1] > 0.0 && row[2] > 0.0, "{out}");
+    assert!((row[3] - 100.0 * row[2] / row[1]).abs() < 1.0, "{out}");
+    assert!(row[4] > 1.0 && row[5] > 0.0, "{out}");
 }

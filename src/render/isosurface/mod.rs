@@ -29,6 +29,8 @@ pub struct Extractor {
     /// Elements the output holds.
     pub capacity: u32,
     element: Element,
+    /// When set, the extraction pass writes its GPU time there (benchmarks).
+    pub timer: Option<super::gpu::GpuTimer>,
     /// Corner range [lo, hi] of the cubes extracted (default: everything).
     pub clip: ([u32; 3], [u32; 3]),
 }
@@ -110,6 +112,7 @@ impl Extractor {
             ),
             capacity,
             element,
+            timer: None,
             clip: ([0; 3], [u32::MAX; 3]),
         }
     }
@@ -187,7 +190,10 @@ impl Extractor {
                 },
             ],
         });
-        let mut pass = encoder.begin_compute_pass(&Default::default());
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("extract"),
+            timestamp_writes: self.timer.as_ref().map(|t| t.writes()),
+        });
         pass.set_bind_group(0, &bind, &[]);
         pass.set_pipeline(&self.extract);
         let [x, y, z] = scalar.size;
