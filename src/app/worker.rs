@@ -200,6 +200,9 @@ struct State {
     scenario: Scenario,
     solver: Box<dyn Solver>,
     geometry: u64,
+    /// The solver's cell flags, shared by every frame (they change only with
+    /// the geometry, which makes a new state).
+    flags: Arc<Vec<u8>>,
     /// (name, frontal area) of the first obstacle, for its coefficients.
     obstacle: Option<(String, f64)>,
     /// The fields the steadiness criterion compares with, and their step.
@@ -233,6 +236,7 @@ fn load(
     };
     Ok(State {
         scenario,
+        flags: Arc::new(selected.solver.flags().to_vec()),
         solver: selected.solver,
         geometry,
         obstacle,
@@ -251,7 +255,7 @@ fn publish_fields(state: &State, fields: Arc<Fields>, mailbox: &Mailbox) {
     let frame = Frame {
         step: state.solver.time_step(),
         fields,
-        flags: Arc::new(state.solver.flags().to_vec()),
+        flags: state.flags.clone(),
         geometry: state.geometry,
     };
     if let Ok(mut slot) = mailbox.frame.lock() {
@@ -474,7 +478,7 @@ fn record(state: &mut State, fields: &Arc<Fields>) {
     let t = step as f64;
     if let Some((before, previous)) = &state.previous {
         if *before < step {
-            let change = crate::solver::relative_change(fields, previous, step - before);
+            let change = parallel_change(fields, previous, step - before);
             if change > 0.0 && change.is_finite() {
                 push(&mut state.history.change, [t, change.log10()]);
             }
@@ -497,6 +501,23 @@ fn record(state: &mut State, fields: &Arc<Fields>) {
             });
         }
     }
+}
+
+/// [`crate::solver::relative_change`] over all cores: the UI waits for it once
+/// per frame.
+fn parallel_change(now: &Fields, before: &Fields, steps: u64) -> f64 {
+    use rayon::prelude::*;
+    let n = now.rho.len();
+    let chunk = 1 << 16;
+    let (diff, norm) = (0..n.div_ceil(chunk))
+        .into_par_iter()
+        .map(|k| {
+            let s =
+                crate::solver::change_sums(now, before, k * chunk..((k + 1) * chunk).min(n), steps);
+            (s.diff, s.norm)
+        })
+        .reduce(|| (0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+    crate::solver::slabs::ChangeSums { diff, norm, steps }.ratio()
 }
 
 /// Applies changed fluid numbers to the running solver (same geometry).

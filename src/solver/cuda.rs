@@ -723,16 +723,21 @@ impl Solver for CudaSolver {
     }
 
     fn fields(&mut self) -> Result<Fields, SolverError> {
-        let n = self.grid.cells();
+        let (n, size) = (self.grid.cells(), self.grid.size);
         let stream = self.stream.clone();
         let buf = self.compute_fields()?;
-        let host = stream.clone_dtoh(buf).map_err(dev)?;
+        // One copy per plane, straight into its own vector.
+        let plane = |k: usize| {
+            stream
+                .clone_dtoh(&buf.slice(k * n..(k + 1) * n))
+                .map_err(dev)
+        };
         let mut out = Fields {
-            size: self.grid.size,
-            rho: host[..n].to_vec(),
-            ux: host[n..2 * n].to_vec(),
-            uy: host[2 * n..3 * n].to_vec(),
-            uz: host[3 * n..].to_vec(),
+            size,
+            rho: plane(0)?,
+            ux: plane(1)?,
+            uy: plane(2)?,
+            uz: plane(3)?,
         };
         if self.poison && out.rho.iter().any(|v| v.is_nan()) {
             // A running cell can legitimately be NaN after a blow-up, but a
