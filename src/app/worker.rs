@@ -205,8 +205,6 @@ struct State {
     flags: Arc<Vec<u8>>,
     /// (name, frontal area) of the first obstacle, for its coefficients.
     obstacle: Option<(String, f64)>,
-    /// The fields the steadiness criterion compares with, and their step.
-    previous: Option<(u64, Arc<Fields>)>,
     history: History,
 }
 
@@ -240,7 +238,6 @@ fn load(
         solver: selected.solver,
         geometry,
         obstacle,
-        previous: None,
         history,
     })
 }
@@ -377,7 +374,8 @@ fn run(
                                     .map_err(|e| e.to_string())
                             })
                             .and_then(|_| {
-                                state.previous = None;
+                                // The steadiness criterion starts over from here.
+                                state.solver.velocity_change().map_err(|e| e.to_string())?;
                                 publish(&mut state, &mailbox)
                             })
                     }
@@ -434,7 +432,7 @@ fn run(
                     continue;
                 }
             };
-            record(&mut state, &fields);
+            record(&mut state);
             match state.solver.stats() {
                 Ok(stats) => {
                     if let Some(e) = stats.instability() {
@@ -470,21 +468,18 @@ fn run(
 
 /// Adds the steadiness criterion and the first obstacle's coefficients to the
 /// time series.
-fn record(state: &mut State, fields: &Arc<Fields>) {
+fn record(state: &mut State) {
     let step = state.solver.time_step();
     if !step.is_multiple_of(2) {
         return;
     }
     let t = step as f64;
-    if let Some((before, previous)) = &state.previous {
-        if *before < step {
-            let change = parallel_change(fields, previous, step - before);
-            if change > 0.0 && change.is_finite() {
-                push(&mut state.history.change, [t, change.log10()]);
-            }
+    // The solver computes it where its fields are (on the GPU for CUDA).
+    if let Ok(Some(change)) = state.solver.velocity_change() {
+        if change > 0.0 && change.is_finite() {
+            push(&mut state.history.change, [t, change.log10()]);
         }
     }
-    state.previous = Some((step, fields.clone()));
     if let Some((_, area)) = &state.obstacle {
         if let Ok(forces) = state.solver.obstacle_forces() {
             let u = state.scenario.units.velocity_lattice;
@@ -501,23 +496,6 @@ fn record(state: &mut State, fields: &Arc<Fields>) {
             });
         }
     }
-}
-
-/// [`crate::solver::relative_change`] over all cores: the UI waits for it once
-/// per frame.
-fn parallel_change(now: &Fields, before: &Fields, steps: u64) -> f64 {
-    use rayon::prelude::*;
-    let n = now.rho.len();
-    let chunk = 1 << 16;
-    let (diff, norm) = (0..n.div_ceil(chunk))
-        .into_par_iter()
-        .map(|k| {
-            let s =
-                crate::solver::change_sums(now, before, k * chunk..((k + 1) * chunk).min(n), steps);
-            (s.diff, s.norm)
-        })
-        .reduce(|| (0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
-    crate::solver::slabs::ChangeSums { diff, norm, steps }.ratio()
 }
 
 /// Applies changed fluid numbers to the running solver (same geometry).
@@ -593,8 +571,14 @@ mod tests {
             },
             || {},
         );
-        let s = wait_for(&worker, |s| s.step > 20);
+        // Steadiness points need two even-step chunks.
+        let s = wait_for(&worker, |s| s.step > 20 && s.history.change.len() >= 2);
         assert!(s.solver.contains("CPU"));
+        assert!(s
+            .history
+            .change
+            .iter()
+            .all(|p| p[1].is_finite() && p[1] < 0.0));
         assert!(worker.take_frame().is_some());
         worker.send(Command::Pause);
         let paused = wait_for(&worker, |s| !s.running).step;

@@ -454,31 +454,22 @@ fn bench_gpus(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
         let precision: Precision = p.into();
         println!("storage {}, collision {collision}", precision.name());
         for &n in &args.sizes {
-            let mut base = None;
-            for &count in &counts {
-                let per = scaling_row(
-                    "strong",
-                    [n, n, n],
-                    count,
-                    collision,
-                    precision,
-                    args.repeats,
-                    base,
-                )?;
-                base.get_or_insert(per);
-            }
-            let mut base = None;
-            for &count in &counts {
-                let per = scaling_row(
-                    "weak",
-                    [n, n, n * count],
-                    count,
-                    collision,
-                    precision,
-                    args.repeats,
-                    base,
-                )?;
-                base.get_or_insert(per);
+            // Strong: one grid over more GPUs; weak: one cube per GPU.
+            for (kind, stack) in [("strong", false), ("weak", true)] {
+                let mut base = None;
+                for &count in &counts {
+                    let nz = if stack { n * count } else { n };
+                    let per = scaling_row(
+                        kind,
+                        [n, n, nz],
+                        count,
+                        collision,
+                        precision,
+                        args.repeats,
+                        base,
+                    )?;
+                    base.get_or_insert(per);
+                }
             }
         }
         let most = *counts.last().unwrap_or(&1);

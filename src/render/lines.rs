@@ -13,6 +13,8 @@ use super::scene::{depth_tested_pipeline, Eye, Shading};
 pub struct Lines {
     pipeline: wgpu::RenderPipeline,
     vertices: Option<wgpu::Buffer>,
+    /// What `vertices` holds (a new frame usually brings the same lines).
+    data: Vec<f32>,
     camera: wgpu::Buffer,
     bind: wgpu::BindGroup,
     count: u32,
@@ -60,6 +62,7 @@ impl Lines {
         Lines {
             pipeline,
             vertices: None,
+            data: Vec::new(),
             camera,
             bind,
             count: 0,
@@ -69,6 +72,10 @@ impl Lines {
     /// Replaces the segments: (x, y, z, r, g, b) per vertex, two per segment.
     pub fn set(&mut self, gpu: &Gpu, data: &[f32]) {
         use wgpu::util::DeviceExt;
+        if self.data == data {
+            return;
+        }
+        self.data = data.to_vec();
         self.count = (data.len() / 6) as u32;
         self.vertices = (self.count > 0).then(|| {
             gpu.device

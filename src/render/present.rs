@@ -46,11 +46,14 @@ pub struct Frames {
     pub size: [u32; 2],
     /// Where each rendering is drawn before it is accumulated.
     pub scratch: Target,
-    /// Ping-pong accumulations per eye, linear light.
-    accumulated: [[wgpu::TextureView; 2]; 2],
     /// The picture (rgba8, sRGB-encoded values): shown, saved, read back.
     pub picture: wgpu::Texture,
     pub picture_view: wgpu::TextureView,
+    /// Per eye and parity k: scratch + mean k → mean 1 − k. The means are
+    /// ping-pong textures per eye, linear light.
+    accumulate: [[wgpu::BindGroup; 2]; 2],
+    /// Per parity k, mono and stereo: means k → picture.
+    compose: [[wgpu::BindGroup; 2]; 2],
 }
 
 pub struct Presenter {
@@ -154,15 +157,58 @@ impl Presenter {
             U::STORAGE_BINDING | U::TEXTURE_BINDING | U::COPY_SRC,
             "picture",
         );
+        let picture_view = picture.create_view(&Default::default());
+        let scratch = Target::new(gpu, size);
+        let means = [
+            [accumulation(), accumulation()],
+            [accumulation(), accumulation()],
+        ];
+        let bind = |layout, params: &wgpu::Buffer, inputs: [&wgpu::TextureView; 2], output| {
+            let view = |binding, view| wgpu::BindGroupEntry {
+                binding,
+                resource: wgpu::BindingResource::TextureView(view),
+            };
+            gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("present"),
+                layout,
+                entries: &[
+                    view(0, inputs[0]),
+                    view(1, inputs[1]),
+                    view(2, output),
+                    wgpu::BindGroupEntry {
+                        binding: 3,
+                        resource: params.as_entire_binding(),
+                    },
+                ],
+            })
+        };
+        let accumulate = [0, 1].map(|eye| {
+            [0, 1].map(|k| {
+                bind(
+                    &self.accumulate_layout,
+                    &self.accumulate_params,
+                    [&scratch.color_view, &means[eye][k]],
+                    &means[eye][1 - k],
+                )
+            })
+        });
+        let compose = [0, 1].map(|k| {
+            [0, 1].map(|right| {
+                bind(
+                    &self.compose_layout,
+                    &self.compose_params,
+                    [&means[0][k], &means[right][k]],
+                    &picture_view,
+                )
+            })
+        });
         self.frames = Some(Frames {
             size,
-            scratch: Target::new(gpu, size),
-            accumulated: [
-                [accumulation(), accumulation()],
-                [accumulation(), accumulation()],
-            ],
-            picture_view: picture.create_view(&Default::default()),
+            scratch,
             picture,
+            picture_view,
+            accumulate,
+            compose,
         });
         true
     }
@@ -173,38 +219,14 @@ impl Presenter {
 
     fn dispatch(
         &self,
-        gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        compute: (
-            &wgpu::ComputePipeline,
-            &wgpu::BindGroupLayout,
-            &wgpu::Buffer,
-        ),
-        inputs: [&wgpu::TextureView; 2],
-        output: &wgpu::TextureView,
+        pipeline: &wgpu::ComputePipeline,
+        bind: &wgpu::BindGroup,
     ) {
-        let (pipeline, layout, params) = compute;
-        let view = |binding, view| wgpu::BindGroupEntry {
-            binding,
-            resource: wgpu::BindingResource::TextureView(view),
-        };
-        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("present"),
-            layout,
-            entries: &[
-                view(0, inputs[0]),
-                view(1, inputs[1]),
-                view(2, output),
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: params.as_entire_binding(),
-                },
-            ],
-        });
         let [w, h] = self.frames().size;
         let mut pass = encoder.begin_compute_pass(&Default::default());
         pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, &bind, &[]);
+        pass.set_bind_group(0, bind, &[]);
         pass.dispatch_workgroups(w.div_ceil(8), h.div_ceil(8), 1);
     }
 
@@ -224,19 +246,8 @@ impl Presenter {
         };
         gpu.queue
             .write_buffer(&self.accumulate_params, 0, bytemuck::bytes_of(&p));
-        let f = self.frames();
-        let k = samples as usize % 2;
-        self.dispatch(
-            gpu,
-            encoder,
-            (
-                &self.accumulate,
-                &self.accumulate_layout,
-                &self.accumulate_params,
-            ),
-            [&f.scratch.color_view, &f.accumulated[eye][k]],
-            &f.accumulated[eye][1 - k],
-        );
+        let bind = &self.frames().accumulate[eye][samples as usize % 2];
+        self.dispatch(encoder, &self.accumulate, bind);
     }
 
     /// Records the picture from the means of `samples` renderings per eye.
@@ -253,16 +264,9 @@ impl Presenter {
         };
         gpu.queue
             .write_buffer(&self.compose_params, 0, bytemuck::bytes_of(&p));
-        let f = self.frames();
-        let k = samples as usize % 2;
-        let right = if mode == Compose::Mono { 0 } else { 1 };
-        self.dispatch(
-            gpu,
-            encoder,
-            (&self.compose, &self.compose_layout, &self.compose_params),
-            [&f.accumulated[0][k], &f.accumulated[right][k]],
-            &f.picture_view,
-        );
+        let stereo = usize::from(mode != Compose::Mono);
+        let bind = &self.frames().compose[samples as usize % 2][stereo];
+        self.dispatch(encoder, &self.compose, bind);
     }
 
     /// The picture's RGBA8 pixels, rows top to bottom.

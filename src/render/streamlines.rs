@@ -305,6 +305,8 @@ pub struct Tracer {
     pipeline: wgpu::ComputePipeline,
     params: wgpu::Buffer,
     seeds: Option<wgpu::Buffer>,
+    /// What `seeds` holds (the rake rarely moves between frames).
+    seed_points: Vec<Vec3>,
     /// Lines × (steps + 1) points: xyz, speed; NO_POINT past a line's end.
     pub points: Option<wgpu::Buffer>,
     lengths: Option<wgpu::Buffer>,
@@ -338,6 +340,7 @@ impl Tracer {
                 mapped_at_creation: false,
             }),
             seeds: None,
+            seed_points: Vec::new(),
             points: None,
             lengths: None,
             lines: 0,
@@ -374,6 +377,10 @@ impl Tracer {
         use wgpu::util::DeviceExt;
         use wgpu::BufferUsages as U;
         let same = lines == self.lines && steps == self.steps && self.points.is_some();
+        if same && self.seed_points == seeds {
+            return Ok(());
+        }
+        self.seed_points = seeds.to_vec();
         self.lines = lines;
         self.steps = steps;
         if lines == 0 {

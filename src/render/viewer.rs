@@ -140,6 +140,8 @@ pub struct Viewer {
     lines: Lines,
     presenter: Presenter,
     volumes: Option<Volumes>,
+    /// Interleaving space for field uploads, kept between frames.
+    texels: Vec<[f32; 4]>,
     draws: Draws,
     pub camera: Camera,
     pub info: ViewerInfo,
@@ -174,6 +176,7 @@ impl Viewer {
             lines: Lines::new(gpu),
             presenter: Presenter::new(gpu),
             volumes: None,
+            texels: Vec::new(),
             draws: Draws::default(),
             camera: Camera::framing([64, 64, 64]),
             info: ViewerInfo::default(),
@@ -210,7 +213,7 @@ impl Viewer {
             self.geometry = u64::MAX;
         }
         let v = self.volumes.as_ref().expect("just made");
-        v.fields.write_fields(gpu, fields);
+        v.fields.write_fields_through(gpu, fields, &mut self.texels);
         if self.geometry != geometry {
             let none;
             let cell_flags = if cell_flags.is_empty() {
@@ -299,7 +302,10 @@ impl Viewer {
         let mut outline = box_lines(v.size);
         let (mut lines, mut speed_range) = (0, (0.0, 0.0));
         if let Some(s) = &settings.streamlines {
-            speed_range = self.derive_range(gpu, PlotType::Speed, &v.speed)?;
+            speed_range = match settings.plot {
+                PlotType::Speed => range,
+                _ => self.derive_range(gpu, PlotType::Speed, &v.speed)?,
+            };
             let rake = self.rake(s);
             outline.extend(rake.outline());
             let seeds = if speed_range.1 > 0.0 {

@@ -84,10 +84,17 @@ impl Volume {
     }
 
     pub fn write_fields(&self, gpu: &Gpu, f: &Fields) {
+        self.write_fields_through(gpu, f, &mut Vec::new());
+    }
+
+    /// [`Volume::write_fields`] interleaving in `texels`, which keeps its
+    /// memory for the next frame (a fresh 16-bytes-a-cell buffer each frame
+    /// costs the UI thread its page faults).
+    pub fn write_fields_through(&self, gpu: &Gpu, f: &Fields, texels: &mut Vec<[f32; 4]>) {
         use rayon::prelude::*;
         // Interleaving a large grid is the UI thread's biggest cost per frame:
         // spread it over the cores.
-        let mut texels = vec![[0.0f32; 4]; f.rho.len()];
+        texels.resize(f.rho.len(), [0.0; 4]);
         texels
             .par_chunks_mut(1 << 14)
             .enumerate()
@@ -97,7 +104,7 @@ impl Volume {
                     *t = [f.rho[c], f.ux[c], f.uy[c], f.uz[c]];
                 }
             });
-        self.write(gpu, bytemuck::cast_slice(&texels), 16);
+        self.write(gpu, bytemuck::cast_slice(texels), 16);
     }
 
     pub fn write_scalar(&self, gpu: &Gpu, values: &[f32]) {

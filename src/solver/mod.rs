@@ -335,15 +335,26 @@ pub fn change_sums(
     cells: std::ops::Range<usize>,
     steps: u64,
 ) -> slabs::ChangeSums {
-    let mut diff = 0.0f64;
-    let mut norm = 0.0f64;
-    for c in cells {
-        let (a, b) = (now.velocity(c), before.velocity(c));
-        let d: f64 = (0..3).map(|k| (a[k] as f64 - b[k] as f64).powi(2)).sum();
-        let n: f64 = (0..3).map(|k| (a[k] as f64).powi(2)).sum();
-        diff += d.sqrt();
-        norm += n.sqrt();
-    }
+    use rayon::prelude::*;
+    // Fixed chunks summed in order: the same result on any thread count.
+    const CHUNK: usize = 1 << 16;
+    let start = cells.start;
+    let (diff, norm) = (0..cells.len().div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|k| {
+            let (mut diff, mut norm) = (0.0f64, 0.0f64);
+            for c in start + k * CHUNK..(start + (k + 1) * CHUNK).min(cells.end) {
+                let (a, b) = (now.velocity(c), before.velocity(c));
+                let d: f64 = (0..3).map(|k| (a[k] as f64 - b[k] as f64).powi(2)).sum();
+                let n: f64 = (0..3).map(|k| (a[k] as f64).powi(2)).sum();
+                diff += d.sqrt();
+                norm += n.sqrt();
+            }
+            (diff, norm)
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
     slabs::ChangeSums { diff, norm, steps }
 }
 
