@@ -434,11 +434,10 @@ __device__ void cell_fields(const store_t* f, const unsigned char* flags, const 
     }
 }
 
-// rho, ux, uy, uz as four planes of n floats. A free-slip face cell reports the
-// fluid next to it without the normal velocity (cpu.rs: free_slip_fields).
-extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, float* __restrict__ out) {
-    CELL_COORDS
-    float r[4];
+// Density and velocity a cell shows: a free-slip face cell reports the fluid
+// next to it without the normal velocity (cpu.rs: free_slip_fields).
+__device__ void report(const store_t* f, const unsigned char* flags, const Params& p, u32 parity, u64 n, int x, int y, int z, float* r) {
+    const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
     u32 fl = flags[c];
     if ((fl & TYPE_MASK) == T_FREESLIP) {
         int axis = (int)TAG(fl);
@@ -455,10 +454,41 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
     } else {
         cell_fields(f, flags, p, parity, n, c, x, y, z, r);
     }
+}
+
+// rho, ux, uy, uz as four planes of n floats.
+extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, float* __restrict__ out) {
+    CELL_COORDS
+    float r[4];
+    report(f, flags, p, parity, n, x, y, z, r);
     out[c] = r[0];
     out[n + c] = r[1];
     out[2 * n + c] = r[2];
     out[3 * n + c] = r[3];
+}
+
+// A display frame: the mean of `report` over blocks of stride^3 cells (partial
+// at the far faces), as four planes of mx*my*mz floats, one thread per block.
+// The sum runs x fastest in FP32, as display.rs: downsample_fields does.
+extern "C" __global__ void display_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out) {
+    const u64 m = (u64)mx * my * mz;
+    const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= m) return;
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    const int bx = (int)(k % mx), by = (int)((k / mx) % my), bz = (int)(k / ((u64)mx * my));
+    const int s = (int)stride;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    u32 count = 0;
+    for (int z = bz * s; z < min((bz + 1) * s, (int)p.nz); z++)
+        for (int y = by * s; y < min((by + 1) * s, (int)p.ny); y++)
+            for (int x = bx * s; x < min((bx + 1) * s, (int)p.nx); x++) {
+                float r[4];
+                report(f, flags, p, parity, n, x, y, z, r);
+                for (int i = 0; i < 4; i++) sum[i] += r[i];
+                count++;
+            }
+    const float cf = (float)count;
+    for (int i = 0; i < 4; i++) out[(u64)i * m + k] = sum[i] / cf;
 }
 
 // Per-block partial statistics over running cells in [c_begin, c_end); blocks

@@ -25,6 +25,8 @@ use worker::{Command, Worker};
 pub struct Options {
     pub scenario: PathBuf,
     pub backend: Backend,
+    /// See [`Command::SetDisplayLimit`].
+    pub display_limit: usize,
     /// Drive the window by itself for this many frames, then exit (tests).
     pub smoke_frames: Option<u64>,
 }
@@ -94,13 +96,16 @@ pub fn run(options: Options) -> Result<(), AppError> {
         .unwrap_or_default();
     scenarios.sort();
     let mut app = App {
+        panel: PanelState {
+            display_limit: options.display_limit,
+            ..Default::default()
+        },
         options,
         proxy,
         ctx: egui::Context::default(),
         gfx: None,
         worker: None,
         settings: ViewSettings::default(),
-        panel: PanelState::default(),
         info: ViewInfo::default(),
         scenarios,
         frames: 0,
@@ -175,6 +180,7 @@ impl App {
         self.worker = Some(Worker::start(
             self.options.scenario.clone(),
             self.options.backend,
+            self.options.display_limit,
             move || {
                 // The window may be gone; then nobody needs waking.
                 proxy.send_event(Wake).ok();
@@ -251,7 +257,12 @@ impl App {
         self.last_frame = now;
         self.frames += 1;
         if let Some(frame) = worker.take_frame() {
-            let probe = self.panel.probe.map(|v| v as f64);
+            // The probe is placed in cells of the solver's grid; the frame
+            // may be on a coarser display grid.
+            let probe = crate::solver::display::to_display(
+                self.panel.probe.map(|v| v as f64),
+                frame.stride,
+            );
             let s = crate::io::probe::sample_at(&frame.fields, probe);
             let history = &mut self.panel.probe_history;
             if history.last().is_some_and(|h| h[0] > frame.step as f64) {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::scenario::Scenario;
 use crate::solver::select::{self, Backend};
-use crate::solver::{Fields, Solver};
+use crate::solver::{display, Fields, Solver};
 
 /// What the UI asks of the solver thread.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,17 +28,22 @@ pub enum Command {
     /// Continue from a checkpoint of the current scenario.
     LoadCheckpoint(PathBuf),
     ExportVti(PathBuf),
+    /// Show at most this many cells per axis of a cube (the display limit):
+    /// larger grids are averaged over blocks before they are copied.
+    SetDisplayLimit(usize),
     Quit,
 }
 
-/// One published state of the flow.
+/// One published state of the flow, on the display grid.
 #[derive(Clone, Debug)]
 pub struct Frame {
     pub step: u64,
     pub fields: Arc<Fields>,
     pub flags: Arc<Vec<u8>>,
-    /// Changes when the geometry (scenario) changes.
+    /// Changes when the geometry (scenario) or the display grid changes.
     pub geometry: u64,
+    /// Cells of the solver's grid per display cell along each axis.
+    pub stride: usize,
 }
 
 /// What the worker reports besides frames.
@@ -56,6 +61,8 @@ pub struct Status {
     /// Set when the run stopped itself (instability) or a command failed.
     pub message: Option<String>,
     pub size: [usize; 3],
+    /// Cells of the solver's grid per display cell along each axis.
+    pub stride: usize,
     pub history: History,
 }
 
@@ -139,13 +146,19 @@ pub struct Worker {
 impl Worker {
     /// Starts the solver thread on a scenario (loaded there, so that the CUDA
     /// context belongs to that thread). `wake` is called after each publish.
-    pub fn start(scenario: PathBuf, backend: Backend, wake: impl Fn() + Send + 'static) -> Worker {
+    /// `display_limit`: see [`Command::SetDisplayLimit`].
+    pub fn start(
+        scenario: PathBuf,
+        backend: Backend,
+        display_limit: usize,
+        wake: impl Fn() + Send + 'static,
+    ) -> Worker {
         let (tx, rx) = std::sync::mpsc::channel();
         let mailbox = Arc::new(Mailbox::default());
         let mb = mailbox.clone();
         let thread = std::thread::Builder::new()
             .name("solver".into())
-            .spawn(move || run(scenario, backend, rx, mb, wake))
+            .spawn(move || run(scenario, backend, display_limit, rx, mb, wake))
             .ok();
         if thread.is_none() {
             mailbox
@@ -200,9 +213,12 @@ struct State {
     scenario: Scenario,
     solver: Box<dyn Solver>,
     geometry: u64,
-    /// The solver's cell flags, shared by every frame (they change only with
-    /// the geometry, which makes a new state).
+    /// Cells of the grid per display cell, and the display grid's cell flags,
+    /// shared by every frame (they change with the geometry and the limit).
+    stride: usize,
     flags: Arc<Vec<u8>>,
+    /// A display frame may be copying (see [`Solver::begin_display`]).
+    copying: bool,
     /// (name, frontal area) of the first obstacle, for its coefficients.
     obstacle: Option<(String, f64)>,
     history: History,
@@ -213,6 +229,7 @@ fn load(
     overrides: &[String],
     backend: Backend,
     geometry: u64,
+    limit: usize,
 ) -> Result<State, String> {
     let scenario = Scenario::load(path, overrides).map_err(|e| e.to_string())?;
     let selected = select::build(
@@ -232,37 +249,102 @@ fn load(
         obstacle: obstacle.as_ref().map(|o| o.0.clone()),
         ..Default::default()
     };
-    Ok(State {
+    let mut state = State {
         scenario,
-        flags: Arc::new(selected.solver.flags().to_vec()),
         solver: selected.solver,
         geometry,
+        stride: 0,
+        flags: Arc::default(),
+        copying: false,
         obstacle,
         history,
-    })
+    };
+    set_display_limit(&mut state, limit);
+    Ok(state)
 }
 
+/// Sets the display grid for `limit`; a new grid counts as a new geometry.
+fn set_display_limit(state: &mut State, limit: usize) {
+    let size = state.solver.grid().size;
+    let stride = display::stride_for(size, limit);
+    if stride != state.stride {
+        state.stride = stride;
+        state.flags = Arc::new(display::downsample_flags(
+            state.solver.flags(),
+            size,
+            stride,
+        ));
+        state.geometry += 1;
+    }
+}
+
+/// Publishes the current step now (after a reset, a load, a new limit).
 fn publish(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
-    let fields = Arc::new(state.solver.fields().map_err(|e| e.to_string())?);
-    publish_fields(state, fields, mailbox);
+    let fields = state.solver.fields().map_err(|e| e.to_string())?;
+    let step = state.solver.time_step();
+    publish_fields(
+        state,
+        step,
+        display::downsample_fields(&fields, state.stride),
+        mailbox,
+    );
     Ok(())
 }
 
-fn publish_fields(state: &State, fields: Arc<Fields>, mailbox: &Mailbox) {
+fn publish_fields(state: &State, step: u64, fields: Fields, mailbox: &Mailbox) {
     let frame = Frame {
-        step: state.solver.time_step(),
-        fields,
+        step,
+        fields: Arc::new(fields),
         flags: state.flags.clone(),
         geometry: state.geometry,
+        stride: state.stride,
     };
     if let Ok(mut slot) = mailbox.frame.lock() {
         *slot = Some(frame);
     }
 }
 
+/// Starts the display frame of the current step: copied while the solver
+/// steps on where it can, made here otherwise.
+fn begin_frame(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
+    if state
+        .solver
+        .begin_display(state.stride)
+        .map_err(|e| e.to_string())?
+    {
+        state.copying = true;
+        Ok(())
+    } else {
+        publish(state, mailbox)
+    }
+}
+
+/// Publishes the newest display frame whose copy has finished (with `wait`,
+/// waits for those under way).
+fn deliver(state: &mut State, mailbox: &Mailbox, wait: bool) -> Result<(), String> {
+    if !state.copying {
+        return Ok(());
+    }
+    if wait {
+        state.copying = false;
+    }
+    match state.solver.take_display(wait) {
+        Ok(Some((step, fields))) => {
+            publish_fields(state, step, fields, mailbox);
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => {
+            state.copying = false;
+            Err(e.to_string())
+        }
+    }
+}
+
 fn run(
     path: PathBuf,
     backend: Backend,
+    mut limit: usize,
     rx: Receiver<Command>,
     mailbox: Arc<Mailbox>,
     wake: impl Fn(),
@@ -272,7 +354,7 @@ fn run(
             s.message = Some(m);
         }
     };
-    let mut state = match load(&path, &[], backend, 1) {
+    let mut state = match load(&path, &[], backend, 1, limit) {
         Ok(s) => s,
         Err(e) => {
             set_message(e);
@@ -280,7 +362,7 @@ fn run(
             // Wait for a Load or Quit.
             loop {
                 match rx.recv() {
-                    Ok(Command::Load(p)) => match load(&p, &[], backend, 1) {
+                    Ok(Command::Load(p)) => match load(&p, &[], backend, 1, limit) {
                         Ok(s) => break s,
                         Err(e) => {
                             set_message(e);
@@ -303,7 +385,7 @@ fn run(
     }
     loop {
         // Commands first; block only while paused with nothing to do.
-        let command = if running || pending_steps > 0 {
+        let command = if running || pending_steps > 0 || state.copying {
             match rx.try_recv() {
                 Ok(c) => Some(c),
                 Err(TryRecvError::Empty) => None,
@@ -354,7 +436,7 @@ fn run(
                         overrides.push(format!("fluid.velocity={u}"));
                         retune(&mut state, &overrides)
                     }
-                    Command::Load(p) => match load(&p, &[], backend, state.geometry + 1) {
+                    Command::Load(p) => match load(&p, &[], backend, state.geometry + 1, limit) {
                         Ok(s) => {
                             state = s;
                             overrides.clear();
@@ -387,6 +469,21 @@ fn run(
                             crate::io::vti::write(&p, &f, state.solver.flags())
                                 .map_err(|e| format!("cannot write {}: {e}", p.display()))
                         }),
+                    Command::SetDisplayLimit(0) => {
+                        Err("the display limit must be at least 1 cell".into())
+                    }
+                    Command::SetDisplayLimit(l) => {
+                        limit = l;
+                        let stride = state.stride;
+                        set_display_limit(&mut state, limit);
+                        if state.stride != stride {
+                            // Frames under way are on the old grid.
+                            deliver(&mut state, &mailbox, true)
+                                .and_then(|_| publish(&mut state, &mailbox))
+                        } else {
+                            Ok(())
+                        }
+                    }
                     Command::Quit => return,
                 };
             match result {
@@ -408,12 +505,20 @@ fn run(
                 pending_steps.min(chunk)
             };
             let began = Instant::now();
-            if let Err(e) = state.solver.step(n) {
-                running = false;
-                set_message(e.to_string());
+            let mut result = state.solver.enqueue(n).map_err(|e| e.to_string());
+            // While the GPU steps: hand over the frame copied meanwhile.
+            if result.is_ok() {
+                result = deliver(&mut state, &mailbox, false);
             }
+            result = result.and_then(|_| state.solver.finish().map_err(|e| e.to_string()));
             let secs = began.elapsed().as_secs_f64();
             pending_steps = pending_steps.saturating_sub(n);
+            if let Err(e) = result {
+                running = false;
+                pending_steps = 0;
+                set_message(e);
+                continue;
+            }
             mlups = state.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
             // About 25 frames of fields per second.
             chunk = if secs < 0.02 {
@@ -423,15 +528,6 @@ fn run(
             } else {
                 chunk
             };
-            // One field read-back per chunk serves the plots and the frame.
-            let fields = match state.solver.fields() {
-                Ok(f) => Arc::new(f),
-                Err(e) => {
-                    running = false;
-                    set_message(e.to_string());
-                    continue;
-                }
-            };
             record(&mut state);
             match state.solver.stats() {
                 Ok(stats) => {
@@ -440,8 +536,9 @@ fn run(
                         running = false;
                         pending_steps = 0;
                         set_message(format!("paused: {e}"));
-                    } else {
-                        publish_fields(&state, fields, &mailbox);
+                    } else if let Err(e) = begin_frame(&mut state, &mailbox) {
+                        running = false;
+                        set_message(e);
                     }
                     if let Ok(mut s) = mailbox.status.lock() {
                         s.max_speed = stats.max_speed;
@@ -449,6 +546,9 @@ fn run(
                 }
                 Err(e) => set_message(e.to_string()),
             }
+        } else if let Err(e) = deliver(&mut state, &mailbox, true) {
+            // Stopped: the last frame under way is the one to show.
+            set_message(e);
         }
         if let Ok(mut s) = mailbox.status.lock() {
             s.scenario = state.scenario.name.clone();
@@ -460,6 +560,7 @@ fn run(
             s.velocity = state.scenario.units.velocity_lattice;
             s.tau = state.scenario.units.tau;
             s.size = state.scenario.size;
+            s.stride = state.stride;
             s.history = state.history.clone();
         }
         wake();
@@ -569,6 +670,7 @@ mod tests {
                 precision: Precision::Fp32,
                 gpus: Gpus::One,
             },
+            display::DEFAULT_LIMIT,
             || {},
         );
         // Steadiness points need two even-step chunks.
@@ -579,7 +681,32 @@ mod tests {
             .change
             .iter()
             .all(|p| p[1].is_finite() && p[1] < 0.0));
-        assert!(worker.take_frame().is_some());
+        let frame = worker.take_frame().unwrap();
+        assert_eq!((frame.stride, frame.fields.size), (1, s.size));
+        // A lower display limit: frames of block means on a coarser grid.
+        worker.send(Command::SetDisplayLimit(10));
+        let s = wait_for(&worker, |s| s.stride > 1);
+        let stride = display::stride_for(s.size, 10);
+        assert_eq!(s.stride, stride);
+        let coarse = loop {
+            match worker.take_frame() {
+                Some(f) if f.stride == stride => break f,
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        let size = display::coarse_size(s.size, stride);
+        assert!(size.iter().product::<usize>() <= 1000);
+        assert_eq!(coarse.fields.size, size);
+        assert_eq!(coarse.flags.len(), coarse.fields.rho.len());
+        assert_ne!(coarse.geometry, frame.geometry);
+        worker.send(Command::SetDisplayLimit(0));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("display limit"))
+        });
+        worker.send(Command::SetDisplayLimit(display::DEFAULT_LIMIT));
+        wait_for(&worker, |s| s.stride == 1);
         worker.send(Command::Pause);
         let paused = wait_for(&worker, |s| !s.running).step;
         std::thread::sleep(Duration::from_millis(100));

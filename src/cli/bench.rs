@@ -48,6 +48,10 @@ pub struct BenchArgs {
     /// Seconds to stream per size.
     #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
+    /// Display limit for --stream (see the window's --display-limit).
+    #[arg(long, value_name = "N", default_value_t = crate::solver::display::DEFAULT_LIMIT,
+          value_parser = super::parse_display_limit)]
+    pub display_limit: usize,
     /// Spread the CUDA solver over 1, 2, ... GPUs (comma list): strong scaling
     /// of each --size cube, weak scaling with a --size cube per GPU.
     #[arg(long, value_delimiter = ',')]
@@ -587,7 +591,7 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         let f = vortex_field(n);
         let size = [n as u32; 3];
         let fields = Volume::fields(&gpu, size);
-        fields.write_fields(&gpu, &f);
+        fields.write_fields(&gpu, &f)?;
         let scalar = Volume::scalar(&gpu, size);
         let derive = DerivePass::new(&gpu);
         let minmax = MinMax::new(&gpu);
@@ -679,7 +683,7 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         let f = vortex_field(n);
         let size = [n as u32; 3];
         let fields = Volume::fields(&gpu, size);
-        fields.write_fields(&gpu, &f);
+        fields.write_fields(&gpu, &f)?;
         let blocked = Volume::scalar(&gpu, size);
         blocked.write_scalar(&gpu, &vec![0.0; n * n * n]);
         let hi = glam::Vec3::splat(n as f32 - 1.0);
@@ -771,7 +775,7 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
         let alone = scenario.cells() as f64 * steps as f64 / began.elapsed().as_secs_f64() / 1e6;
         drop(solver);
 
-        let worker = Worker::start(path, backend, || {});
+        let worker = Worker::start(path, backend, args.display_limit, || {});
         let mut viewer = Viewer::new(&gpu);
         let settings = ViewSettings {
             aa_samples: 1,

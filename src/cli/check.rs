@@ -309,6 +309,65 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         );
     }
 
+    // Display frames: averaged on the GPU and copied on the second stream
+    // while the solver steps on, equal to the host's averages of the fields
+    // of the step they were started at (odd and even steps).
+    for precision in [Precision::Fp32, Precision::Fp16] {
+        let mut g = select::build_cuda(&s, precision)?;
+        g.poison = true;
+        let mut worst = 0.0f32;
+        let mut frames = 0;
+        for (stride, steps) in [(1, 31), (2, 40), (3, 33), (5, 20)] {
+            g.step(steps)?;
+            let at = g.time_step();
+            let expected = crate::solver::display::downsample_fields(&g.fields()?, stride);
+            anyhow::ensure!(
+                g.begin_display(stride)?,
+                "the CUDA solver made no display frame"
+            );
+            // The copy overlaps these steps; the frame must not see them.
+            g.enqueue(25)?;
+            g.finish()?;
+            let (step, frame) = g
+                .take_display(true)?
+                .context("a display frame was started but none arrived")?;
+            anyhow::ensure!(step == at, "display frame of step {step}, started at {at}");
+            anyhow::ensure!(
+                frame.size == expected.size,
+                "display grid {:?}, expected {:?}",
+                frame.size,
+                expected.size
+            );
+            for (x, y) in [
+                (&frame.rho, &expected.rho),
+                (&frame.ux, &expected.ux),
+                (&frame.uy, &expected.uy),
+                (&frame.uz, &expected.uz),
+            ] {
+                for (a, b) in x.iter().zip(y) {
+                    worst = worst.max(if a.is_nan() || b.is_nan() {
+                        f32::INFINITY
+                    } else {
+                        (a - b).abs()
+                    });
+                }
+            }
+            frames += 1;
+            anyhow::ensure!(
+                g.take_display(true)?.is_none(),
+                "a display frame arrived twice"
+            );
+        }
+        let ok = worst == 0.0;
+        all_ok &= ok;
+        println!(
+            "display frames {} (strides 1, 2, 3, 5 of {}): {frames} frames, max difference from the host's block means {worst:e}: {}",
+            precision.name(),
+            s.grid(),
+            if ok { "bit for bit" } else { "FAIL" }
+        );
+    }
+
     // A blow-up is caught on the GPU too.
     let blow = Scenario::load(
         &args.scenarios.join("cylinder.toml"),

@@ -111,6 +111,7 @@ pub fn main() -> i32 {
         solver: SolverKind::Auto,
         precision: PrecisionArg::Fp32,
         gpus: Gpus::One,
+        display_limit: crate::solver::display::DEFAULT_LIMIT,
         smoke_frames: None,
     }));
     let result = match command {
@@ -138,6 +139,16 @@ pub fn main() -> i32 {
     }
 }
 
+/// A display limit: cells per axis of the largest cube shown.
+pub fn parse_display_limit(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (8..=4096).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a display limit: give the cells per axis of the largest cube to show, from 8 to 4096 (default 256)"
+        )),
+    }
+}
+
 /// The scenario the window opens when none is named.
 pub const DEFAULT_SCENARIO: &str = "assets/scenarios/cavity.toml";
 
@@ -152,6 +163,11 @@ pub struct GuiArgs {
     /// GPUs to spread the domain over (slabs along z): a number or `all`.
     #[arg(long, default_value = "1")]
     pub gpus: Gpus,
+    /// Show at most N³ cells: larger grids are averaged over blocks of cells
+    /// (on the GPU with CUDA) before they are copied to the window.
+    #[arg(long, value_name = "N", default_value_t = crate::solver::display::DEFAULT_LIMIT,
+          value_parser = parse_display_limit)]
+    pub display_limit: usize,
     /// Drive the window by itself for N frames (plot types, resize, minimise,
     /// a scenario change), then exit: a smoke test under Xvfb.
     #[arg(long, hide = true)]
@@ -174,6 +190,7 @@ fn gui(args: GuiArgs) -> anyhow::Result<()> {
             precision: args.precision.into(),
             gpus: args.gpus,
         },
+        display_limit: args.display_limit,
         smoke_frames: args.smoke_frames,
     })?;
     Ok(())

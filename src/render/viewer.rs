@@ -17,6 +17,7 @@ use super::passes::{DerivePass, MinMax};
 use super::present::{jitter, Compose, Presenter};
 use super::scene::{Camera, Draw, DrawPipeline, Shading, Side, Stereo};
 use super::streamlines::{LineStyle, Rake, StreamlineSettings, Tracer, STAGNATION};
+use super::volume::FieldStaging;
 use super::volume::Volume;
 use crate::solver::{Fields, Grid};
 
@@ -141,7 +142,7 @@ pub struct Viewer {
     presenter: Presenter,
     volumes: Option<Volumes>,
     /// Interleaving space for field uploads, kept between frames.
-    texels: Vec<[f32; 4]>,
+    staging: FieldStaging,
     draws: Draws,
     pub camera: Camera,
     pub info: ViewerInfo,
@@ -176,7 +177,7 @@ impl Viewer {
             lines: Lines::new(gpu),
             presenter: Presenter::new(gpu),
             volumes: None,
-            texels: Vec::new(),
+            staging: FieldStaging::default(),
             draws: Draws::default(),
             camera: Camera::framing([64, 64, 64]),
             info: ViewerInfo::default(),
@@ -213,7 +214,8 @@ impl Viewer {
             self.geometry = u64::MAX;
         }
         let v = self.volumes.as_ref().expect("just made");
-        v.fields.write_fields_through(gpu, fields, &mut self.texels);
+        v.fields
+            .write_fields_through(gpu, fields, &mut self.staging)?;
         if self.geometry != geometry {
             let none;
             let cell_flags = if cell_flags.is_empty() {

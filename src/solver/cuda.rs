@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{
     sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
-    LaunchConfig, PushKernelArg,
+    LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 
 use super::lattice::{self, Q};
@@ -284,6 +284,7 @@ struct Kernels {
     odd: CudaFunction,
     boundary: CudaFunction,
     fields: CudaFunction,
+    display: CudaFunction,
     stats: CudaFunction,
     forces: CudaFunction,
     init_uniform: CudaFunction,
@@ -304,6 +305,54 @@ struct SlabLink {
     pending: bool,
 }
 
+/// Display frames under way (see [`Solver::begin_display`]): averaged on the
+/// solver's stream into a device slot, then copied on `copy` into pinned host
+/// memory while the solver steps on. Two slots, so that a frame can start while
+/// the previous one is still copying; the newest finished one wins.
+struct Display {
+    copy: Arc<CudaStream>,
+    stride: usize,
+    size: [usize; 3],
+    slots: [DisplaySlot; 2],
+    next: usize,
+}
+
+struct DisplaySlot {
+    device: CudaSlice<f32>,
+    /// Cached (not write-combined) pinned memory: the host reads it.
+    host: PinnedHostSlice<f32>,
+    computed: CudaEvent,
+    copied: CudaEvent,
+    /// The step of the frame in this slot, until it is taken or dropped.
+    step: Option<u64>,
+}
+
+impl DisplaySlot {
+    fn new(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        len: usize,
+    ) -> Result<Self, SolverError> {
+        let short = |what: &str, e: cudarc::driver::DriverError| {
+            SolverError::Device(format!(
+                "no {what} memory left for a display frame ({}): {e}; lower the display limit",
+                crate::scenario::human_bytes(4 * len as u64)
+            ))
+        };
+        Ok(DisplaySlot {
+            device: stream
+                .alloc_zeros::<f32>(len)
+                .map_err(|e| short("GPU", e))?,
+            // SAFETY: written by the copy before it is read (`step` is set then).
+            host: unsafe { ctx.alloc_pinned_with_flags::<f32>(len, 0) }
+                .map_err(|e| short("pinned host", e))?,
+            computed: ctx.new_event(None).map_err(dev)?,
+            copied: ctx.new_event(None).map_err(dev)?,
+            step: None,
+        })
+    }
+}
+
 /// D3Q19 on one CUDA GPU, or on one slab of a domain spread over several.
 pub struct CudaSolver {
     ctx: Arc<CudaContext>,
@@ -318,6 +367,7 @@ pub struct CudaSolver {
     owned: Range<usize>,
     link: Option<SlabLink>,
     fields_dev: Option<CudaSlice<f32>>,
+    display: Option<Display>,
     /// Velocity snapshot of `velocity_change` (3n floats) and its step.
     snapshot_dev: Option<(u64, CudaSlice<f32>)>,
     stats_dev: CudaSlice<u8>,
@@ -382,12 +432,14 @@ impl CudaSolver {
 
         let ctx = guarded("creating the CUDA context", || CudaContext::new(ordinal))
             .map_err(SolverError::Device)?;
+        // The solver orders its streams (the halo exchange of a slab, the copies
+        // of display frames) with its own events; cudarc's per-argument event
+        // tracking would add records to every launch.
+        // SAFETY: every buffer is used on `stream` only, except the exchange on
+        // `comm`, ordered by `edges_done` / `comm_done`, and the display copies,
+        // ordered by each slot's `computed` / `copied`.
+        unsafe { ctx.disable_event_tracking() };
         let link = if owned.is_some() {
-            // The slab orders its two streams with its own events; cudarc's
-            // per-argument event tracking would add a record per launch.
-            // SAFETY: every buffer below is used on `stream` only, and the
-            // exchange on `comm` is ordered by `edges_done` / `comm_done`.
-            unsafe { ctx.disable_event_tracking() };
             let comm = ctx.new_stream().map_err(dev)?;
             Some(SlabLink {
                 comm,
@@ -408,6 +460,7 @@ impl CudaSolver {
             odd: load("aa_odd")?,
             boundary: load("aa_boundary")?,
             fields: load("fields")?,
+            display: load("display_fields")?,
             stats: load("stats")?,
             forces: load("forces")?,
             init_uniform: load("init_uniform")?,
@@ -451,6 +504,7 @@ impl CudaSolver {
             owned: owned.unwrap_or(0..grid.size[2]),
             link,
             fields_dev: None,
+            display: None,
             snapshot_dev: None,
             stats_dev,
             forces_dev,
@@ -679,6 +733,17 @@ impl CudaSolver {
         unsafe { b.launch(cfg) }.map_err(dev)?;
         Ok(self.fields_dev.as_ref().expect("allocated"))
     }
+
+    /// Forgets display frames under way (the state they show is gone).
+    fn drop_display_frames(&mut self) -> Result<(), SolverError> {
+        if let Some(d) = &mut self.display {
+            d.copy.synchronize().map_err(dev)?;
+            for s in &mut d.slots {
+                s.step = None;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Solver for CudaSolver {
@@ -714,11 +779,126 @@ impl Solver for CudaSolver {
         self.stream.synchronize().map_err(dev)
     }
 
+    fn enqueue(&mut self, n: u64) -> Result<(), SolverError> {
+        self.enqueue_steps(n)
+    }
+
+    fn finish(&mut self) -> Result<(), SolverError> {
+        self.stream.synchronize().map_err(dev)
+    }
+
+    fn begin_display(&mut self, stride: usize) -> Result<bool, SolverError> {
+        if self.link.is_some() {
+            // A slab: the slab solver gathers the whole domain.
+            return Ok(false);
+        }
+        let stride = stride.max(1);
+        if self.display.as_ref().map(|d| d.stride) != Some(stride) {
+            self.drop_display_frames()?;
+            self.display = None;
+            let size = super::display::coarse_size(self.grid.size, stride);
+            let len = 4 * size.iter().product::<usize>();
+            let copy = self.ctx.new_stream().map_err(dev)?;
+            self.display = Some(Display {
+                slots: [
+                    DisplaySlot::new(&self.ctx, &self.stream, len)?,
+                    DisplaySlot::new(&self.ctx, &self.stream, len)?,
+                ],
+                copy,
+                stride,
+                size,
+                next: 0,
+            });
+        }
+        let parity = self.parity();
+        let fill = self.reduction_config();
+        let d = self.display.as_mut().expect("made above");
+        let slot = &mut d.slots[d.next];
+        if slot.step.is_some() && !slot.copied.try_is_complete().map_err(dev)? {
+            // Still copying (a copy takes less than a chunk of steps, so this
+            // is rare): this frame is skipped rather than waited for.
+            return Ok(true);
+        }
+        d.next = 1 - d.next;
+        let m = d.size.iter().product::<usize>();
+        if self.poison {
+            let count = 4 * m as u64;
+            let nan = f32::NAN;
+            // SAFETY: fill_f32(out, count, value) over a buffer of `count` floats.
+            unsafe {
+                self.stream
+                    .launch_builder(&self.kernels.fill_f32)
+                    .arg(&mut slot.device)
+                    .arg(&count)
+                    .arg(&nan)
+                    .launch(fill)
+            }
+            .map_err(dev)?;
+        }
+        let (stride32, [mx, my, mz]) = (stride as u32, d.size.map(|v| v as u32));
+        let mut b = self.stream.launch_builder(&self.kernels.display);
+        self.lattice.arg(&mut b);
+        b.arg(&self.flags_dev)
+            .arg(&self.kparams)
+            .arg(&parity)
+            .arg(&stride32)
+            .arg(&mx)
+            .arg(&my)
+            .arg(&mz)
+            .arg(&mut slot.device);
+        // SAFETY: signature of `display_fields`; `device` holds 4 m floats.
+        let cfg = LaunchConfig {
+            grid_dim: ((m as u32).div_ceil(256), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        slot.computed.record(&self.stream).map_err(dev)?;
+        d.copy.wait(&slot.computed).map_err(dev)?;
+        d.copy
+            .memcpy_dtoh(&slot.device, &mut slot.host)
+            .map_err(dev)?;
+        slot.copied.record(&d.copy).map_err(dev)?;
+        slot.step = Some(self.t);
+        Ok(true)
+    }
+
+    fn take_display(&mut self, wait: bool) -> Result<Option<(u64, Fields)>, SolverError> {
+        let Some(d) = self.display.as_mut() else {
+            return Ok(None);
+        };
+        let mut newest: Option<(usize, u64)> = None;
+        for (k, s) in d.slots.iter().enumerate() {
+            let Some(step) = s.step else { continue };
+            let done = if wait {
+                s.copied.synchronize().map_err(dev)?;
+                true
+            } else {
+                s.copied.try_is_complete().map_err(dev)?
+            };
+            if done && newest.is_none_or(|(_, t)| t < step) {
+                newest = Some((k, step));
+            }
+        }
+        let Some((k, step)) = newest else {
+            return Ok(None);
+        };
+        // Older finished frames are dropped with it (copies finish in order).
+        for s in &mut d.slots {
+            if s.step.is_some_and(|t| t <= step) {
+                s.step = None;
+            }
+        }
+        let host = d.slots[k].host.as_slice().map_err(dev)?;
+        Ok(Some((step, Fields::from_planes(d.size, host))))
+    }
+
     fn time_step(&self) -> u64 {
         self.t
     }
 
     fn reset(&mut self) -> Result<(), SolverError> {
+        self.drop_display_frames()?;
         self.initialise()
     }
 
@@ -845,6 +1025,7 @@ impl Solver for CudaSolver {
                 Q * self.grid.cells()
             )));
         }
+        self.drop_display_frames()?;
         self.upload(populations)?;
         self.t = step;
         Ok(())
@@ -856,7 +1037,13 @@ impl Solver for CudaSolver {
 
     fn memory_bytes(&self) -> u64 {
         let n = self.grid.cells() as u64;
-        n * self.precision.bytes_per_cell() as u64 + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
+        let display = self
+            .display
+            .as_ref()
+            .map_or(0, |d| 2 * 16 * d.size.iter().product::<usize>() as u64);
+        n * self.precision.bytes_per_cell() as u64
+            + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
+            + display
     }
 }
 

@@ -30,6 +30,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod display;
 pub mod flags;
 pub mod lattice;
 pub mod select;
@@ -193,6 +194,32 @@ pub struct Fields {
 }
 
 impl Fields {
+    /// From ρ, ux, uy, uz stored as four consecutive planes (copied over all cores).
+    pub fn from_planes(size: [usize; 3], planes: &[f32]) -> Fields {
+        use rayon::prelude::*;
+        let n = size.iter().product::<usize>();
+        assert_eq!(planes.len(), 4 * n, "four planes of {n} values");
+        // Zeroed vectors come from the allocator untouched: the parallel copy
+        // below is the first write, so their pages fault in over all cores.
+        let mut f = Fields {
+            size,
+            rho: vec![0.0; n],
+            ux: vec![0.0; n],
+            uy: vec![0.0; n],
+            uz: vec![0.0; n],
+        };
+        let chunk = 1 << 16;
+        for (k, out) in [&mut f.rho, &mut f.ux, &mut f.uy, &mut f.uz]
+            .into_iter()
+            .enumerate()
+        {
+            out.par_chunks_mut(chunk)
+                .zip(planes[k * n..(k + 1) * n].par_chunks(chunk))
+                .for_each(|(o, i)| o.copy_from_slice(i));
+        }
+        f
+    }
+
     pub fn new(size: [usize; 3]) -> Fields {
         let n = size[0] * size[1] * size[2];
         Fields {
@@ -313,6 +340,31 @@ pub trait Solver: Send {
     /// since the previous call, Σ|u − u_prev| / Σ|u| / steps ([`relative_change`]).
     /// The first call only takes the snapshot and returns `None`.
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError>;
+
+    /// Queues `n` time steps without waiting for them where the solver runs
+    /// elsewhere (CUDA); [`Solver::finish`] waits. The others step here.
+    fn enqueue(&mut self, n: u64) -> Result<(), SolverError> {
+        self.step(n)
+    }
+
+    /// Waits for the steps [`Solver::enqueue`] queued.
+    fn finish(&mut self) -> Result<(), SolverError> {
+        Ok(())
+    }
+
+    /// Starts a display frame of the current step, averaged over `stride`³
+    /// blocks ([`display::downsample_fields`]), copied while the solver steps
+    /// on; [`Solver::take_display`] hands it over. `Ok(false)`: this solver
+    /// has no such path, and the caller downsamples [`Solver::fields`].
+    fn begin_display(&mut self, _stride: usize) -> Result<bool, SolverError> {
+        Ok(false)
+    }
+
+    /// The newest display frame whose copy has finished, with its step; older
+    /// finished ones are dropped. With `wait`, waits for the copies under way.
+    fn take_display(&mut self, _wait: bool) -> Result<Option<(u64, Fields)>, SolverError> {
+        Ok(None)
+    }
 }
 
 impl fmt::Display for Grid {

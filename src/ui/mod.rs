@@ -97,7 +97,12 @@ pub struct PanelState {
     pub probe: [f32; 3],
     pub probe_history: Vec<[f64; 4]>,
     pub rake: RakeControls,
+    /// The display limit last asked for (cells per axis of a cube).
+    pub display_limit: usize,
 }
+
+/// Display limits the panel offers.
+pub const DISPLAY_LIMITS: [usize; 8] = [64, 128, 192, 256, 384, 512, 768, 1024];
 
 pub const PLOTS: [PlotType; 8] = [
     PlotType::Pressure,
@@ -126,6 +131,32 @@ pub fn panel(
         status.scenario, status.size[0], status.size[1], status.size[2]
     ));
     ui.label(&status.solver);
+    let grid = crate::solver::display::coarse_size(status.size, status.stride.max(1));
+    ui.horizontal(|ui| {
+        egui::ComboBox::from_label("display limit")
+            .selected_text(format!("{}³", state.display_limit))
+            .show_ui(ui, |ui| {
+                for l in DISPLAY_LIMITS {
+                    if ui
+                        .selectable_value(&mut state.display_limit, l, format!("{l}³"))
+                        .clicked()
+                    {
+                        commands.push(Command::SetDisplayLimit(l));
+                    }
+                }
+            });
+    })
+    .response
+    .on_hover_text("larger grids are averaged over blocks of cells before they are shown");
+    if status.stride > 1 {
+        ui.label(format!(
+            "showing {}×{}×{}: means of {s}×{s}×{s} cells",
+            grid[0],
+            grid[1],
+            grid[2],
+            s = status.stride
+        ));
+    }
     if let Some(m) = &status.message {
         ui.colored_label(egui::Color32::from_rgb(255, 120, 90), m);
     }
@@ -211,7 +242,7 @@ pub fn panel(
                 .filter(|v| v.is_finite());
         }
     });
-    display(ui, view, settings, state, status.size);
+    display(ui, view, settings, state, grid);
     ui.separator();
     ui.label("scenario");
     for path in scenarios {

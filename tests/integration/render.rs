@@ -117,7 +117,7 @@ fn derived_vorticity_and_q_match_cpu_finite_differences() {
     }
     let s = size.map(|v| v as u32);
     let fields = Volume::fields(&gpu, s);
-    fields.write_fields(&gpu, &f);
+    fields.write_fields(&gpu, &f).unwrap();
     let scalar = Volume::scalar(&gpu, s);
     let pass = DerivePass::new(&gpu);
     for plot in [

@@ -135,7 +135,7 @@ fn rotation(n: usize, omega: f32) -> Fields {
 fn volumes(gpu: &Gpu, f: &Fields, blocked: &[f32]) -> (Volume, Volume) {
     let size = f.size.map(|n| n as u32);
     let fields = Volume::fields(gpu, size);
-    fields.write_fields(gpu, f);
+    fields.write_fields(gpu, f).unwrap();
     let solid = Volume::scalar(gpu, size);
     solid.write_scalar(gpu, blocked);
     (fields, solid)
