@@ -219,6 +219,9 @@ struct State {
     flags: Arc<Vec<u8>>,
     /// A display frame may be copying (see [`Solver::begin_display`]).
     copying: bool,
+    /// Fields of published frames, reused once the UI has let go of them: a
+    /// fresh vector per frame would cost page faults over all of it.
+    pool: Vec<Arc<Fields>>,
     /// (name, frontal area) of the first obstacle, for its coefficients.
     obstacle: Option<(String, f64)>,
     history: History,
@@ -256,6 +259,7 @@ fn load(
         stride: 0,
         flags: Arc::default(),
         copying: false,
+        pool: Vec::new(),
         obstacle,
         history,
     };
@@ -291,10 +295,26 @@ fn publish(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     Ok(())
 }
 
-fn publish_fields(state: &State, step: u64, fields: Fields, mailbox: &Mailbox) {
+/// Frames the pool keeps: the one on screen, the one in the mailbox, spares.
+const POOL: usize = 4;
+
+/// Fields to copy a frame into: a pooled one nobody else holds, if any.
+fn spare_fields(state: &mut State) -> Fields {
+    match state.pool.iter().position(|f| Arc::strong_count(f) == 1) {
+        Some(k) => Arc::try_unwrap(state.pool.remove(k)).unwrap_or_default(),
+        None => Fields::default(),
+    }
+}
+
+fn publish_fields(state: &mut State, step: u64, fields: Fields, mailbox: &Mailbox) {
+    let fields = Arc::new(fields);
+    state.pool.push(fields.clone());
+    if state.pool.len() > POOL {
+        state.pool.remove(0);
+    }
     let frame = Frame {
         step,
-        fields: Arc::new(fields),
+        fields,
         flags: state.flags.clone(),
         geometry: state.geometry,
         stride: state.stride,
@@ -320,7 +340,8 @@ fn begin_frame(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
 }
 
 /// Publishes the newest display frame whose copy has finished (with `wait`,
-/// waits for those under way).
+/// waits for those under way). A frame that shows a blow-up is not published:
+/// the error says why, and the last good frame stays on screen.
 fn deliver(state: &mut State, mailbox: &Mailbox, wait: bool) -> Result<(), String> {
     if !state.copying {
         return Ok(());
@@ -328,10 +349,23 @@ fn deliver(state: &mut State, mailbox: &Mailbox, wait: bool) -> Result<(), Strin
     if wait {
         state.copying = false;
     }
-    match state.solver.take_display(wait) {
-        Ok(Some((step, fields))) => {
+    let mut fields = spare_fields(state);
+    match state.solver.take_display(wait, &mut fields) {
+        Ok(Some(step)) if fields.is_stable() => {
             publish_fields(state, step, fields, mailbox);
             Ok(())
+        }
+        Ok(Some(step)) => {
+            state.copying = false;
+            // The solver's statistics say where (the blow-up only grows).
+            let found = state.solver.stats().ok().and_then(|s| s.instability());
+            Err(match found {
+                Some(e) => format!("paused: {e}"),
+                None => format!(
+                    "paused: the fields of step {step} hold NaN or speeds above {}; lower the Reynolds number or the lattice speed",
+                    crate::solver::MAX_STABLE_SPEED
+                ),
+            })
         }
         Ok(None) => Ok(()),
         Err(e) => {
@@ -340,6 +374,10 @@ fn deliver(state: &mut State, mailbox: &Mailbox, wait: bool) -> Result<(), Strin
         }
     }
 }
+
+/// How often the time series and the solver's statistics are sampled while
+/// it runs: every display frame would cost the solver a step's worth of work.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 fn run(
     path: PathBuf,
@@ -380,6 +418,7 @@ fn run(
     let mut pending_steps = 0u64;
     let mut chunk = 2u64;
     let mut mlups = 0.0f64;
+    let mut last_sample = Instant::now();
     if let Err(e) = publish(&mut state, &mailbox) {
         set_message(e);
     }
@@ -505,13 +544,17 @@ fn run(
                 pending_steps.min(chunk)
             };
             let began = Instant::now();
+            let overlapped = state.copying;
             let mut result = state.solver.enqueue(n).map_err(|e| e.to_string());
             // While the GPU steps: hand over the frame copied meanwhile.
             if result.is_ok() {
                 result = deliver(&mut state, &mailbox, false);
             }
+            let delivered = Instant::now();
             result = result.and_then(|_| state.solver.finish().map_err(|e| e.to_string()));
             let secs = began.elapsed().as_secs_f64();
+            // How long the steps outlasted the host's work on the last frame.
+            let waited = delivered.elapsed().as_secs_f64();
             pending_steps = pending_steps.saturating_sub(n);
             if let Err(e) = result {
                 running = false;
@@ -520,31 +563,42 @@ fn run(
                 continue;
             }
             mlups = state.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
-            // About 25 frames of fields per second.
-            chunk = if secs < 0.02 {
+            // About 25 frames of fields per second, with chunks of steps
+            // that outlast the host's work on a frame (else the GPU idles).
+            let host_bound = overlapped && waited < 0.1 * secs;
+            chunk = if secs < 0.02 || (host_bound && secs < 0.1) {
                 (chunk * 2).min(8192)
-            } else if secs > 0.06 && chunk > 2 {
+            } else if secs > 0.06 && (!overlapped || waited > 0.5 * secs) && chunk > 2 {
                 chunk / 2
             } else {
                 chunk
             };
-            record(&mut state);
-            match state.solver.stats() {
-                Ok(stats) => {
-                    if let Some(e) = stats.instability() {
-                        // Keep the last good frame on screen; say why it stopped.
-                        running = false;
-                        pending_steps = 0;
-                        set_message(format!("paused: {e}"));
-                    } else if let Err(e) = begin_frame(&mut state, &mailbox) {
-                        running = false;
-                        set_message(e);
+            let mut stable = true;
+            if !running || last_sample.elapsed() >= SAMPLE_EVERY {
+                last_sample = Instant::now();
+                record(&mut state);
+                match state.solver.stats() {
+                    Ok(stats) => {
+                        if let Some(e) = stats.instability() {
+                            // Keep the last good frame on screen; say why it stopped.
+                            stable = false;
+                            running = false;
+                            pending_steps = 0;
+                            set_message(format!("paused: {e}"));
+                        }
+                        if let Ok(mut s) = mailbox.status.lock() {
+                            s.max_speed = stats.max_speed;
+                        }
                     }
-                    if let Ok(mut s) = mailbox.status.lock() {
-                        s.max_speed = stats.max_speed;
-                    }
+                    Err(e) => set_message(e.to_string()),
                 }
-                Err(e) => set_message(e.to_string()),
+            }
+            if stable {
+                if let Err(e) = begin_frame(&mut state, &mailbox) {
+                    running = false;
+                    pending_steps = 0;
+                    set_message(e);
+                }
             }
         } else if let Err(e) = deliver(&mut state, &mailbox, true) {
             // Stopped: the last frame under way is the one to show.

@@ -737,8 +737,8 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
         source.display()
     );
     println!(
-        "{:>6} {:>16} {:>16} {:>8} {:>12} {:>14}",
-        "size", "alone (MLUPS)", "streaming", "kept", "frames/s", "frame (ms)"
+        "{:>6} {:>8} {:>16} {:>16} {:>8} {:>12} {:>14}",
+        "size", "display", "alone (MLUPS)", "streaming", "kept", "frames/s", "frame (ms)"
     );
     for &n in &args.sizes {
         let set = [format!("domain.size=[{n},{n},{n}]")];
@@ -809,9 +809,14 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
             anyhow::bail!("the solver thread stopped: {m}");
         }
         let streaming = scenario.cells() as f64 * (status.step - start_step) as f64 / secs / 1e6;
+        let shown = crate::solver::display::coarse_size(
+            [n; 3],
+            crate::solver::display::stride_for([n; 3], args.display_limit),
+        );
         println!(
-            "{:>6} {:>16.1} {:>16.1} {:>7.1}% {:>12.1} {:>14.2}",
+            "{:>6} {:>8} {:>16.1} {:>16.1} {:>7.1}% {:>12.1} {:>14.2}",
             n,
+            format!("{}³", shown[0]),
             alone,
             streaming,
             100.0 * streaming / alone,

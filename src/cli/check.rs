@@ -328,8 +328,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
             // The copy overlaps these steps; the frame must not see them.
             g.enqueue(25)?;
             g.finish()?;
-            let (step, frame) = g
-                .take_display(true)?
+            let mut frame = Fields::default();
+            let step = g
+                .take_display(true, &mut frame)?
                 .context("a display frame was started but none arrived")?;
             anyhow::ensure!(step == at, "display frame of step {step}, started at {at}");
             anyhow::ensure!(
@@ -354,7 +355,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
             }
             frames += 1;
             anyhow::ensure!(
-                g.take_display(true)?.is_none(),
+                g.take_display(true, &mut frame)?.is_none(),
                 "a display frame arrived twice"
             );
         }

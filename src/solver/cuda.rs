@@ -863,7 +863,7 @@ impl Solver for CudaSolver {
         Ok(true)
     }
 
-    fn take_display(&mut self, wait: bool) -> Result<Option<(u64, Fields)>, SolverError> {
+    fn take_display(&mut self, wait: bool, out: &mut Fields) -> Result<Option<u64>, SolverError> {
         let Some(d) = self.display.as_mut() else {
             return Ok(None);
         };
@@ -890,7 +890,8 @@ impl Solver for CudaSolver {
             }
         }
         let host = d.slots[k].host.as_slice().map_err(dev)?;
-        Ok(Some((step, Fields::from_planes(d.size, host))))
+        out.copy_from_planes(d.size, host);
+        Ok(Some(step))
     }
 
     fn time_step(&self) -> u64 {

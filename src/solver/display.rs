@@ -210,6 +210,21 @@ mod tests {
     }
 
     #[test]
+    fn frames_copy_from_planes_into_their_vectors_and_check_stability() {
+        let mut f = Fields::new([3, 2, 1]);
+        let planes: Vec<f32> = (0..24).map(|v| v as f32 * 0.01).collect();
+        f.copy_from_planes([2, 2, 1], &planes[..16]);
+        assert_eq!((f.size, f.rho.len()), ([2, 2, 1], 4));
+        assert_eq!(f.uz, planes[12..16]);
+        assert!(f.is_stable());
+        f.uy[2] = 0.6;
+        assert!(!f.is_stable());
+        f.uy[2] = 0.0;
+        f.rho[3] = f32::NAN;
+        assert!(!f.is_stable());
+    }
+
+    #[test]
     fn probe_points_map_cell_centres_to_block_centres() {
         assert_eq!(to_display([0.5, 2.5, 10.0], 1), [0.5, 2.5, 10.0]);
         // Cells 0 and 1 make block 0: their middle is its centre.

@@ -194,30 +194,37 @@ pub struct Fields {
 }
 
 impl Fields {
-    /// From ρ, ux, uy, uz stored as four consecutive planes (copied over all cores).
-    pub fn from_planes(size: [usize; 3], planes: &[f32]) -> Fields {
+    /// Becomes the fields of a `size` grid stored as ρ, ux, uy, uz in four
+    /// consecutive planes, copied over all cores into the vectors it has.
+    pub fn copy_from_planes(&mut self, size: [usize; 3], planes: &[f32]) {
         use rayon::prelude::*;
         let n = size.iter().product::<usize>();
         assert_eq!(planes.len(), 4 * n, "four planes of {n} values");
-        // Zeroed vectors come from the allocator untouched: the parallel copy
-        // below is the first write, so their pages fault in over all cores.
-        let mut f = Fields {
-            size,
-            rho: vec![0.0; n],
-            ux: vec![0.0; n],
-            uy: vec![0.0; n],
-            uz: vec![0.0; n],
-        };
+        self.size = size;
         let chunk = 1 << 16;
-        for (k, out) in [&mut f.rho, &mut f.ux, &mut f.uy, &mut f.uz]
+        for (k, out) in [&mut self.rho, &mut self.ux, &mut self.uy, &mut self.uz]
             .into_iter()
             .enumerate()
         {
+            out.resize(n, 0.0);
             out.par_chunks_mut(chunk)
                 .zip(planes[k * n..(k + 1) * n].par_chunks(chunk))
                 .for_each(|(o, i)| o.copy_from_slice(i));
         }
-        f
+    }
+
+    /// Whether every value is finite and every speed within the stable
+    /// limit (checked over all cores).
+    pub fn is_stable(&self) -> bool {
+        use rayon::prelude::*;
+        let limit = MAX_STABLE_SPEED * MAX_STABLE_SPEED;
+        (0..self.rho.len())
+            .into_par_iter()
+            .with_min_len(1 << 14)
+            .all(|c| {
+                let [x, y, z] = self.velocity(c);
+                self.rho[c].is_finite() && (x * x + y * y + z * z) <= limit
+            })
     }
 
     pub fn new(size: [usize; 3]) -> Fields {
@@ -360,9 +367,10 @@ pub trait Solver: Send {
         Ok(false)
     }
 
-    /// The newest display frame whose copy has finished, with its step; older
-    /// finished ones are dropped. With `wait`, waits for the copies under way.
-    fn take_display(&mut self, _wait: bool) -> Result<Option<(u64, Fields)>, SolverError> {
+    /// Copies the newest display frame whose copy has finished into `out`
+    /// (reusing its vectors) and returns its step; older finished ones are
+    /// dropped. With `wait`, waits for the copies under way.
+    fn take_display(&mut self, _wait: bool, _out: &mut Fields) -> Result<Option<u64>, SolverError> {
         Ok(None)
     }
 }
