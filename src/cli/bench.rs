@@ -48,6 +48,11 @@ pub struct BenchArgs {
     /// Seconds to stream per size.
     #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
+    /// What the --stream consumer does with each frame: `full` (upload,
+    /// derive, extract, draw, as the window does), `upload` only, or `none`
+    /// (drop it): where the solver's lost time goes.
+    #[arg(long, default_value = "full", value_parser = ["full", "upload", "none"], hide = true)]
+    pub consumer: String,
     /// Display limit for --stream (see the window's --display-limit).
     #[arg(long, value_name = "N", default_value_t = crate::solver::display::DEFAULT_LIMIT,
           value_parser = super::parse_display_limit)]
@@ -794,8 +799,12 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
             match worker.take_frame() {
                 Some(frame) => {
                     let t = Instant::now();
-                    viewer.upload(&gpu, &frame.fields, &frame.flags, frame.geometry)?;
-                    viewer.render(&gpu, &settings, [1920, 1080])?;
+                    if args.consumer != "none" {
+                        viewer.upload(&gpu, &frame.fields, &frame.flags, frame.geometry)?;
+                    }
+                    if args.consumer == "full" {
+                        viewer.render(&gpu, &settings, [1920, 1080])?;
+                    }
                     wait(&gpu)?;
                     frame_ms.push(t.elapsed().as_secs_f64() * 1e3);
                     frames += 1;
