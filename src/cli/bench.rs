@@ -566,7 +566,7 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
     use crate::render::scene::Stereo;
     use crate::render::streamlines::{Rake, Tracer};
     use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
-    use crate::render::volume::Volume;
+    use crate::render::volume::{FieldStaging, Volume};
 
     const HD: [u32; 2] = [1920, 1080];
     let gpu = Gpu::headless()?;
@@ -592,11 +592,34 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         "1920x1080 (ms)",
         "anaglyph 16 AA (ms)"
     );
+    let mut uploads = Vec::new();
     for &n in &args.sizes {
         let f = vortex_field(n);
         let size = [n as u32; 3];
         let fields = Volume::fields(&gpu, size);
-        fields.write_fields(&gpu, &f)?;
+        // The window's upload of a frame, and its host-side part alone (the
+        // same interleave into ordinary memory): the rest is the GPU's copy.
+        let mut staging = FieldStaging::default();
+        fields.write_fields_through(&gpu, &f, &mut staging)?;
+        let upload_ms = median_ms(args.repeats, || {
+            fields.write_fields_through(&gpu, &f, &mut staging)?;
+            wait(&gpu)
+        })?;
+        let mut texels = vec![[0.0f32; 4]; f.rho.len()];
+        let interleave_ms = median_ms(args.repeats, || {
+            use rayon::prelude::*;
+            texels
+                .par_chunks_mut(1 << 14)
+                .enumerate()
+                .for_each(|(k, chunk)| {
+                    for (i, t) in chunk.iter_mut().enumerate() {
+                        let c = (k << 14) + i;
+                        *t = [f.rho[c], f.ux[c], f.uy[c], f.uz[c]];
+                    }
+                });
+            Ok(())
+        })?;
+        uploads.push((n, upload_ms, interleave_ms));
         let scalar = Volume::scalar(&gpu, size);
         let derive = DerivePass::new(&gpu);
         let minmax = MinMax::new(&gpu);
@@ -677,6 +700,15 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
             ms,
             1e3 / ms
         );
+    }
+
+    println!();
+    println!(
+        "{:>6} {:>18} {:>22}",
+        "size", "field upload (ms)", "host interleave (ms)"
+    );
+    for (n, upload, interleave) in uploads {
+        println!("{n:>6} {upload:>18.2} {interleave:>22.2}");
     }
 
     println!();

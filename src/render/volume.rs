@@ -26,9 +26,19 @@ pub struct FieldStaging {
     /// Every buffer is mapped again (set by the map callbacks).
     mapped: Vec<Arc<AtomicBool>>,
     submission: Option<wgpu::SubmissionIndex>,
+    /// Bytes per buffer at most, below the device's own limit (tests).
+    buffer_limit: Option<u64>,
 }
 
 impl FieldStaging {
+    /// Staging in buffers of at most `bytes` (whole layers, at least one).
+    pub fn with_buffer_limit(bytes: u64) -> FieldStaging {
+        FieldStaging {
+            buffer_limit: Some(bytes),
+            ..Default::default()
+        }
+    }
+
     /// Mapped buffers for `layers` layers of `layer` bytes, `per_buffer` layers each.
     fn prepare(
         &mut self,
@@ -183,7 +193,9 @@ impl Volume {
         let row = (nx as u64 * 16).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
         let layer = row * ny as u64;
         // Buffers of whole layers, each within the device's largest buffer.
-        let per_buffer = (gpu.device.limits().max_buffer_size / layer).clamp(1, nz as u64) as usize;
+        let most = gpu.device.limits().max_buffer_size;
+        let most = staging.buffer_limit.map_or(most, |l| l.min(most));
+        let per_buffer = (most / layer).clamp(1, nz as u64) as usize;
         staging.prepare(gpu, layer, nz, per_buffer)?;
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         for (k, buffer) in staging.buffers.iter().enumerate() {

@@ -185,8 +185,10 @@ pub fn panel(
         status.reynolds, status.velocity, status.tau, status.max_speed
     ));
     ui.horizontal(|ui| {
-        ui.label("Reynolds");
-        let r = ui.text_edit_singleline(&mut state.reynolds_text);
+        let label = ui.label("Reynolds");
+        let r = ui
+            .text_edit_singleline(&mut state.reynolds_text)
+            .labelled_by(label.id);
         if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
             match state.reynolds_text.trim().parse::<f64>() {
                 Ok(re) => commands.push(Command::SetReynolds(re)),
@@ -195,8 +197,10 @@ pub fn panel(
         }
     });
     ui.horizontal(|ui| {
-        ui.label("speed (lattice)");
-        let r = ui.text_edit_singleline(&mut state.velocity_text);
+        let label = ui.label("speed (lattice)");
+        let r = ui
+            .text_edit_singleline(&mut state.velocity_text)
+            .labelled_by(label.id);
         if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
             match state.velocity_text.trim().parse::<f64>() {
                 Ok(u) => commands.push(Command::SetVelocity(u)),
@@ -231,8 +235,10 @@ pub fn panel(
     ));
     colouring(ui, view, settings);
     ui.horizontal(|ui| {
-        ui.label("value");
-        let r = ui.text_edit_singleline(&mut state.iso_text);
+        let label = ui.label("isovalue");
+        let r = ui
+            .text_edit_singleline(&mut state.iso_text)
+            .labelled_by(label.id);
         if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
             settings.iso = state
                 .iso_text

@@ -182,14 +182,16 @@ fn bench_render_times_the_visualisation_passes() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    // Three tables (passes and frames, impostors, streamlines), a row each.
+    // Four tables (passes and frames, impostors, uploads, streamlines), a row each.
     let rows: Vec<Vec<f64>> = out
         .lines()
         .filter(|l| l.trim_start().starts_with("24 "))
         .map(|l| l.split_whitespace().map(|w| w.parse().unwrap()).collect())
         .collect();
-    assert_eq!(rows.len(), 3, "{out}");
-    let (frames, spheres, lines) = (&rows[0], &rows[1], &rows[2]);
+    assert_eq!(rows.len(), 4, "{out}");
+    let (frames, spheres, uploads, lines) = (&rows[0], &rows[1], &rows[2], &rows[3]);
+    // The upload and its host-side part, both timed.
+    assert!(uploads[1] > 0.0 && uploads[2] > 0.0, "{out}");
     // derive, extract, its GPU time, triangles, mono frame, anaglyph picture.
     assert!(
         frames[1..].iter().all(|&v| v > 0.0) && frames[4] > 100.0,
@@ -225,12 +227,14 @@ fn bench_stream_compares_the_solver_alone_and_while_streaming() {
         .lines()
         .find(|l| l.trim_start().starts_with("20 "))
         .expect("a row for size 20")
-        .replace('%', "")
+        .replace(['%', '³'], "")
         .split_whitespace()
         .map(|w| w.parse().unwrap())
         .collect();
-    // MLUPS alone and streaming, the share kept, frames per second, frame time.
-    assert!(row[1] > 0.0 && row[2] > 0.0, "{out}");
-    assert!((row[3] - 100.0 * row[2] / row[1]).abs() < 1.0, "{out}");
-    assert!(row[4] > 1.0 && row[5] > 0.0, "{out}");
+    // The display grid, MLUPS alone and streaming, the share kept, frames per
+    // second, frame time.
+    assert_eq!(row[1], 20.0, "{out}");
+    assert!(row[2] > 0.0 && row[3] > 0.0, "{out}");
+    assert!((row[4] - 100.0 * row[3] / row[2]).abs() < 1.0, "{out}");
+    assert!(row[5] > 1.0 && row[6] > 0.0, "{out}");
 }

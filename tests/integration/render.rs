@@ -5,7 +5,7 @@ use flowscope::render::derive::{derive, PlotType};
 use flowscope::render::gpu::Gpu;
 use flowscope::render::isosurface::{cpu, Extractor};
 use flowscope::render::passes::{DerivePass, MinMax};
-use flowscope::render::volume::Volume;
+use flowscope::render::volume::{FieldStaging, Volume};
 use flowscope::solver::Fields;
 
 use crate::common::*;
@@ -145,6 +145,44 @@ fn derived_vorticity_and_q_match_cpu_finite_differences() {
         );
         assert!(scale > 1e-4, "{}: trivial field", plot.name());
         assert!(worst < 1e-5, "{}: {worst}", plot.name());
+    }
+}
+
+#[test]
+fn field_uploads_reuse_their_staging_across_frames_and_buffers() {
+    let gpu = gpu();
+    // Rows of 13 texels are padded to the copy alignment; 5 layers of 7 rows
+    // make one buffer, or three of at most two layers.
+    let size = [13usize, 7, 5];
+    let frame = |k: f32| {
+        let mut f = Fields::new(size);
+        for c in 0..f.rho.len() {
+            f.rho[c] = 1.0 + 1e-3 * c as f32;
+            f.ux[c] = k + c as f32;
+            f.uy[c] = -k * c as f32;
+            f.uz[c] = 0.5 * k;
+        }
+        f
+    };
+    let s = size.map(|v| v as u32);
+    let fields = Volume::fields(&gpu, s);
+    let scalar = Volume::scalar(&gpu, s);
+    let pass = DerivePass::new(&gpu);
+    let layer = 7 * 256;
+    for mut staging in [
+        FieldStaging::default(),
+        FieldStaging::with_buffer_limit(2 * layer),
+    ] {
+        for k in [1.0f32, 2.0, 3.0] {
+            let f = frame(k);
+            fields.write_fields_through(&gpu, &f, &mut staging).unwrap();
+            for (plot, want) in [(PlotType::Ux, &f.ux), (PlotType::Uy, &f.uy)] {
+                let mut encoder = gpu.device.create_command_encoder(&Default::default());
+                pass.run(&gpu, &mut encoder, &fields, &scalar, plot);
+                gpu.queue.submit([encoder.finish()]);
+                assert_eq!(&scalar.read_scalar(&gpu).unwrap(), want, "frame {k}");
+            }
+        }
     }
 }
 

@@ -1,0 +1,200 @@
+//! The control panel driven through egui_kittest (AccessKit): each control
+//! sends the command it names, and nothing else.
+
+use std::path::PathBuf;
+
+use egui::accesskit::Role;
+use egui_kittest::kittest::Queryable;
+use egui_kittest::Harness;
+
+use flowscope::app::view::ViewSettings;
+use flowscope::app::worker::{Command, Status};
+use flowscope::render::derive::PlotType;
+use flowscope::ui::{panel, shortcuts, PanelState, ViewInfo};
+
+struct Panel {
+    status: Status,
+    view: ViewInfo,
+    settings: ViewSettings,
+    state: PanelState,
+    scenarios: Vec<PathBuf>,
+    commands: Vec<Command>,
+}
+
+fn harness(running: bool) -> Harness<'static, Panel> {
+    let status = Status {
+        scenario: "cavity".into(),
+        solver: "CPU".into(),
+        running,
+        step: 1200,
+        reynolds: 100.0,
+        velocity: 0.1,
+        tau: 0.53,
+        size: [66, 66, 66],
+        stride: 1,
+        ..Default::default()
+    };
+    let state = Panel {
+        status,
+        view: ViewInfo::default(),
+        settings: ViewSettings::default(),
+        state: PanelState {
+            display_limit: 256,
+            ..Default::default()
+        },
+        scenarios: vec![
+            PathBuf::from("assets/scenarios/cavity.toml"),
+            PathBuf::from("assets/scenarios/cylinder.toml"),
+        ],
+        commands: Vec::new(),
+    };
+    Harness::builder()
+        .with_size(egui::vec2(480.0, 1600.0))
+        .build_ui_state(
+            |ui, p: &mut Panel| {
+                let sent = panel(
+                    ui,
+                    &p.status,
+                    &p.view,
+                    &mut p.settings,
+                    &mut p.state,
+                    &p.scenarios,
+                );
+                p.commands.extend(sent);
+                let keys = shortcuts(ui.ctx(), &p.status, &mut p.settings);
+                p.commands.extend(keys);
+            },
+            state,
+        )
+}
+
+/// The commands the panel sent since the last call.
+fn sent(h: &mut Harness<'static, Panel>) -> Vec<Command> {
+    std::mem::take(&mut h.state_mut().commands)
+}
+
+#[test]
+fn run_controls_send_their_commands() {
+    let mut h = harness(true);
+    h.run();
+    assert_eq!(sent(&mut h), vec![], "drawing alone sends nothing");
+    h.get_by_label("Pause").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::Pause]);
+    h.get_by_label("Step").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::Step(1)]);
+    h.get_by_label("Reset").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::Reset]);
+    // Paused, the same place offers Run.
+    h.state_mut().status.running = false;
+    h.run();
+    assert!(h.query_by_label("Pause").is_none());
+    h.get_by_label("Run").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::Run]);
+}
+
+#[test]
+fn typed_reynolds_number_is_sent_and_a_bad_one_is_put_back() {
+    let mut h = harness(true);
+    h.run();
+    let field = h.get_by_role_and_label(Role::TextInput, "Reynolds");
+    field.focus();
+    field.type_text("250");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::SetReynolds(250.0)]);
+    let field = h.get_by_role_and_label(Role::TextInput, "Reynolds");
+    field.focus();
+    field.type_text("fast");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert_eq!(sent(&mut h), vec![]);
+    assert!(h.state().state.reynolds_text.starts_with("100"));
+    let field = h.get_by_role_and_label(Role::TextInput, "speed (lattice)");
+    field.focus();
+    field.type_text("0.05");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::SetVelocity(0.05)]);
+}
+
+#[test]
+fn plot_type_scenario_and_display_limit_pickers() {
+    let mut h = harness(true);
+    h.run();
+    h.get_by_label("plot").click();
+    h.run();
+    h.get_by_label("vorticity").click();
+    h.run();
+    assert_eq!(h.state().settings.plot, PlotType::Vorticity);
+    assert_eq!(sent(&mut h), vec![], "plot types are the view's business");
+
+    h.get_by_label("cylinder").click();
+    h.run();
+    assert_eq!(
+        sent(&mut h),
+        vec![Command::Load(PathBuf::from(
+            "assets/scenarios/cylinder.toml"
+        ))]
+    );
+
+    h.get_by_label("display limit").click();
+    h.run();
+    h.get_by_label("128³").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::SetDisplayLimit(128)]);
+    assert_eq!(h.state().state.display_limit, 128);
+    // A coarser display grid is shown as such.
+    h.state_mut().status.stride = 2;
+    h.run();
+    h.get_by_label_contains("showing 33×33×33");
+}
+
+#[test]
+fn export_checkpoint_screenshot_and_help_buttons() {
+    let mut h = harness(true);
+    h.run();
+    h.get_by_label("Export VTI").click();
+    h.run();
+    h.get_by_label("Checkpoint").click();
+    h.run();
+    assert_eq!(
+        sent(&mut h),
+        vec![
+            Command::ExportVti(PathBuf::from("flowscope-1200.vti")),
+            Command::SaveCheckpoint(PathBuf::from("flowscope-1200.ckpt")),
+        ]
+    );
+    h.get_by_label("Screenshot").click();
+    h.run();
+    assert!(h.state().state.screenshot);
+    h.get_by_label("Help").click();
+    h.run();
+    assert!(h.state().state.show_help);
+    assert_eq!(sent(&mut h), vec![]);
+}
+
+#[test]
+fn keyboard_shortcuts_send_commands() {
+    let mut h = harness(true);
+    h.run();
+    h.key_press(egui::Key::Space);
+    h.run();
+    h.key_press(egui::Key::S);
+    h.run();
+    h.key_press(egui::Key::R);
+    h.run();
+    assert_eq!(
+        sent(&mut h),
+        vec![Command::Pause, Command::Step(1), Command::Reset]
+    );
+    h.key_press(egui::Key::Num6);
+    h.run();
+    assert_eq!(h.state().settings.plot, flowscope::ui::PLOTS[5]);
+}
