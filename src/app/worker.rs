@@ -219,6 +219,8 @@ struct State {
     flags: Arc<Vec<u8>>,
     /// A display frame may be copying (see [`Solver::begin_display`]).
     copying: bool,
+    /// The step of the newest frame published.
+    shown: Option<u64>,
     /// Fields of published frames, reused once the UI has let go of them: a
     /// fresh vector per frame would cost page faults over all of it.
     pool: Vec<Arc<Fields>>,
@@ -259,6 +261,7 @@ fn load(
         stride: 0,
         flags: Arc::default(),
         copying: false,
+        shown: None,
         pool: Vec::new(),
         obstacle,
         history,
@@ -307,6 +310,7 @@ fn spare_fields(state: &mut State) -> Fields {
 }
 
 fn publish_fields(state: &mut State, step: u64, fields: Fields, mailbox: &Mailbox) {
+    state.shown = Some(step);
     let fields = Arc::new(fields);
     state.pool.push(fields.clone());
     if state.pool.len() > POOL {
@@ -375,9 +379,23 @@ fn deliver(state: &mut State, mailbox: &Mailbox, wait: bool) -> Result<(), Strin
     }
 }
 
+/// Publishes the current step unless it is already shown.
+fn show_now(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
+    // Frames under way first: they free their slots.
+    deliver(state, mailbox, true)?;
+    if state.shown == Some(state.solver.time_step()) {
+        return Ok(());
+    }
+    begin_frame(state, mailbox)?;
+    deliver(state, mailbox, true)
+}
+
 /// How often the time series and the solver's statistics are sampled while
 /// it runs: every display frame would cost the solver a step's worth of work.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// The time between field frames the worker aims at.
+const FRAME_SECONDS: f64 = 0.045;
 
 fn run(
     path: PathBuf,
@@ -446,7 +464,7 @@ fn run(
                     }
                     Command::Pause => {
                         running = false;
-                        Ok(())
+                        show_now(&mut state, &mailbox)
                     }
                     Command::Step(n) => {
                         running = false;
@@ -563,16 +581,17 @@ fn run(
                 continue;
             }
             mlups = state.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
-            // About 25 frames of fields per second, with chunks of steps
-            // that outlast the host's work on a frame (else the GPU idles).
+            // About 22 frames of fields per second (each costs the GPU some
+            // work: fewer would be cheaper, but 20 is what looks live), with
+            // chunks of steps that outlast the host's work on a frame (else
+            // the GPU idles).
             let host_bound = overlapped && waited < 0.1 * secs;
-            chunk = if secs < 0.02 || (host_bound && secs < 0.1) {
-                (chunk * 2).min(8192)
-            } else if secs > 0.06 && (!overlapped || waited > 0.5 * secs) && chunk > 2 {
-                chunk / 2
-            } else {
-                chunk
-            };
+            let mut scale = (FRAME_SECONDS / secs.max(1e-4)).clamp(0.5, 2.0);
+            if host_bound && secs < 0.1 {
+                scale = scale.max(1.25);
+            }
+            // Even, so that running chunks end on even steps.
+            chunk = (((chunk as f64 * scale / 2.0).round() as u64) * 2).clamp(2, 8192);
             let mut stable = true;
             if !running || last_sample.elapsed() >= SAMPLE_EVERY {
                 last_sample = Instant::now();
@@ -593,7 +612,10 @@ fn run(
                     Err(e) => set_message(e.to_string()),
                 }
             }
-            if stable {
+            // While it runs, a frame the UI has not taken yet is not worth
+            // replacing; a single step always shows.
+            let untaken = mailbox.frame.lock().is_ok_and(|f| f.is_some());
+            if stable && (!running || !untaken) {
                 if let Err(e) = begin_frame(&mut state, &mailbox) {
                     running = false;
                     pending_steps = 0;
@@ -765,6 +787,8 @@ mod tests {
         let paused = wait_for(&worker, |s| !s.running).step;
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(worker.status().step, paused);
+        // A paused run shows the step it stopped at.
+        assert_eq!(worker.take_frame().map(|f| f.step), Some(paused));
         worker.send(Command::Step(3));
         wait_for(&worker, |s| s.step == paused + 3);
         worker.send(Command::SetReynolds(-5.0));
