@@ -343,24 +343,21 @@ fn begin_frame(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     }
 }
 
-/// Publishes the newest display frame whose copy has finished (with `wait`,
-/// waits for those under way). A frame that shows a blow-up is not published:
-/// the error says why, and the last good frame stays on screen.
-fn deliver(state: &mut State, mailbox: &Mailbox, wait: bool) -> Result<(), String> {
+/// Publishes the display frame under way once its copy is done. A frame that
+/// shows a blow-up is not published: the error says why, and the last good
+/// frame stays on screen.
+fn deliver(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     if !state.copying {
         return Ok(());
     }
-    if wait {
-        state.copying = false;
-    }
+    state.copying = false;
     let mut fields = spare_fields(state);
-    match state.solver.take_display(wait, &mut fields) {
+    match state.solver.take_display(&mut fields) {
         Ok(Some(step)) if fields.is_stable() => {
             publish_fields(state, step, fields, mailbox);
             Ok(())
         }
         Ok(Some(step)) => {
-            state.copying = false;
             // The solver's statistics say where (the blow-up only grows).
             let found = state.solver.stats().ok().and_then(|s| s.instability());
             Err(match found {
@@ -372,22 +369,19 @@ fn deliver(state: &mut State, mailbox: &Mailbox, wait: bool) -> Result<(), Strin
             })
         }
         Ok(None) => Ok(()),
-        Err(e) => {
-            state.copying = false;
-            Err(e.to_string())
-        }
+        Err(e) => Err(e.to_string()),
     }
 }
 
 /// Publishes the current step unless it is already shown.
 fn show_now(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     // Frames under way first: they free their slots.
-    deliver(state, mailbox, true)?;
+    deliver(state, mailbox)?;
     if state.shown == Some(state.solver.time_step()) {
         return Ok(());
     }
     begin_frame(state, mailbox)?;
-    deliver(state, mailbox, true)
+    deliver(state, mailbox)
 }
 
 /// How often the time series and the solver's statistics are sampled while
@@ -456,93 +450,93 @@ fn run(
             }
         };
         if let Some(command) = command {
-            let result: Result<(), String> =
-                match command {
-                    Command::Run => {
+            let result: Result<(), String> = match command {
+                Command::Run => {
+                    running = true;
+                    Ok(())
+                }
+                Command::Pause => {
+                    running = false;
+                    show_now(&mut state, &mailbox)
+                }
+                Command::Step(n) => {
+                    running = false;
+                    pending_steps += n;
+                    Ok(())
+                }
+                Command::Reset => state
+                    .solver
+                    .reset()
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| publish(&mut state, &mailbox)),
+                Command::SetReynolds(re) | Command::SetVelocity(re)
+                    if !(re > 0.0 && re.is_finite()) =>
+                {
+                    Err(format!("{re} is not a positive number"))
+                }
+                Command::SetReynolds(re) => {
+                    overrides.retain(|o| !o.starts_with("fluid.reynolds="));
+                    overrides.push(format!("fluid.reynolds={re}"));
+                    retune(&mut state, &overrides)
+                }
+                Command::SetVelocity(u) => {
+                    overrides.retain(|o| {
+                        !o.starts_with("fluid.velocity=") && !o.starts_with("fluid.mach=")
+                    });
+                    overrides.push(format!("fluid.velocity={u}"));
+                    retune(&mut state, &overrides)
+                }
+                Command::Load(p) => match load(&p, &[], backend, state.geometry + 1, limit) {
+                    Ok(s) => {
+                        state = s;
+                        overrides.clear();
                         running = true;
-                        Ok(())
+                        publish(&mut state, &mailbox)
                     }
-                    Command::Pause => {
-                        running = false;
-                        show_now(&mut state, &mailbox)
-                    }
-                    Command::Step(n) => {
-                        running = false;
-                        pending_steps += n;
-                        Ok(())
-                    }
-                    Command::Reset => state
-                        .solver
-                        .reset()
+                    Err(e) => Err(e),
+                },
+                Command::SaveCheckpoint(p) => save_checkpoint(&mut state, &p),
+                Command::LoadCheckpoint(p) => {
+                    crate::io::checkpoint::load(&p, state.scenario.size, state.solver.flags())
                         .map_err(|e| e.to_string())
-                        .and_then(|_| publish(&mut state, &mailbox)),
-                    Command::SetReynolds(re) | Command::SetVelocity(re)
-                        if !(re > 0.0 && re.is_finite()) =>
-                    {
-                        Err(format!("{re} is not a positive number"))
-                    }
-                    Command::SetReynolds(re) => {
-                        overrides.retain(|o| !o.starts_with("fluid.reynolds="));
-                        overrides.push(format!("fluid.reynolds={re}"));
-                        retune(&mut state, &overrides)
-                    }
-                    Command::SetVelocity(u) => {
-                        overrides.retain(|o| {
-                            !o.starts_with("fluid.velocity=") && !o.starts_with("fluid.mach=")
-                        });
-                        overrides.push(format!("fluid.velocity={u}"));
-                        retune(&mut state, &overrides)
-                    }
-                    Command::Load(p) => match load(&p, &[], backend, state.geometry + 1, limit) {
-                        Ok(s) => {
-                            state = s;
-                            overrides.clear();
-                            running = true;
+                        .and_then(|c| {
+                            state
+                                .solver
+                                .set_populations(c.step, &c.populations)
+                                .map_err(|e| e.to_string())
+                        })
+                        .and_then(|_| {
+                            // The steadiness criterion starts over from here.
+                            state.solver.velocity_change().map_err(|e| e.to_string())?;
                             publish(&mut state, &mailbox)
-                        }
-                        Err(e) => Err(e),
-                    },
-                    Command::SaveCheckpoint(p) => save_checkpoint(&mut state, &p),
-                    Command::LoadCheckpoint(p) => {
-                        crate::io::checkpoint::load(&p, state.scenario.size, state.solver.flags())
-                            .map_err(|e| e.to_string())
-                            .and_then(|c| {
-                                state
-                                    .solver
-                                    .set_populations(c.step, &c.populations)
-                                    .map_err(|e| e.to_string())
-                            })
-                            .and_then(|_| {
-                                // The steadiness criterion starts over from here.
-                                state.solver.velocity_change().map_err(|e| e.to_string())?;
-                                publish(&mut state, &mailbox)
-                            })
-                    }
-                    Command::ExportVti(p) => state
+                        })
+                }
+                Command::ExportVti(p) => {
+                    state
                         .solver
                         .fields()
                         .map_err(|e| e.to_string())
                         .and_then(|f| {
                             crate::io::vti::write(&p, &f, state.solver.flags())
                                 .map_err(|e| format!("cannot write {}: {e}", p.display()))
-                        }),
-                    Command::SetDisplayLimit(0) => {
-                        Err("the display limit must be at least 1 cell".into())
+                        })
+                }
+                Command::SetDisplayLimit(0) => {
+                    Err("the display limit must be at least 1 cell".into())
+                }
+                Command::SetDisplayLimit(l) => {
+                    limit = l;
+                    let stride = state.stride;
+                    set_display_limit(&mut state, limit);
+                    if state.stride != stride {
+                        // Frames under way are on the old grid.
+                        deliver(&mut state, &mailbox).and_then(|_| publish(&mut state, &mailbox))
+                    } else {
+                        Ok(())
                     }
-                    Command::SetDisplayLimit(l) => {
-                        limit = l;
-                        let stride = state.stride;
-                        set_display_limit(&mut state, limit);
-                        if state.stride != stride {
-                            // Frames under way are on the old grid.
-                            deliver(&mut state, &mailbox, true)
-                                .and_then(|_| publish(&mut state, &mailbox))
-                        } else {
-                            Ok(())
-                        }
-                    }
-                    Command::Quit => return,
-                };
+                }
+                Command::Quit => return,
+            };
             match result {
                 Ok(()) => {
                     if let Ok(mut s) = mailbox.status.lock() {
@@ -564,9 +558,10 @@ fn run(
             let began = Instant::now();
             let overlapped = state.copying;
             let mut result = state.solver.enqueue(n).map_err(|e| e.to_string());
-            // While the GPU steps: hand over the frame copied meanwhile.
+            // While the GPU steps: hand over the frame begun after the last
+            // chunk, waiting here for its copy (which overlaps these steps).
             if result.is_ok() {
-                result = deliver(&mut state, &mailbox, false);
+                result = deliver(&mut state, &mailbox);
             }
             let delivered = Instant::now();
             result = result.and_then(|_| state.solver.finish().map_err(|e| e.to_string()));
@@ -622,7 +617,7 @@ fn run(
                     set_message(e);
                 }
             }
-        } else if let Err(e) = deliver(&mut state, &mailbox, true) {
+        } else if let Err(e) = deliver(&mut state, &mailbox) {
             // Stopped: the last frame under way is the one to show.
             set_message(e);
         }

@@ -330,7 +330,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
             g.finish()?;
             let mut frame = Fields::default();
             let step = g
-                .take_display(true, &mut frame)?
+                .take_display(&mut frame)?
                 .context("a display frame was started but none arrived")?;
             anyhow::ensure!(step == at, "display frame of step {step}, started at {at}");
             anyhow::ensure!(
@@ -355,7 +355,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
             }
             frames += 1;
             anyhow::ensure!(
-                g.take_display(true, &mut frame)?.is_none(),
+                g.take_display(&mut frame)?.is_none(),
                 "a display frame arrived twice"
             );
         }

@@ -863,27 +863,23 @@ impl Solver for CudaSolver {
         Ok(true)
     }
 
-    fn take_display(&mut self, wait: bool, out: &mut Fields) -> Result<Option<u64>, SolverError> {
+    fn take_display(&mut self, out: &mut Fields) -> Result<Option<u64>, SolverError> {
         let Some(d) = self.display.as_mut() else {
             return Ok(None);
         };
         let mut newest: Option<(usize, u64)> = None;
         for (k, s) in d.slots.iter().enumerate() {
             let Some(step) = s.step else { continue };
-            let done = if wait {
-                s.copied.synchronize().map_err(dev)?;
-                true
-            } else {
-                s.copied.try_is_complete().map_err(dev)?
-            };
-            if done && newest.is_none_or(|(_, t)| t < step) {
+            // Blocks the host only: the solver's stream steps on meanwhile.
+            s.copied.synchronize().map_err(dev)?;
+            if newest.is_none_or(|(_, t)| t < step) {
                 newest = Some((k, step));
             }
         }
         let Some((k, step)) = newest else {
             return Ok(None);
         };
-        // Older finished frames are dropped with it (copies finish in order).
+        // Older frames are dropped with it.
         for s in &mut d.slots {
             if s.step.is_some_and(|t| t <= step) {
                 s.step = None;

@@ -367,10 +367,9 @@ pub trait Solver: Send {
         Ok(false)
     }
 
-    /// Copies the newest display frame whose copy has finished into `out`
-    /// (reusing its vectors) and returns its step; older finished ones are
-    /// dropped. With `wait`, waits for the copies under way.
-    fn take_display(&mut self, _wait: bool, _out: &mut Fields) -> Result<Option<u64>, SolverError> {
+    /// Waits for the display frames under way, copies the newest into `out`
+    /// (reusing its vectors) and returns its step; older ones are dropped.
+    fn take_display(&mut self, _out: &mut Fields) -> Result<Option<u64>, SolverError> {
         Ok(None)
     }
 }
