@@ -3,7 +3,7 @@
 // src/solver/cuda.rs); every formula mirrors src/solver/lattice.rs and
 // src/solver/cpu.rs operation for operation, so FP32 results match the CPU
 // reference solver to rounding (compiled without FMA contraction they match bit
-// for bit). Keep the three in sync.
+// for bit; the 16-bit kernels allow it). Keep the three in sync.
 //
 // Storage: one population array, structure of arrays: f[i * n + cell],
 // cell = x + nx * (y + ny * z). Values are shifted (f_i - w_i). With

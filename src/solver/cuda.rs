@@ -3,8 +3,8 @@
 //! on machines without CUDA).
 //!
 //! Same layout, streaming scheme, boundary rules and arithmetic order as the CPU
-//! reference solver; kernels are compiled without FMA contraction so that FP32
-//! results agree with it to rounding. Every CUDA call's error is checked, and
+//! reference solver; the FP32 kernels are compiled without FMA contraction so
+//! that their results agree with it bit for bit. Every CUDA call's error is checked, and
 //! `step` synchronises and checks once per batch of launches.
 
 use std::ops::Range;
@@ -96,12 +96,17 @@ pub fn kernel_source(precision: Precision) -> String {
     format!("{define}{KERNEL_SOURCE}")
 }
 
-/// NVRTC options for a device of compute capability `major.minor`. No FMA
-/// contraction: the CPU reference rounds every product.
-pub fn compile_options(major: i32, minor: i32) -> Vec<String> {
+/// NVRTC options for a device of compute capability `major.minor`. FP32: no
+/// FMA contraction, since the CPU reference rounds every product and the two
+/// agree bit for bit. 16-bit storage rounds far more than FMA changes, and its
+/// kernels are bound by instruction issue: contraction is allowed there.
+pub fn compile_options(major: i32, minor: i32, precision: Precision) -> Vec<String> {
     vec![
         format!("--gpu-architecture=compute_{major}{minor}"),
-        "--fmad=false".into(),
+        match precision {
+            Precision::Fp32 => "--fmad=false".into(),
+            Precision::Fp16 => "--fmad=true".into(),
+        },
         "--std=c++17".into(),
         "-default-device".into(),
     ]
@@ -115,7 +120,7 @@ pub fn compile(precision: Precision, major: i32, minor: i32) -> Result<cudarc::n
         return Err(availability(true, false, Ok(1)).unwrap_err().0);
     }
     let options = cudarc::nvrtc::CompileOptions {
-        options: compile_options(major, minor),
+        options: compile_options(major, minor, precision),
         ..Default::default()
     };
     let source = kernel_source(precision);
@@ -1545,9 +1550,10 @@ mod tests {
                 "{name}"
             );
         }
-        let o = compile_options(9, 0);
+        let o = compile_options(9, 0, Precision::Fp32);
         assert!(o.contains(&"--gpu-architecture=compute_90".to_string()));
         assert!(o.contains(&"--fmad=false".to_string()));
+        assert!(compile_options(9, 0, Precision::Fp16).contains(&"--fmad=true".to_string()));
     }
 
     #[test]
