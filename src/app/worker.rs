@@ -285,17 +285,29 @@ fn set_display_limit(state: &mut State, limit: usize) {
     }
 }
 
-/// Publishes the current step now (after a reset, a load, a new limit).
+/// Publishes the current step now (after a reset, a load, a new limit, or
+/// for solvers without display frames of their own).
 fn publish(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     let fields = state.solver.fields().map_err(|e| e.to_string())?;
     let step = state.solver.time_step();
-    publish_fields(
-        state,
-        step,
-        display::downsample_fields(&fields, state.stride),
-        mailbox,
-    );
+    let fields = display::downsample_fields(&fields, state.stride);
+    if !fields.is_stable() {
+        return Err(unstable(state, step));
+    }
+    publish_fields(state, step, fields, mailbox);
     Ok(())
+}
+
+/// Why a frame that shows a blow-up was not published.
+fn unstable(state: &mut State, step: u64) -> String {
+    // The solver's statistics say where (the blow-up only grows).
+    match state.solver.stats().ok().and_then(|s| s.instability()) {
+        Some(e) => format!("paused: {e}"),
+        None => format!(
+            "paused: the fields of step {step} hold NaN or speeds above {}; lower the Reynolds number or the lattice speed",
+            crate::solver::MAX_STABLE_SPEED
+        ),
+    }
 }
 
 /// Frames the pool keeps: the one on screen, the one in the mailbox, spares.
@@ -357,17 +369,7 @@ fn deliver(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
             publish_fields(state, step, fields, mailbox);
             Ok(())
         }
-        Ok(Some(step)) => {
-            // The solver's statistics say where (the blow-up only grows).
-            let found = state.solver.stats().ok().and_then(|s| s.instability());
-            Err(match found {
-                Some(e) => format!("paused: {e}"),
-                None => format!(
-                    "paused: the fields of step {step} hold NaN or speeds above {}; lower the Reynolds number or the lattice speed",
-                    crate::solver::MAX_STABLE_SPEED
-                ),
-            })
-        }
+        Ok(Some(step)) => Err(unstable(state, step)),
         Ok(None) => Ok(()),
         Err(e) => Err(e.to_string()),
     }
@@ -717,6 +719,52 @@ mod tests {
             .map(|k| [k as f64, (k as f64 * k as f64 * 4e-5).sin()])
             .collect();
         assert_eq!(oscillation_frequency(&chirp), None);
+    }
+
+    #[test]
+    fn a_blow_up_pauses_the_run_with_the_cause_and_keeps_the_last_good_frame() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let overrides = [
+            "domain.size=[64,32,4]",
+            "obstacles.0.center=[16,15.5,0]",
+            "fluid.reynolds=65000",
+            "fluid.velocity=0.17",
+        ]
+        .map(String::from);
+        let scenario =
+            Scenario::load(&root.join("assets/scenarios/cylinder.toml"), &overrides).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blow-up.toml");
+        std::fs::write(&path, &scenario.source).unwrap();
+        let worker = Worker::start(
+            path,
+            Backend {
+                choice: Choice::Cpu,
+                precision: Precision::Fp32,
+                gpus: Gpus::One,
+            },
+            display::DEFAULT_LIMIT,
+            || {},
+        );
+        // Take frames as the window does until the run stops itself.
+        let mut shown = Vec::new();
+        let m = loop {
+            shown.extend(worker.take_frame());
+            if let Some(m) = worker.status().message {
+                break m;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        assert!(
+            m.starts_with("paused: the simulation became unstable"),
+            "{m}"
+        );
+        assert!(m.contains("Reynolds number"), "{m}");
+        assert!(!wait_for(&worker, |s| !s.running).running);
+        shown.extend(worker.take_frame());
+        assert!(shown.len() > 2 && shown.iter().all(|f| f.fields.is_stable()));
+        let last = shown.last().unwrap().step;
+        assert!(last > 0 && last < worker.status().step, "{last}");
     }
 
     fn wait_for(worker: &Worker, what: impl Fn(&Status) -> bool) -> Status {

@@ -394,6 +394,27 @@ fn dev(e: impl std::fmt::Display) -> SolverError {
     SolverError::Device(e.to_string())
 }
 
+/// Poisons a buffer with NaN (checks), with the `fill_f32` kernel.
+fn fill_nan(
+    stream: &Arc<CudaStream>,
+    fill_f32: &CudaFunction,
+    buf: &mut CudaSlice<f32>,
+    cfg: LaunchConfig,
+) -> Result<(), SolverError> {
+    let (count, nan) = (buf.len() as u64, f32::NAN);
+    // SAFETY: fill_f32(out, count, value) over a buffer of `count` floats.
+    unsafe {
+        stream
+            .launch_builder(fill_f32)
+            .arg(buf)
+            .arg(&count)
+            .arg(&nan)
+            .launch(cfg)
+    }
+    .map_err(dev)?;
+    Ok(())
+}
+
 impl CudaSolver {
     /// Compiles the kernels, checks memory, uploads flags and the initial state.
     pub fn new(
@@ -704,20 +725,9 @@ impl CudaSolver {
             self.fields_dev = Some(buf);
         }
         if self.poison {
-            let count = 4 * self.grid.cells() as u64;
-            let nan = f32::NAN;
             let cfg = self.reduction_config();
             let buf = self.fields_dev.as_mut().expect("allocated above");
-            // SAFETY: fill_f32(out, count, value) over a buffer of `count` floats.
-            unsafe {
-                self.stream
-                    .launch_builder(&self.kernels.fill_f32)
-                    .arg(buf)
-                    .arg(&count)
-                    .arg(&nan)
-                    .launch(cfg)
-            }
-            .map_err(dev)?;
+            fill_nan(&self.stream, &self.kernels.fill_f32, buf, cfg)?;
         }
         Ok(())
     }
@@ -827,18 +837,7 @@ impl Solver for CudaSolver {
         d.next = 1 - d.next;
         let m = d.size.iter().product::<usize>();
         if self.poison {
-            let count = 4 * m as u64;
-            let nan = f32::NAN;
-            // SAFETY: fill_f32(out, count, value) over a buffer of `count` floats.
-            unsafe {
-                self.stream
-                    .launch_builder(&self.kernels.fill_f32)
-                    .arg(&mut slot.device)
-                    .arg(&count)
-                    .arg(&nan)
-                    .launch(fill)
-            }
-            .map_err(dev)?;
+            fill_nan(&self.stream, &self.kernels.fill_f32, &mut slot.device, fill)?;
         }
         let (stride32, [mx, my, mz]) = (stride as u32, d.size.map(|v| v as u32));
         let mut b = self.stream.launch_builder(&self.kernels.display);
