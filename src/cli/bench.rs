@@ -312,10 +312,7 @@ fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
         }
         if args.largest {
             let info = cuda::probe().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let usable = info.free_bytes.saturating_sub(512 * 1024 * 1024);
-            let side = ((usable / precision.bytes_per_cell() as u64) as f64)
-                .cbrt()
-                .floor() as usize;
+            let side = cuda::largest_cube(precision, info.free_bytes) as usize;
             let mut solver = cuda_box(side, collision, precision)?;
             let mlups = time_cuda(&mut solver, 3)?;
             println!(

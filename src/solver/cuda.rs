@@ -235,19 +235,28 @@ pub fn probe_device(ordinal: usize) -> Result<DeviceInfo, CudaUnavailable> {
     Ok(info)
 }
 
+/// Device memory kept free beside the lattice: the CUDA context, reduction
+/// buffers and the two display frames of a window at the default limit
+/// (2 × 16 bytes × 256³ = 512 MiB).
+const RESERVE: u64 = 768 * 1024 * 1024;
+
+/// The side of the largest cube of cells whose lattice fits in `free` bytes.
+pub fn largest_cube(precision: Precision, free: u64) -> u64 {
+    ((free.saturating_sub(RESERVE) / precision.bytes_per_cell() as u64) as f64)
+        .cbrt()
+        .floor() as u64
+}
+
 /// Refuses a grid that would not fit in `free` bytes of device memory, naming the
 /// largest cube that would.
 pub fn check_fits(size: [usize; 3], precision: Precision, free: u64) -> Result<(), SolverError> {
     let cells = size.iter().map(|&n| n as u64).product::<u64>();
     let per_cell = precision.bytes_per_cell() as u64;
-    // Keep room for the CUDA context, reduction buffers and the field output of
-    // a downsampled view.
-    let reserve = 512 * 1024 * 1024u64;
-    let usable = free.saturating_sub(reserve);
+    let usable = free.saturating_sub(RESERVE);
     if cells * per_cell <= usable {
         return Ok(());
     }
-    let side = ((usable / per_cell) as f64).cbrt().floor() as u64;
+    let side = largest_cube(precision, free);
     Err(SolverError::Device(format!(
         "the grid {}x{}x{} needs {} of GPU memory in {} storage ({per_cell} bytes per cell), but {} are free; \
          the largest cube that fits is {side}³ ({:.0} million cells); use a smaller grid, --precision fp16, or the CPU solver",
@@ -1522,11 +1531,11 @@ mod tests {
         let e = check_fits([2048, 2048, 2048], Precision::Fp32, 80 * gib)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("largest cube that fits is 1034³"), "{e}");
+        assert!(e.contains("largest cube that fits is 1033³"), "{e}");
         let e = check_fits([2048, 2048, 2048], Precision::Fp16, 80 * gib)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("1298³") && e.contains("fp16"), "{e}");
+        assert!(e.contains("1297³") && e.contains("fp16"), "{e}");
     }
 
     #[test]
