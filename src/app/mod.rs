@@ -199,7 +199,8 @@ impl App {
     }
 
     /// The self-driving smoke test: plot types, resizes, minimise, a scenario
-    /// change, sphere impostors, streamlines and anaglyph, then exit.
+    /// change, display limits, sphere impostors, streamlines and anaglyph, then
+    /// exit.
     fn smoke(&mut self, el: &ActiveEventLoop) {
         let Some(total) = self.options.smoke_frames else {
             return;
@@ -230,6 +231,9 @@ impl App {
             55 => worker.send(Command::Step(2)),
             60 => worker.send(Command::Run),
             62 => self.settings.mode = view::SurfaceMode::Spheres,
+            // A coarser display grid and back: new volumes mid-run.
+            64 => worker.send(Command::SetDisplayLimit(24)),
+            78 => worker.send(Command::SetDisplayLimit(256)),
             68 => {
                 self.settings.streamlines =
                     Some(crate::render::streamlines::StreamlineSettings::default())
