@@ -92,6 +92,10 @@ pub struct RenderArgs {
     /// Image size, WIDTHxHEIGHT.
     #[arg(long, default_value = "1280x720")]
     pub size: String,
+    /// Draw what the window shows with this display limit: a grid larger
+    /// than N³ cells as means over blocks of cells (default: every cell).
+    #[arg(long, value_name = "N", value_parser = super::parse_display_limit)]
+    pub display_limit: Option<usize>,
     /// Camera angles (radians) and distance (cells); defaults frame the domain.
     #[arg(long, allow_negative_numbers = true)]
     pub yaw: Option<f32>,
@@ -215,10 +219,23 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
     if let Some(e) = solver.stats()?.instability() {
         return Err(e.into());
     }
-    let fields = solver.fields()?;
+    let mut fields = solver.fields()?;
+    let mut flags = solver.flags().to_vec();
+    if let Some(limit) = args.display_limit {
+        use crate::solver::display;
+        let stride = display::stride_for(fields.size, limit);
+        if stride > 1 {
+            eprintln!(
+                "display limit {limit}³: means of {stride}³ cells, {:?} shown",
+                display::coarse_size(fields.size, stride)
+            );
+        }
+        flags = display::downsample_flags(&flags, fields.size, stride);
+        fields = display::downsample_fields(&fields, stride);
+    }
     let mut viewer = Viewer::new(&gpu);
-    viewer.upload(&gpu, &fields, solver.flags(), 0)?;
-    let mut camera = Camera::framing(scenario.size.map(|n| n as u32));
+    viewer.upload(&gpu, &fields, &flags, 0)?;
+    let mut camera = Camera::framing(fields.size.map(|n| n as u32));
     camera.yaw = args.yaw.unwrap_or(camera.yaw);
     camera.pitch = args.pitch.unwrap_or(camera.pitch);
     camera.distance = args.distance.unwrap_or(camera.distance);

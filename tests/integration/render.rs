@@ -373,3 +373,46 @@ fn render_spheres_streamlines_and_anaglyph_from_the_command_line() {
         assert!(stderr(&o).contains(message), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn render_with_a_display_limit_draws_block_means() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenario_path("cavity.toml");
+    let render = |limit: &str| {
+        flowscope(
+            &[
+                "render",
+                scenario.to_str().unwrap(),
+                "--solver",
+                "cpu",
+                "--set",
+                "domain.size=[24,24,24]",
+                "--set",
+                "fluid.length_cells=22",
+                "--steps",
+                "40",
+                "--aa",
+                "1",
+                "--size",
+                "160x120",
+                "--display-limit",
+                limit,
+                "--out",
+                "coarse.png",
+            ],
+            dir.path(),
+        )
+    };
+    let o = render("8");
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("means of 3³ cells, [8, 8, 8] shown"), "{e}");
+    assert!(dir.path().join("coarse.png").exists());
+    let o = render("3");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("is not a display limit"),
+        "{}",
+        stderr(&o)
+    );
+}
