@@ -290,7 +290,7 @@ fn set_display_limit(state: &mut State, limit: usize) {
 fn publish(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     let fields = state.solver.fields().map_err(|e| e.to_string())?;
     let step = state.solver.time_step();
-    let fields = display::downsample_fields(&fields, state.stride);
+    let fields = display::downsample_fields(fields, state.stride);
     if !fields.is_stable() {
         return Err(unstable(state, step));
     }
@@ -736,16 +736,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("blow-up.toml");
         std::fs::write(&path, &scenario.source).unwrap();
-        let worker = Worker::start(
-            path,
-            Backend {
-                choice: Choice::Cpu,
-                precision: Precision::Fp32,
-                gpus: Gpus::One,
-            },
-            display::DEFAULT_LIMIT,
-            || {},
-        );
+        let worker = cpu_worker(path);
         // Take frames as the window does until the run stops itself.
         let mut shown = Vec::new();
         let m = loop {
@@ -767,6 +758,16 @@ mod tests {
         assert!(last > 0 && last < worker.status().step, "{last}");
     }
 
+    /// A worker on the CPU solver at the default display limit.
+    fn cpu_worker(scenario: PathBuf) -> Worker {
+        let backend = Backend {
+            choice: Choice::Cpu,
+            precision: Precision::Fp32,
+            gpus: Gpus::One,
+        };
+        Worker::start(scenario, backend, display::DEFAULT_LIMIT, || {})
+    }
+
     fn wait_for(worker: &Worker, what: impl Fn(&Status) -> bool) -> Status {
         for _ in 0..600 {
             let s = worker.status();
@@ -782,16 +783,7 @@ mod tests {
     fn worker_runs_pauses_steps_and_reports_bad_input_without_dying() {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenarios/cavity.toml");
-        let worker = Worker::start(
-            path,
-            Backend {
-                choice: Choice::Cpu,
-                precision: Precision::Fp32,
-                gpus: Gpus::One,
-            },
-            display::DEFAULT_LIMIT,
-            || {},
-        );
+        let worker = cpu_worker(path);
         // Steadiness points need two even-step chunks.
         let s = wait_for(&worker, |s| s.step > 20 && s.history.change.len() >= 2);
         assert!(s.solver.contains("CPU"));

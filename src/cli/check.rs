@@ -320,7 +320,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         for (stride, steps) in [(1, 31), (2, 40), (3, 33), (5, 20)] {
             g.step(steps)?;
             let at = g.time_step();
-            let expected = crate::solver::display::downsample_fields(&g.fields()?, stride);
+            let expected = crate::solver::display::downsample_fields(g.fields()?, stride);
             anyhow::ensure!(
                 g.begin_display(stride)?,
                 "the CUDA solver made no display frame"

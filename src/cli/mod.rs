@@ -108,9 +108,11 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Gui(GuiArgs {
         scenario: PathBuf::from(DEFAULT_SCENARIO),
-        solver: SolverKind::Auto,
-        precision: PrecisionArg::Fp32,
-        gpus: Gpus::One,
+        solver: SolverArgs {
+            solver: SolverKind::Auto,
+            precision: PrecisionArg::Fp32,
+            gpus: Gpus::One,
+        },
         display_limit: crate::solver::display::DEFAULT_LIMIT,
         smoke_frames: None,
     }));
@@ -152,17 +154,36 @@ pub fn parse_display_limit(s: &str) -> Result<usize, String> {
 /// The scenario the window opens when none is named.
 pub const DEFAULT_SCENARIO: &str = "assets/scenarios/cavity.toml";
 
+/// Which solver runs a scenario (the window and `run`).
 #[derive(clap::Args, Debug)]
-pub struct GuiArgs {
-    #[arg(default_value = DEFAULT_SCENARIO)]
-    pub scenario: PathBuf,
+pub struct SolverArgs {
+    /// Which solver: auto picks CUDA when a usable GPU is found.
     #[arg(long, value_enum, default_value = "auto")]
     pub solver: SolverKind,
+    /// Population storage of the CUDA solver (fp16 halves memory and traffic).
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,
     /// GPUs to spread the domain over (slabs along z): a number or `all`.
     #[arg(long, default_value = "1")]
     pub gpus: Gpus,
+}
+
+impl SolverArgs {
+    pub fn backend(&self) -> crate::solver::select::Backend {
+        crate::solver::select::Backend {
+            choice: self.solver.into(),
+            precision: self.precision.into(),
+            gpus: self.gpus,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GuiArgs {
+    #[arg(default_value = DEFAULT_SCENARIO)]
+    pub scenario: PathBuf,
+    #[command(flatten)]
+    pub solver: SolverArgs,
     /// Show at most N³ cells: larger grids are averaged over blocks of cells
     /// (on the GPU with CUDA) before they are copied to the window.
     #[arg(long, value_name = "N", default_value_t = crate::solver::display::DEFAULT_LIMIT,
@@ -175,21 +196,15 @@ pub struct GuiArgs {
 }
 
 fn gui(args: GuiArgs) -> anyhow::Result<()> {
-    use crate::solver::select::{Backend, Choice};
     if !args.scenario.exists() {
         anyhow::bail!(
             "scenario {} not found; run flowscope from the project folder or name a scenario file: flowscope gui path/to/scenario.toml",
             args.scenario.display()
         );
     }
-    let choice: Choice = args.solver.into();
     crate::app::run(crate::app::Options {
+        backend: args.solver.backend(),
         scenario: args.scenario,
-        backend: Backend {
-            choice,
-            precision: args.precision.into(),
-            gpus: args.gpus,
-        },
         display_limit: args.display_limit,
         smoke_frames: args.smoke_frames,
     })?;

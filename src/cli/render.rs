@@ -231,7 +231,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
             );
         }
         flags = display::downsample_flags(&flags, fields.size, stride);
-        fields = display::downsample_fields(&fields, stride);
+        fields = display::downsample_fields(fields, stride);
     }
     let mut viewer = Viewer::new(&gpu);
     viewer.upload(&gpu, &fields, &flags, 0)?;

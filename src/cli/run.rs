@@ -9,26 +9,19 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{exit, PrecisionArg, SolverKind};
+use super::{exit, SolverArgs};
 use crate::io::probe::ProbeLine;
 use crate::io::{checkpoint, probe, vti};
 use crate::scenario::Scenario;
-use crate::solver::select::{self, Choice, Gpus};
+use crate::solver::select;
 use crate::solver::Solver;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// Scenario file (see assets/scenarios/).
     pub scenario: PathBuf,
-    /// Which solver: auto picks CUDA when a usable GPU is found.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub solver: SolverKind,
-    /// Population storage of the CUDA solver (fp16 halves memory and traffic).
-    #[arg(long, value_enum, default_value = "fp32")]
-    pub precision: PrecisionArg,
-    /// GPUs to spread the domain over (slabs along z): a number or `all`.
-    #[arg(long, default_value = "1")]
-    pub gpus: Gpus,
+    #[command(flatten)]
+    pub solver: SolverArgs,
     /// Run until this time step (a resumed run counts from step 0 too).
     /// Default: run.steps of the scenario, unless --until-steady is given.
     #[arg(long)]
@@ -135,12 +128,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             bail!("--until-steady {tol}: the tolerance must be positive (e.g. 1e-6)");
         }
     }
-    let choice: Choice = args.solver.into();
+    let backend = args.solver.backend();
     let selected = select::build(
-        choice,
+        backend.choice,
         &scenario,
-        args.precision.into(),
-        args.gpus,
+        backend.precision,
+        backend.gpus,
         super::available_memory(),
     )?;
     let mut solver = selected.solver;

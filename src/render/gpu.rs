@@ -71,6 +71,30 @@ impl Gpu {
         })
     }
 
+    /// A 2D texture of `size` pixels, one mip level, one sample.
+    pub fn texture_2d(
+        &self,
+        size: [u32; 2],
+        format: wgpu::TextureFormat,
+        usage: wgpu::TextureUsages,
+        label: &str,
+    ) -> wgpu::Texture {
+        self.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some(label),
+            size: wgpu::Extent3d {
+                width: size[0],
+                height: size[1],
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format,
+            usage,
+            view_formats: &[],
+        })
+    }
+
     /// Copies a whole texture (COPY_SRC, one mip level) to the host as tightly
     /// packed rows of `texel_bytes`-byte texels, slices after one another.
     pub fn read_texture(

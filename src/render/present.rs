@@ -127,22 +127,7 @@ impl Presenter {
         if self.frames.as_ref().is_some_and(|f| f.size == size) {
             return false;
         }
-        let texture = |format, usage, label| {
-            gpu.device.create_texture(&wgpu::TextureDescriptor {
-                label: Some(label),
-                size: wgpu::Extent3d {
-                    width: size[0],
-                    height: size[1],
-                    depth_or_array_layers: 1,
-                },
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D2,
-                format,
-                usage,
-                view_formats: &[],
-            })
-        };
+        let texture = |format, usage, label| gpu.texture_2d(size, format, usage, label);
         use wgpu::TextureUsages as U;
         let accumulation = || {
             texture(

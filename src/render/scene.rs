@@ -345,23 +345,7 @@ pub struct Target {
 
 impl Target {
     pub fn new(gpu: &Gpu, size: [u32; 2]) -> Target {
-        let extent = wgpu::Extent3d {
-            width: size[0],
-            height: size[1],
-            depth_or_array_layers: 1,
-        };
-        let texture = |format, usage, label| {
-            gpu.device.create_texture(&wgpu::TextureDescriptor {
-                label: Some(label),
-                size: extent,
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D2,
-                format,
-                usage,
-                view_formats: &[],
-            })
-        };
+        let texture = |format, usage, label| gpu.texture_2d(size, format, usage, label);
         let color = texture(
             COLOR_FORMAT,
             wgpu::TextureUsages::RENDER_ATTACHMENT

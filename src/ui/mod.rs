@@ -115,6 +115,18 @@ pub const PLOTS: [PlotType; 8] = [
     PlotType::Q,
 ];
 
+/// A labelled text field for a number: `Some` once Enter is pressed in it,
+/// holding the number typed (`None` if it is not one).
+fn entered(ui: &mut egui::Ui, label: &str, text: &mut String) -> Option<Option<f64>> {
+    ui.horizontal(|ui| {
+        let label = ui.label(label);
+        let r = ui.text_edit_singleline(text).labelled_by(label.id);
+        (r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)))
+            .then(|| text.trim().parse::<f64>().ok())
+    })
+    .inner
+}
+
 /// Draws the side panel; returns the commands for the solver thread.
 pub fn panel(
     ui: &mut egui::Ui,
@@ -184,30 +196,16 @@ pub fn panel(
         "Re {:.1}   u {:.4}   τ {:.4}   max |u| {:.4}",
         status.reynolds, status.velocity, status.tau, status.max_speed
     ));
-    ui.horizontal(|ui| {
-        let label = ui.label("Reynolds");
-        let r = ui
-            .text_edit_singleline(&mut state.reynolds_text)
-            .labelled_by(label.id);
-        if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
-            match state.reynolds_text.trim().parse::<f64>() {
-                Ok(re) => commands.push(Command::SetReynolds(re)),
-                Err(_) => state.reynolds_text = format!("{:.1}", status.reynolds),
-            }
-        }
-    });
-    ui.horizontal(|ui| {
-        let label = ui.label("speed (lattice)");
-        let r = ui
-            .text_edit_singleline(&mut state.velocity_text)
-            .labelled_by(label.id);
-        if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
-            match state.velocity_text.trim().parse::<f64>() {
-                Ok(u) => commands.push(Command::SetVelocity(u)),
-                Err(_) => state.velocity_text = format!("{:.4}", status.velocity),
-            }
-        }
-    });
+    match entered(ui, "Reynolds", &mut state.reynolds_text) {
+        Some(Some(re)) => commands.push(Command::SetReynolds(re)),
+        Some(None) => state.reynolds_text = format!("{:.1}", status.reynolds),
+        None => {}
+    }
+    match entered(ui, "speed (lattice)", &mut state.velocity_text) {
+        Some(Some(u)) => commands.push(Command::SetVelocity(u)),
+        Some(None) => state.velocity_text = format!("{:.4}", status.velocity),
+        None => {}
+    }
     ui.separator();
     egui::ComboBox::from_label("plot")
         .selected_text(settings.plot.name())
@@ -234,20 +232,9 @@ pub fn panel(
         v.isovalue, v.range.0, v.range.1
     ));
     colouring(ui, view, settings);
-    ui.horizontal(|ui| {
-        let label = ui.label("isovalue");
-        let r = ui
-            .text_edit_singleline(&mut state.iso_text)
-            .labelled_by(label.id);
-        if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
-            settings.iso = state
-                .iso_text
-                .trim()
-                .parse::<f32>()
-                .ok()
-                .filter(|v| v.is_finite());
-        }
-    });
+    if let Some(v) = entered(ui, "isovalue", &mut state.iso_text) {
+        settings.iso = v.map(|v| v as f32).filter(|v| v.is_finite());
+    }
     display(ui, view, settings, state, grid);
     ui.separator();
     ui.label("scenario");
