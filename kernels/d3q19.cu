@@ -470,7 +470,11 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
 // A display frame: the mean of `report` over blocks of stride^3 cells (partial
 // at the far faces), as four planes of mx*my*mz floats, one thread per block.
 // The sum runs x fastest in FP32, as display.rs: downsample_fields does.
-extern "C" __global__ void display_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out) {
+// Block means into planes `out`, and (unless null) into `texels`: float4
+// (rho, ux, uy, uz) in rows of `pitch` texels, the layout of a 3D texture copy.
+// `unstable` is set where a mean is not finite or its speed² exceeds
+// `max_speed2` (the host's Fields::is_stable, for frames it does not see).
+extern "C" __global__ void display_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable) {
     const u64 m = (u64)mx * my * mz;
     const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= m) return;
@@ -488,7 +492,14 @@ extern "C" __global__ void display_fields(const store_t* __restrict__ f, const u
                 count++;
             }
     const float cf = (float)count;
-    for (int i = 0; i < 4; i++) out[(u64)i * m + k] = sum[i] / cf;
+    float mean[4];
+    for (int i = 0; i < 4; i++) {
+        mean[i] = sum[i] / cf;
+        out[(u64)i * m + k] = mean[i];
+    }
+    if (texels) texels[((u64)bz * my + by) * pitch + bx] = make_float4(mean[0], mean[1], mean[2], mean[3]);
+    const float s2 = mean[1] * mean[1] + mean[2] * mean[2] + mean[3] * mean[3];
+    if (!(isfinite(mean[0]) && s2 <= max_speed2)) atomicOr(unstable, 1u);
 }
 
 // Per-block partial statistics over running cells in [c_begin, c_end); blocks

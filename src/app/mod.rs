@@ -177,7 +177,7 @@ impl App {
         );
         let view = View::new(&gpu);
         let proxy = self.proxy.clone();
-        self.worker = Some(Worker::start(
+        let worker = Worker::start(
             self.options.scenario.clone(),
             self.options.backend,
             self.options.display_limit,
@@ -185,7 +185,11 @@ impl App {
                 // The window may be gone; then nobody needs waking.
                 proxy.send_event(Wake).ok();
             },
-        ));
+        );
+        if let Some(device) = crate::render::interop::device_uuid(&gpu) {
+            worker.send(worker::Command::ShareDisplay(Some(device)));
+        }
+        self.worker = Some(worker);
         self.gfx = Some(Gfx {
             window,
             surface,
@@ -261,25 +265,33 @@ impl App {
         self.last_frame = now;
         self.frames += 1;
         if let Some(frame) = worker.take_frame() {
-            // The probe is placed in cells of the solver's grid; the frame
-            // may be on a coarser display grid.
-            let probe = crate::solver::display::to_display(
-                self.panel.probe.map(|v| v as f64),
-                frame.stride,
-            );
-            let s = crate::io::probe::sample_at(&frame.fields, probe);
-            let history = &mut self.panel.probe_history;
-            if history.last().is_some_and(|h| h[0] > frame.step as f64) {
-                history.clear();
+            // Shared frames bring host fields only now and then (the probe's
+            // sampling rate).
+            if frame.fields.has_values() {
+                // The probe is placed in cells of the solver's grid; the
+                // frame may be on a coarser display grid.
+                let probe = crate::solver::display::to_display(
+                    self.panel.probe.map(|v| v as f64),
+                    frame.stride,
+                );
+                let s = crate::io::probe::sample_at(&frame.fields, probe);
+                let history = &mut self.panel.probe_history;
+                if history.last().is_some_and(|h| h[0] > frame.step as f64) {
+                    history.clear();
+                }
+                if history.len() >= worker::HISTORY {
+                    history.drain(..worker::HISTORY / 4);
+                }
+                history.push([frame.step as f64, s.u[0], s.u[1], s.u[2]]);
             }
-            if history.len() >= worker::HISTORY {
-                history.drain(..worker::HISTORY / 4);
-            }
-            history.push([frame.step as f64, s.u[0], s.u[1], s.u[2]]);
             if let Err(e) = gfx.view.upload(&gfx.gpu, &frame) {
                 self.error = Some(AppError::Graphics(e.to_string()));
                 el.exit();
                 return;
+            }
+            if frame.shared.is_some() && gfx.view.viewer.sharing_refused() {
+                // Host copies of every frame from now on.
+                worker.send(worker::Command::ShareDisplay(None));
             }
         }
         let status = worker.status();

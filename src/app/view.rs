@@ -24,8 +24,13 @@ impl View {
     }
 
     pub fn upload(&mut self, gpu: &Gpu, frame: &Frame) -> Result<(), GpuError> {
-        self.viewer
-            .upload(gpu, &frame.fields, &frame.flags, frame.geometry)
+        self.viewer.upload(
+            gpu,
+            &frame.fields,
+            &frame.flags,
+            frame.geometry,
+            frame.shared.as_ref(),
+        )
     }
 
     /// Adds a rendering to the picture (if it is not complete) at `size`

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::scenario::Scenario;
+use crate::solver::display::{self, SharedLease};
 use crate::solver::select::{self, Backend};
-use crate::solver::{display, Fields, Solver};
+use crate::solver::{Fields, Solver};
 
 /// What the UI asks of the solver thread.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +32,10 @@ pub enum Command {
     /// Show at most this many cells per axis of a cube (the display limit):
     /// larger grids are averaged over blocks before they are copied.
     SetDisplayLimit(usize),
+    /// The window's graphics device (its UUID) can import display frames
+    /// from GPU memory: the solver also writes them there when it runs on
+    /// the same GPU ([`Solver::share_display`]); `None`: it cannot after all.
+    ShareDisplay(Option<[u8; 16]>),
     Quit,
 }
 
@@ -44,6 +49,11 @@ pub struct Frame {
     pub geometry: u64,
     /// Cells of the solver's grid per display cell along each axis.
     pub stride: usize,
+    /// The same fields in GPU memory the window can import and copy from
+    /// (it lets go of the lease once its copy is done). Such frames come
+    /// with host fields ([`Fields::has_values`]) about every
+    /// [`SAMPLE_EVERY`] (for the probe), and when paused or stepping.
+    pub shared: Option<Arc<SharedLease>>,
 }
 
 /// What the worker reports besides frames.
@@ -221,6 +231,8 @@ struct State {
     copying: bool,
     /// The step of the newest frame published.
     shown: Option<u64>,
+    /// When the last display frame with a host copy was started.
+    host_copied: Instant,
     /// Fields of published frames, reused once the UI has let go of them: a
     /// fresh vector per frame would cost page faults over all of it.
     pool: Vec<Arc<Fields>>,
@@ -262,6 +274,7 @@ fn load(
         flags: Arc::default(),
         copying: false,
         shown: None,
+        host_copied: Instant::now(),
         pool: Vec::new(),
         obstacle,
         history,
@@ -294,7 +307,7 @@ fn publish(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     if !fields.is_stable() {
         return Err(unstable(state, step));
     }
-    publish_fields(state, step, fields, mailbox);
+    publish_fields(state, step, fields, None, mailbox);
     Ok(())
 }
 
@@ -321,7 +334,13 @@ fn spare_fields(state: &mut State) -> Fields {
     }
 }
 
-fn publish_fields(state: &mut State, step: u64, fields: Fields, mailbox: &Mailbox) {
+fn publish_fields(
+    state: &mut State,
+    step: u64,
+    fields: Fields,
+    shared: Option<SharedLease>,
+    mailbox: &Mailbox,
+) {
     state.shown = Some(step);
     let fields = Arc::new(fields);
     state.pool.push(fields.clone());
@@ -334,6 +353,7 @@ fn publish_fields(state: &mut State, step: u64, fields: Fields, mailbox: &Mailbo
         flags: state.flags.clone(),
         geometry: state.geometry,
         stride: state.stride,
+        shared: shared.map(Arc::new),
     };
     if let Ok(mut slot) = mailbox.frame.lock() {
         *slot = Some(frame);
@@ -342,10 +362,13 @@ fn publish_fields(state: &mut State, step: u64, fields: Fields, mailbox: &Mailbo
 
 /// Starts the display frame of the current step: copied while the solver
 /// steps on where it can, made here otherwise.
-fn begin_frame(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
+fn begin_frame(state: &mut State, mailbox: &Mailbox, host: bool) -> Result<(), String> {
+    if host {
+        state.host_copied = Instant::now();
+    }
     if state
         .solver
-        .begin_display(state.stride)
+        .begin_display(state.stride, host)
         .map_err(|e| e.to_string())?
     {
         state.copying = true;
@@ -365,11 +388,11 @@ fn deliver(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     state.copying = false;
     let mut fields = spare_fields(state);
     match state.solver.take_display(&mut fields) {
-        Ok(Some(step)) if fields.is_stable() => {
-            publish_fields(state, step, fields, mailbox);
+        Ok(Some(taken)) if taken.stable => {
+            publish_fields(state, taken.step, fields, taken.shared, mailbox);
             Ok(())
         }
-        Ok(Some(step)) => Err(unstable(state, step)),
+        Ok(Some(taken)) => Err(unstable(state, taken.step)),
         Ok(None) => Ok(()),
         Err(e) => Err(e.to_string()),
     }
@@ -382,16 +405,17 @@ fn show_now(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
     if state.shown == Some(state.solver.time_step()) {
         return Ok(());
     }
-    begin_frame(state, mailbox)?;
+    begin_frame(state, mailbox, true)?;
     deliver(state, mailbox)
 }
 
-/// How often the time series and the solver's statistics are sampled while
-/// it runs: every display frame would cost the solver a step's worth of work.
+/// How often (at most) the time series and the solver's statistics are
+/// sampled while it runs: every display frame would cost the solver a step's
+/// worth of work.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// The time between field frames the worker aims at.
-const FRAME_SECONDS: f64 = 0.045;
+const FRAME_SECONDS: f64 = 0.042;
 
 fn run(
     path: PathBuf,
@@ -406,6 +430,7 @@ fn run(
             s.message = Some(m);
         }
     };
+    let mut share = None;
     let mut state = match load(&path, &[], backend, 1, limit) {
         Ok(s) => s,
         Err(e) => {
@@ -421,18 +446,21 @@ fn run(
                             wake();
                         }
                     },
+                    Ok(Command::ShareDisplay(device)) => share = device,
                     Ok(Command::Quit) | Err(_) => return,
                     Ok(_) => {}
                 }
             }
         }
     };
+    state.solver.share_display(share);
     let mut overrides: Vec<String> = Vec::new();
     let mut running = true;
     let mut pending_steps = 0u64;
     let mut chunk = 2u64;
     let mut mlups = 0.0f64;
     let mut last_sample = Instant::now();
+    let mut sample_every = SAMPLE_EVERY;
     if let Err(e) = publish(&mut state, &mailbox) {
         set_message(e);
     }
@@ -491,6 +519,7 @@ fn run(
                 Command::Load(p) => match load(&p, &[], backend, state.geometry + 1, limit) {
                     Ok(s) => {
                         state = s;
+                        state.solver.share_display(share);
                         overrides.clear();
                         running = true;
                         publish(&mut state, &mailbox)
@@ -536,6 +565,11 @@ fn run(
                     } else {
                         Ok(())
                     }
+                }
+                Command::ShareDisplay(device) => {
+                    share = device;
+                    // Frames under way keep their host copies.
+                    deliver(&mut state, &mailbox).map(|_| state.solver.share_display(device))
                 }
                 Command::Quit => return,
             };
@@ -590,10 +624,14 @@ fn run(
             // Even, so that running chunks end on even steps.
             chunk = (((chunk as f64 * scale / 2.0).round() as u64) * 2).clamp(2, 8192);
             let mut stable = true;
-            if !running || last_sample.elapsed() >= SAMPLE_EVERY {
+            if !running || last_sample.elapsed() >= sample_every {
                 last_sample = Instant::now();
                 record(&mut state);
-                match state.solver.stats() {
+                let stats = state.solver.stats();
+                // Sampling takes the GPU from the solver (at 512³ about 8 ms
+                // a time): at most ~2% of its time, however large the grid.
+                sample_every = SAMPLE_EVERY.max(last_sample.elapsed() * 50);
+                match stats {
                     Ok(stats) => {
                         if let Some(e) = stats.instability() {
                             // Keep the last good frame on screen; say why it stopped.
@@ -613,7 +651,10 @@ fn run(
             // replacing; a single step always shows.
             let untaken = mailbox.frame.lock().is_ok_and(|f| f.is_some());
             if stable && (!running || !untaken) {
-                if let Err(e) = begin_frame(&mut state, &mailbox) {
+                // Host copies of shared frames only as often as the probe
+                // is sampled.
+                let host = !running || state.host_copied.elapsed() >= SAMPLE_EVERY;
+                if let Err(e) = begin_frame(&mut state, &mailbox, host) {
                     running = false;
                     pending_steps = 0;
                     set_message(e);

@@ -49,10 +49,15 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
     /// What the --stream consumer does with each frame: `full` (upload,
-    /// derive, extract, draw, as the window does), `upload` only, or `none`
+    /// derive, extract, draw, as the window does), `extract` (no draw),
+    /// `upload` only, or `none`
     /// (drop it): where the solver's lost time goes.
-    #[arg(long, default_value = "full", value_parser = ["full", "upload", "none"], hide = true)]
+    #[arg(long, default_value = "full", value_parser = ["full", "extract", "upload", "none"], hide = true)]
     pub consumer: String,
+    /// --stream frames always through host memory, as where the solver and
+    /// the window are on different GPUs (the comparison for shared frames).
+    #[arg(long, hide = true)]
+    pub host_frames: bool,
     /// Display limit for --stream (see the window's --display-limit).
     #[arg(long, value_name = "N", default_value_t = crate::solver::display::DEFAULT_LIMIT,
           value_parser = super::parse_display_limit)]
@@ -646,7 +651,7 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
             format!("{:.2}", median(gpu_ms))
         };
         let mut viewer = Viewer::new(&gpu);
-        viewer.upload(&gpu, &f, &[], 0)?;
+        viewer.upload(&gpu, &f, &[], 0, None)?;
         let mono = ViewSettings {
             aa_samples: 1,
             ..Default::default()
@@ -680,7 +685,7 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         // Period 40 gives about 2 million straddling cells at 256³.
         let f = gyroid_field(n, 40.0);
         let mut viewer = Viewer::new(&gpu);
-        viewer.upload(&gpu, &f, &[], 0)?;
+        viewer.upload(&gpu, &f, &[], 0, None)?;
         let spheres = ViewSettings {
             plot: PlotType::Ux,
             iso: Some(0.0),
@@ -770,9 +775,10 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
         gpu.info.device_type,
         source.display()
     );
+    let share = crate::render::interop::device_uuid(&gpu).filter(|_| !args.host_frames);
     println!(
-        "{:>6} {:>8} {:>16} {:>16} {:>8} {:>12} {:>14}",
-        "size", "display", "alone (MLUPS)", "streaming", "kept", "frames/s", "frame (ms)"
+        "{:>6} {:>8} {:>16} {:>16} {:>8} {:>12} {:>14} {:>8}",
+        "size", "display", "alone (MLUPS)", "streaming", "kept", "frames/s", "frame (ms)", "shared"
     );
     for &n in &args.sizes {
         let set = [format!("domain.size=[{n},{n},{n}]")];
@@ -810,6 +816,9 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
         drop(solver);
 
         let worker = Worker::start(path, backend, args.display_limit, || {});
+        if let Some(device) = share {
+            worker.send(crate::app::worker::Command::ShareDisplay(Some(device)));
+        }
         let mut viewer = Viewer::new(&gpu);
         let settings = ViewSettings {
             aa_samples: 1,
@@ -823,16 +832,28 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(500));
         worker.take_frame();
         let (start_step, began) = (worker.status().step, Instant::now());
+        let shared_before = viewer.shared_uploads;
         let (mut frames, mut frame_ms) = (0u32, Vec::new());
         while began.elapsed().as_secs_f64() < args.seconds {
             match worker.take_frame() {
                 Some(frame) => {
                     let t = Instant::now();
                     if args.consumer != "none" {
-                        viewer.upload(&gpu, &frame.fields, &frame.flags, frame.geometry)?;
+                        viewer.upload(
+                            &gpu,
+                            &frame.fields,
+                            &frame.flags,
+                            frame.geometry,
+                            frame.shared.as_ref(),
+                        )?;
+                        if viewer.sharing_refused() && share.is_some() {
+                            anyhow::bail!("the solver's display frames could not be imported");
+                        }
                     }
-                    if args.consumer == "full" {
-                        viewer.render(&gpu, &settings, [1920, 1080])?;
+                    match args.consumer.as_str() {
+                        "full" => _ = viewer.render(&gpu, &settings, [1920, 1080])?,
+                        "extract" => viewer.update(&gpu, &settings)?,
+                        _ => {}
                     }
                     wait(&gpu)?;
                     frame_ms.push(t.elapsed().as_secs_f64() * 1e3);
@@ -851,15 +872,18 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
             [n; 3],
             crate::solver::display::stride_for([n; 3], args.display_limit),
         );
+        // Frames that reached their texture by a copy within the GPU.
+        let shared = viewer.shared_uploads - shared_before;
         println!(
-            "{:>6} {:>8} {:>16.1} {:>16.1} {:>7.1}% {:>12.1} {:>14.2}",
+            "{:>6} {:>8} {:>16.1} {:>16.1} {:>7.1}% {:>12.1} {:>14.2} {:>7.0}%",
             n,
             format!("{}³", shown[0]),
             alone,
             streaming,
             100.0 * streaming / alone,
             frames as f64 / secs,
-            median(frame_ms)
+            median(frame_ms),
+            100.0 * shared as f64 / frames.max(1) as f64
         );
     }
     Ok(())

@@ -322,7 +322,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
             let at = g.time_step();
             let expected = crate::solver::display::downsample_fields(g.fields()?, stride);
             anyhow::ensure!(
-                g.begin_display(stride)?,
+                g.begin_display(stride, true)?,
                 "the CUDA solver made no display frame"
             );
             // The copy overlaps these steps; the frame must not see them.
@@ -331,7 +331,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
             let mut frame = Fields::default();
             let step = g
                 .take_display(&mut frame)?
-                .context("a display frame was started but none arrived")?;
+                .context("a display frame was started but none arrived")?
+                .step;
             anyhow::ensure!(step == at, "display frame of step {step}, started at {at}");
             anyhow::ensure!(
                 frame.size == expected.size,
@@ -369,6 +370,21 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         );
     }
 
+    // Display frames shared with the window's graphics device.
+    match crate::render::gpu::Gpu::headless() {
+        Ok(gpu) => {
+            let (ok, line) = match check_shared_frames(&gpu, &s) {
+                Ok(line) => (true, line),
+                Err(e) => (false, format!("FAIL: {e:#}")),
+            };
+            all_ok &= ok;
+            println!("shared display frames (CUDA writes, Vulkan imports and copies): {line}");
+        }
+        Err(e) => println!(
+            "shared display frames: NOT CHECKED: no Vulkan device ({e}); the developer section of the README says how to carry the loader"
+        ),
+    }
+
     // A blow-up is caught on the GPU too.
     let blow = Scenario::load(
         &args.scenarios.join("cylinder.toml"),
@@ -394,6 +410,20 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         Some(e) => println!("instability: caught: {e}"),
         None => println!("instability: FAIL: not caught"),
     }
+    // Display frames say so too (the window shows no frame of a blow-up).
+    g.begin_display(1, true)?;
+    let mut frame = Fields::default();
+    let taken = g.take_display(&mut frame)?.context("no display frame")?;
+    let flagged = !taken.stable && !frame.is_stable();
+    all_ok &= flagged;
+    println!(
+        "instability in display frames: {}",
+        if flagged {
+            "flagged on the GPU and the host"
+        } else {
+            "FAIL: not flagged"
+        }
+    );
 
     // The cavity at Re 100 against Ghia, from the CUDA path.
     let cavity = Scenario::load(
@@ -432,4 +462,100 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         }
     );
     Ok(all_ok)
+}
+
+/// Display frames written by the CUDA solver into memory it exports, imported
+/// by Vulkan and copied into the window's field texture, equal to the host
+/// copy of the same frame bit for bit; a frame the window still reads is not
+/// written again.
+fn check_shared_frames(
+    gpu: &crate::render::gpu::Gpu,
+    scenario: &Scenario,
+) -> anyhow::Result<String> {
+    use crate::render::interop::{self, SharedImports};
+    use crate::render::volume::Volume;
+    use std::sync::Arc;
+    let device = interop::device_uuid(gpu)
+        .context("the Vulkan device cannot import memory (VK_KHR_external_memory_fd)")?;
+    let mut imports = SharedImports::default();
+    let unpack = crate::render::passes::UnpackPass::new(gpu);
+    let mut frames = 0;
+    for precision in [Precision::Fp32, Precision::Fp16] {
+        let mut g = select::build_cuda(scenario, precision)?;
+        g.poison = true;
+        g.share_display(Some(device));
+        let frame = |g: &mut crate::solver::cuda::CudaSolver, stride: usize| {
+            anyhow::ensure!(g.begin_display(stride, true)?, "no display frame");
+            g.enqueue(25)?;
+            g.finish()?;
+            let mut host = Fields::default();
+            let taken = g.take_display(&mut host)?.context("no frame arrived")?;
+            anyhow::Ok((host, taken.shared.map(Arc::new)))
+        };
+        for (stride, steps) in [(1, 31), (1, 10), (2, 40), (3, 33)] {
+            g.step(steps)?;
+            let (host, lease) = frame(&mut g, stride)?;
+            let lease = lease.context(
+                "the frame was not written to shared memory (does Vulkan see the same GPU?)",
+            )?;
+            let buffer = imports.buffer(gpu, &lease).map_err(anyhow::Error::msg)?;
+            let volume = Volume::fields(gpu, host.size.map(|n| n as u32));
+            volume.copy_shared(gpu, &unpack, &buffer, lease);
+            let bytes = gpu.read_texture(&volume.texture, 16)?;
+            let texels: &[[f32; 4]] = bytemuck::cast_slice(&bytes);
+            for (c, &got) in texels.iter().enumerate() {
+                let want = [host.rho[c], host.ux[c], host.uy[c], host.uz[c]];
+                if got.map(f32::to_bits) != want.map(f32::to_bits) {
+                    // Which cell it holds says which layout went wrong.
+                    let holds = (0..host.rho.len())
+                        .find(|&k| host.rho[k] == got[0] && host.ux[k] == got[1]);
+                    anyhow::bail!(
+                        "{} stride {stride} ({:?} shown): texel {c} is {got:?} (the host's cell {holds:?}), the host copy {want:?}",
+                        precision.name(),
+                        host.size
+                    );
+                }
+            }
+            frames += 1;
+        }
+        // While the window holds a frame, its slot is not written again: when
+        // the slots come round to it, that frame shows through the host copy
+        // alone.
+        let (_, held) = frame(&mut g, 1)?;
+        anyhow::ensure!(held.is_some(), "no shared frame");
+        for _ in 1..3 {
+            let (_, next) = frame(&mut g, 1)?;
+            anyhow::ensure!(next.is_some(), "another slot was not shared");
+        }
+        let (_, blocked) = frame(&mut g, 1)?;
+        anyhow::ensure!(blocked.is_none(), "a frame still held was written again");
+        drop(held);
+        // The slots take turns: the third from here is the one that was held.
+        frame(&mut g, 1)?;
+        frame(&mut g, 1)?;
+        let (_, free) = frame(&mut g, 1)?;
+        anyhow::ensure!(free.is_some(), "a slot given back was not shared again");
+        // Shared frames need no host copy; those not shared always get one.
+        let mut host = Fields::default();
+        g.begin_display(1, false)?;
+        let taken = g.take_display(&mut host)?.context("no frame arrived")?;
+        let shared = taken.shared.is_some();
+        anyhow::ensure!(
+            shared && !taken.host && !host.has_values() && taken.stable,
+            "a shared frame without a host copy: shared {shared}, host {}, values {}, stable {}",
+            taken.host,
+            host.has_values(),
+            taken.stable
+        );
+        g.share_display(None);
+        g.begin_display(1, false)?;
+        let taken = g.take_display(&mut host)?.context("no frame arrived")?;
+        anyhow::ensure!(
+            taken.shared.is_none() && taken.host && host.has_values(),
+            "sharing stopped, yet the frame has no host copy"
+        );
+    }
+    Ok(format!(
+        "{frames} frames (fp32, fp16; strides 1, 1, 2, 3) bit for bit with the host copy; a held frame is not overwritten"
+    ))
 }

@@ -234,7 +234,7 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
         fields = display::downsample_fields(fields, stride);
     }
     let mut viewer = Viewer::new(&gpu);
-    viewer.upload(&gpu, &fields, &flags, 0)?;
+    viewer.upload(&gpu, &fields, &flags, 0, None)?;
     let mut camera = Camera::framing(fields.size.map(|n| n as u32));
     camera.yaw = args.yaw.unwrap_or(camera.yaw);
     camera.pitch = args.pitch.unwrap_or(camera.pitch);

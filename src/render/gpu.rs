@@ -47,7 +47,7 @@ impl Gpu {
     /// Opens a device on an adapter (the window picks one that can present).
     pub fn from_adapter(adapter: &wgpu::Adapter) -> Result<Gpu, GpuError> {
         let info = adapter.get_info();
-        let wanted = wgpu::Features::TIMESTAMP_QUERY;
+        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::VULKAN_EXTERNAL_MEMORY_FD;
         let features = adapter.features() & wanted;
         let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("flowscope"),

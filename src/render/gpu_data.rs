@@ -12,6 +12,17 @@ pub struct DeriveParams {
 }
 const _: () = assert!(std::mem::size_of::<DeriveParams>() == 16);
 
+/// shaders/fields/unpack.wgsl `UnpackParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct UnpackParams {
+    pub size: [u32; 3],
+    pub pitch: u32,
+    pub z0: u32,
+    pub _pad: [u32; 3],
+}
+const _: () = assert!(std::mem::size_of::<UnpackParams>() == 32);
+
 /// shaders/fields/minmax.wgsl `ReduceParams`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]

@@ -6,6 +6,7 @@ pub mod colour;
 pub mod derive;
 pub mod gpu;
 pub mod gpu_data;
+pub mod interop;
 pub mod isosurface;
 pub mod lines;
 pub mod passes;

@@ -5,7 +5,7 @@ use wgpu::util::DeviceExt;
 
 use super::derive::PlotType;
 use super::gpu::{Gpu, GpuError};
-use super::gpu_data::{DeriveParams, ReduceParams};
+use super::gpu_data::{DeriveParams, ReduceParams, UnpackParams};
 use super::shaders;
 use super::volume::Volume;
 
@@ -83,6 +83,117 @@ pub(crate) fn compute_pipeline(
             compilation_options: Default::default(),
             cache: None,
         })
+}
+
+/// `shaders/fields/unpack.wgsl`: a shared display frame (see
+/// [`crate::solver::display::SharedFrame`]) into the field texture.
+pub struct UnpackPass {
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::ComputePipeline,
+    /// Bytes per storage binding at most, below the device's own limit (tests).
+    binding_limit: Option<u64>,
+}
+
+impl UnpackPass {
+    pub fn new(gpu: &Gpu) -> UnpackPass {
+        // Same order as the @group(0) block of unpack.wgsl.
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("unpack"),
+                entries: &[
+                    buffer_entry(0, storage(true), wgpu::ShaderStages::COMPUTE),
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 1,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::StorageTexture {
+                            access: wgpu::StorageTextureAccess::WriteOnly,
+                            format: wgpu::TextureFormat::Rgba32Float,
+                            view_dimension: wgpu::TextureViewDimension::D3,
+                        },
+                        count: None,
+                    },
+                    buffer_entry(
+                        2,
+                        wgpu::BufferBindingType::Uniform,
+                        wgpu::ShaderStages::COMPUTE,
+                    ),
+                ],
+            });
+        let pipeline = compute_pipeline(gpu, &layout, "fields/unpack.wgsl", "main");
+        UnpackPass {
+            layout,
+            pipeline,
+            binding_limit: None,
+        }
+    }
+
+    /// Unpacks in batches of at most `bytes` (whole layers, at least one).
+    pub fn with_binding_limit(gpu: &Gpu, bytes: u64) -> UnpackPass {
+        UnpackPass {
+            binding_limit: Some(bytes),
+            ..UnpackPass::new(gpu)
+        }
+    }
+
+    /// Texels in rows of `row_bytes` from `texels` into `fields`, in batches
+    /// of layers within the device's largest storage binding.
+    pub fn run(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        texels: &wgpu::Buffer,
+        row_bytes: u64,
+        fields: &Volume,
+    ) {
+        let [nx, ny, nz] = fields.size;
+        let layer = row_bytes * ny as u64;
+        let most = gpu.device.limits().max_storage_buffer_binding_size;
+        let most = self.binding_limit.map_or(most, |l| l.min(most));
+        let batch = (most / layer).clamp(1, nz as u64) as u32;
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&self.pipeline);
+        for z0 in (0..nz).step_by(batch as usize) {
+            let layers = batch.min(nz - z0);
+            let p = UnpackParams {
+                size: [nx, ny, layers],
+                pitch: (row_bytes / 16) as u32,
+                z0,
+                _pad: [0; 3],
+            };
+            let params = gpu
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("unpack params"),
+                    contents: bytemuck::bytes_of(&p),
+                    usage: wgpu::BufferUsages::UNIFORM,
+                });
+            let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("unpack"),
+                layout: &self.layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: texels,
+                            offset: z0 as u64 * layer,
+                            size: std::num::NonZeroU64::new(layers as u64 * layer),
+                        }),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: wgpu::BindingResource::TextureView(&fields.view),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: params.as_entire_binding(),
+                    },
+                ],
+            });
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(nx.div_ceil(64), ny.div_ceil(4), layers);
+        }
+    }
 }
 
 /// `shaders/fields/derive.wgsl`: fields → scalar of a plot type.

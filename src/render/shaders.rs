@@ -7,6 +7,10 @@ pub const ALL: &[(&str, &str)] = &[
         include_str!("../../shaders/fields/derive.wgsl"),
     ),
     (
+        "fields/unpack.wgsl",
+        include_str!("../../shaders/fields/unpack.wgsl"),
+    ),
+    (
         "fields/minmax.wgsl",
         include_str!("../../shaders/fields/minmax.wgsl"),
     ),

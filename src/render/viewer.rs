@@ -13,12 +13,15 @@ use super::derive::PlotType;
 use super::gpu::{Gpu, GpuError};
 use super::isosurface::Extractor;
 use super::lines::{box_lines, Lines};
-use super::passes::{DerivePass, MinMax};
+use super::passes::{DerivePass, MinMax, UnpackPass};
 use super::present::{jitter, Compose, Presenter};
 use super::scene::{Camera, Draw, DrawPipeline, Shading, Side, Stereo};
 use super::streamlines::{LineStyle, Rake, StreamlineSettings, Tracer, STAGNATION};
-use super::volume::FieldStaging;
-use super::volume::Volume;
+use std::sync::Arc;
+
+use super::interop::SharedImports;
+use super::volume::{FieldStaging, Volume};
+use crate::solver::display::SharedLease;
 use crate::solver::{Fields, Grid};
 
 /// How the isosurface is drawn.
@@ -143,6 +146,11 @@ pub struct Viewer {
     volumes: Option<Volumes>,
     /// Interleaving space for field uploads, kept between frames.
     staging: FieldStaging,
+    /// Frames the solver shares from GPU memory, imported.
+    imports: SharedImports,
+    unpack: UnpackPass,
+    /// Frames that came by a copy within the GPU rather than from the host.
+    pub shared_uploads: u64,
     draws: Draws,
     pub camera: Camera,
     pub info: ViewerInfo,
@@ -178,6 +186,9 @@ impl Viewer {
             presenter: Presenter::new(gpu),
             volumes: None,
             staging: FieldStaging::default(),
+            imports: SharedImports::default(),
+            unpack: UnpackPass::new(gpu),
+            shared_uploads: 0,
             draws: Draws::default(),
             camera: Camera::framing([64, 64, 64]),
             info: ViewerInfo::default(),
@@ -191,13 +202,15 @@ impl Viewer {
     }
 
     /// Takes a field frame (and the cell flags, which change with `geometry`;
-    /// empty flags: no solids). A new grid size reframes the camera.
+    /// empty flags: no solids), from `shared` GPU memory where it can. A new
+    /// grid size reframes the camera.
     pub fn upload(
         &mut self,
         gpu: &Gpu,
         fields: &Fields,
         cell_flags: &[u8],
         geometry: u64,
+        shared: Option<&Arc<SharedLease>>,
     ) -> Result<(), GpuError> {
         let size = fields.size.map(|n| n as u32);
         if self.volumes.as_ref().map(|v| v.size) != Some(size) {
@@ -214,12 +227,35 @@ impl Viewer {
             self.geometry = u64::MAX;
         }
         let v = self.volumes.as_ref().expect("just made");
-        v.fields
-            .write_fields_through(gpu, fields, &mut self.staging)?;
+        let imported = shared.filter(|s| s.size == fields.size).and_then(|s| {
+            let first = self.imports.refused.is_none();
+            match self.imports.buffer(gpu, s) {
+                Ok(b) => Some((b, s.clone())),
+                Err(e) => {
+                    if first {
+                        eprintln!("display frames go through host memory: {e}");
+                    }
+                    None
+                }
+            }
+        });
+        match imported {
+            Some((buffer, lease)) => {
+                v.fields.copy_shared(gpu, &self.unpack, &buffer, lease);
+                self.shared_uploads += 1;
+            }
+            None if fields.has_values() => {
+                v.fields
+                    .write_fields_through(gpu, fields, &mut self.staging)?
+            }
+            // A shared frame this device cannot import (the caller tells the
+            // solver, see `sharing_refused`): the last frame stays.
+            None => return Ok(()),
+        }
         if self.geometry != geometry {
             let none;
             let cell_flags = if cell_flags.is_empty() {
-                none = vec![0u8; fields.rho.len()];
+                none = vec![0u8; fields.size.iter().product()];
                 &none
             } else {
                 cell_flags
@@ -238,6 +274,12 @@ impl Viewer {
         }
         self.frame += 1;
         Ok(())
+    }
+
+    /// Whether shared display frames cannot be imported here: the solver
+    /// should send host copies of every frame instead.
+    pub fn sharing_refused(&self) -> bool {
+        self.imports.refused.is_some()
     }
 
     /// The rake `settings` trace from (the preset resolved).

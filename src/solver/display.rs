@@ -139,9 +139,110 @@ pub fn to_display(p: [f64; 3], stride: usize) -> [f64; 3] {
     p.map(|v| (v + 0.5) / s - 0.5)
 }
 
+/// Bytes per row of texels (ρ, ux, uy, uz as f32) in a frame laid out for a
+/// buffer-to-texture copy: rows start at the copy alignment.
+pub fn texel_row_bytes(nx: usize) -> u64 {
+    (nx as u64 * 16).next_multiple_of(256)
+}
+
+/// A display frame's texels in GPU memory that the solver exports and the
+/// graphics device imports, so that a frame reaches its 3D texture by a copy
+/// within the GPU instead of through host memory and the bus. Rows of
+/// [`texel_row_bytes`], layers of `ny` rows.
+#[derive(Debug)]
+pub struct SharedFrame {
+    /// Unique per allocation: the importer keeps its imports by it.
+    pub id: u64,
+    /// An exportable handle of the allocation (the importer takes a duplicate).
+    pub fd: std::os::fd::OwnedFd,
+    /// Bytes of the allocation, which an import must name exactly.
+    pub bytes: u64,
+    pub size: [usize; 3],
+    /// The GPU that holds it (its UUID, as CUDA and Vulkan both report it).
+    pub device: [u8; 16],
+    /// Written by the solver or read by the importer (see [`SharedLease`]).
+    busy: std::sync::atomic::AtomicBool,
+}
+
+impl SharedFrame {
+    pub fn new(
+        fd: std::os::fd::OwnedFd,
+        bytes: u64,
+        size: [usize; 3],
+        device: [u8; 16],
+    ) -> SharedFrame {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        SharedFrame {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            fd,
+            bytes,
+            size,
+            device,
+            busy: Default::default(),
+        }
+    }
+
+    pub fn row_bytes(&self) -> u64 {
+        texel_row_bytes(self.size[0])
+    }
+
+    /// Bytes the texels span.
+    pub fn data_bytes(&self) -> u64 {
+        self.row_bytes() * (self.size[1] * self.size[2]) as u64
+    }
+
+    /// The right to write or read the frame, unless somebody holds it.
+    pub fn lease(self: &std::sync::Arc<Self>) -> Option<SharedLease> {
+        let taken = self.busy.swap(true, std::sync::atomic::Ordering::AcqRel);
+        (!taken).then(|| SharedLease(self.clone()))
+    }
+}
+
+/// Held from the solver's write of a shared frame until the graphics device
+/// has copied it (or the frame is dropped): the solver does not write the
+/// frame again meanwhile.
+#[derive(Debug)]
+pub struct SharedLease(std::sync::Arc<SharedFrame>);
+
+impl std::ops::Deref for SharedLease {
+    type Target = SharedFrame;
+    fn deref(&self) -> &SharedFrame {
+        &self.0
+    }
+}
+
+impl Drop for SharedLease {
+    fn drop(&mut self) {
+        self.0
+            .busy
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_frame_has_one_lease_at_a_time() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let frame =
+            std::sync::Arc::new(SharedFrame::new(file.into(), 1 << 21, [13, 7, 5], [0; 16]));
+        assert_eq!((frame.row_bytes(), frame.data_bytes()), (256, 256 * 35));
+        let lease = frame.lease().expect("free");
+        assert!(frame.lease().is_none(), "held");
+        drop(lease);
+        assert!(frame.lease().is_some(), "given back");
+        let other = SharedFrame::new(
+            std::fs::File::open("/dev/null").unwrap().into(),
+            1,
+            [1; 3],
+            [0; 16],
+        );
+        assert_ne!(other.id, frame.id);
+        assert_eq!(texel_row_bytes(16), 256);
+        assert_eq!(texel_row_bytes(17), 512);
+    }
 
     #[test]
     fn the_stride_keeps_the_display_grid_within_the_limit() {

@@ -227,6 +227,12 @@ impl Fields {
             })
     }
 
+    /// Whether the fields hold values (a shared display frame may come
+    /// without; see [`TakenFrame::host`]).
+    pub fn has_values(&self) -> bool {
+        !self.rho.is_empty()
+    }
+
     pub fn new(size: [usize; 3]) -> Fields {
         let n = size[0] * size[1] * size[2];
         Fields {
@@ -361,17 +367,38 @@ pub trait Solver: Send {
 
     /// Starts a display frame of the current step, averaged over `stride`³
     /// blocks ([`display::downsample_fields`]), copied while the solver steps
-    /// on; [`Solver::take_display`] hands it over. `Ok(false)`: this solver
-    /// has no such path, and the caller downsamples [`Solver::fields`].
-    fn begin_display(&mut self, _stride: usize) -> Result<bool, SolverError> {
+    /// on; [`Solver::take_display`] hands it over. Without `host`, a frame
+    /// that goes to shared GPU memory ([`Solver::share_display`]) is not
+    /// copied to the host. `Ok(false)`: this solver has no such path, and the
+    /// caller downsamples [`Solver::fields`].
+    fn begin_display(&mut self, _stride: usize, _host: bool) -> Result<bool, SolverError> {
         Ok(false)
     }
 
     /// Waits for the display frames under way, copies the newest into `out`
     /// (reusing its vectors) and returns its step; older ones are dropped.
-    fn take_display(&mut self, _out: &mut Fields) -> Result<Option<u64>, SolverError> {
+    fn take_display(&mut self, _out: &mut Fields) -> Result<Option<TakenFrame>, SolverError> {
         Ok(None)
     }
+
+    /// Asks for display frames in GPU memory that the graphics device with
+    /// this UUID can import ([`display::SharedFrame`]), or (`None`) no more.
+    /// Solvers that cannot (another device, no CUDA) ignore it.
+    fn share_display(&mut self, _device: Option<[u8; 16]>) {}
+}
+
+/// A display frame handed over by [`Solver::take_display`].
+#[derive(Debug)]
+pub struct TakenFrame {
+    pub step: u64,
+    /// The same frame in shared GPU memory, when it was written there.
+    pub shared: Option<display::SharedLease>,
+    /// Whether the frame was copied into the host's fields (else they are
+    /// left empty, of the frame's size).
+    pub host: bool,
+    /// Whether every value is finite and within the stable speed
+    /// ([`Fields::is_stable`], checked where the frame was made).
+    pub stable: bool,
 }
 
 impl fmt::Display for Grid {

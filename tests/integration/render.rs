@@ -4,7 +4,7 @@
 use flowscope::render::derive::{derive, PlotType};
 use flowscope::render::gpu::Gpu;
 use flowscope::render::isosurface::{cpu, Extractor};
-use flowscope::render::passes::{DerivePass, MinMax};
+use flowscope::render::passes::{DerivePass, MinMax, UnpackPass};
 use flowscope::render::volume::{FieldStaging, Volume};
 use flowscope::solver::Fields;
 
@@ -184,6 +184,72 @@ fn field_uploads_reuse_their_staging_across_frames_and_buffers() {
             }
         }
     }
+}
+
+#[test]
+fn shared_frames_are_imported_and_copied_within_the_gpu() {
+    use flowscope::render::interop::{self, SharedImports};
+    use std::sync::Arc;
+    let gpu = gpu();
+    // Exported by Vulkan here (by CUDA on a GPU machine): 13-texel rows
+    // padded to 256 bytes, as the solver writes them.
+    let size = [13usize, 7, 5];
+    let (exported, frame) = interop::export_for_test(&gpu, size).expect("exportable memory");
+    let mut want = Fields::new(size);
+    let row = frame.row_bytes() as usize / 16;
+    let mut texels = vec![[f32::NAN; 4]; row * 7 * 5];
+    for c in 0..want.rho.len() {
+        let (x, yz) = (c % 13, c / 13);
+        want.rho[c] = 1.0 + 1e-3 * c as f32;
+        want.ux[c] = 0.25 + c as f32;
+        want.uy[c] = -(c as f32) * 0.5;
+        want.uz[c] = 3.0;
+        texels[yz * row + x] = [want.rho[c], want.ux[c], want.uy[c], want.uz[c]];
+    }
+    gpu.queue
+        .write_buffer(&exported, 0, bytemuck::cast_slice(&texels));
+    gpu.queue.submit([]);
+    let frame = Arc::new(frame);
+    let lease = Arc::new(frame.lease().expect("free"));
+    let mut imports = SharedImports::default();
+    let imported = imports.buffer(&gpu, &lease).expect("importable");
+    assert_eq!(
+        imports.buffer(&gpu, &lease).unwrap(),
+        imported,
+        "imported once"
+    );
+
+    let s = size.map(|v| v as u32);
+    let (fields, scalar) = (Volume::fields(&gpu, s), Volume::scalar(&gpu, s));
+    let pass = DerivePass::new(&gpu);
+    // In one batch of layers, and in three of at most two layers.
+    for unpack in [
+        UnpackPass::new(&gpu),
+        UnpackPass::with_binding_limit(&gpu, 2 * 7 * 256),
+    ] {
+        fields.write_fields(&gpu, &Fields::new(size)).unwrap();
+        fields.copy_shared(&gpu, &unpack, &imported, lease.clone());
+        for (plot, want) in [(PlotType::Ux, &want.ux), (PlotType::Uy, &want.uy)] {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            pass.run(&gpu, &mut encoder, &fields, &scalar, plot);
+            gpu.queue.submit([encoder.finish()]);
+            assert_eq!(&scalar.read_scalar(&gpu).unwrap(), want, "{plot:?}");
+        }
+    }
+    drop(lease);
+    // The copies are done: the solver may write the frame again.
+    assert!(
+        frame.lease().is_some(),
+        "the lease is given back after the copy"
+    );
+
+    // Memory of another GPU is refused, and frames then come from the host.
+    let (_, mut other) = interop::export_for_test(&gpu, size).unwrap();
+    other.device[0] ^= 1;
+    let mut imports = SharedImports::default();
+    let e = imports.buffer(&gpu, &other).unwrap_err();
+    assert!(e.contains("another GPU"), "{e}");
+    assert!(imports.refused.is_some());
 }
 
 /// `flowscope render` of a small cylinder wake (speed surface at 0.6 of its

@@ -381,7 +381,7 @@ fn mean_difference(a: &[f32], b: &[f32]) -> f32 {
 fn accumulation_converges_at_edges_and_restarts_on_change() {
     let gpu = gpu();
     let mut viewer = Viewer::new(&gpu);
-    viewer.upload(&gpu, &vortex(24), &[], 0).unwrap();
+    viewer.upload(&gpu, &vortex(24), &[], 0, None).unwrap();
     let with = |n| ViewSettings {
         aa_samples: n,
         ..Default::default()
@@ -433,7 +433,7 @@ fn accumulation_converges_at_edges_and_restarts_on_change() {
     viewer.render(&gpu, &iso, [96, 64]).unwrap();
     assert_eq!(viewer.info.samples, 1, "an isovalue change restarts");
     viewer.render_all(&gpu, &iso, [96, 64]).unwrap();
-    viewer.upload(&gpu, &vortex(24), &[], 0).unwrap();
+    viewer.upload(&gpu, &vortex(24), &[], 0, None).unwrap();
     viewer.render(&gpu, &iso, [96, 64]).unwrap();
     assert_eq!(viewer.info.samples, 1, "a new field frame restarts");
 }
@@ -442,7 +442,7 @@ fn accumulation_converges_at_edges_and_restarts_on_change() {
 fn the_viewer_draws_every_mode_mono_and_anaglyph() {
     let gpu = gpu();
     let mut viewer = Viewer::new(&gpu);
-    viewer.upload(&gpu, &vortex(24), &[], 0).unwrap();
+    viewer.upload(&gpu, &vortex(24), &[], 0, None).unwrap();
     let base = ViewSettings {
         aa_samples: 2,
         ..Default::default()
