@@ -132,7 +132,7 @@ fn import(gpu: &Gpu, frame: &SharedFrame) -> Result<wgpu::Buffer, String> {
     })
 }
 
-/// The device-local memory type for `buffer` among `bits`.
+/// The buffer's memory needs and a device-local memory type that meets them.
 unsafe fn device_local(
     hal: &wgpu::hal::vulkan::Device,
     buffer: vk::Buffer,
