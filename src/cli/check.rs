@@ -478,7 +478,7 @@ fn check_shared_frames(
     let device = interop::device_uuid(gpu)
         .context("the Vulkan device cannot import memory (VK_KHR_external_memory_fd)")?;
     let mut imports = SharedImports::default();
-    let unpack = crate::render::passes::UnpackPass::new(gpu);
+    let mut unpack = crate::render::passes::UnpackPass::new(gpu);
     let mut frames = 0;
     for precision in [Precision::Fp32, Precision::Fp16] {
         let mut g = select::build_cuda(scenario, precision)?;
@@ -500,7 +500,7 @@ fn check_shared_frames(
             )?;
             let buffer = imports.buffer(gpu, &lease).map_err(anyhow::Error::msg)?;
             let volume = Volume::fields(gpu, host.size.map(|n| n as u32));
-            volume.copy_shared(gpu, &unpack, &buffer, lease);
+            volume.copy_shared(gpu, &mut unpack, &buffer, lease);
             let bytes = gpu.read_texture(&volume.texture, 16)?;
             let texels: &[[f32; 4]] = bytemuck::cast_slice(&bytes);
             for (c, &got) in texels.iter().enumerate() {

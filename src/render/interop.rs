@@ -35,8 +35,8 @@ pub fn device_uuid(gpu: &Gpu) -> Option<[u8; 16]> {
     }
 }
 
-/// Imported frames by [`SharedFrame::id`]: the solver alternates between
-/// two, made anew when the display grid changes.
+/// Imported frames by [`SharedFrame::id`]: the solver takes turns with
+/// three, made anew when the display grid changes.
 #[derive(Default)]
 pub struct SharedImports {
     imports: Vec<(u64, wgpu::Buffer)>,
@@ -44,7 +44,7 @@ pub struct SharedImports {
     pub refused: Option<String>,
 }
 
-/// Imports kept: the solver's two slots, and one grid change's worth more.
+/// Imports kept: the solver's three slots, and one more across a grid change.
 const KEEP: usize = 4;
 
 impl SharedImports {
@@ -94,19 +94,7 @@ fn import(gpu: &Gpu, frame: &SharedFrame) -> Result<wgpu::Buffer, String> {
     let raw = unsafe {
         let hal = gpu.device.as_hal::<Vulkan>().ok_or("not a Vulkan device")?;
         let device = hal.raw_device();
-        let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(HANDLE);
-        let info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(
-                vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST
-                    | vk::BufferUsageFlags::STORAGE_BUFFER,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE)
-            .push_next(&mut external);
-        let buffer = device
-            .create_buffer(&info, None)
-            .map_err(|e| format!("creating an importable buffer: {e}"))?;
+        let buffer = external_buffer(device, size)?;
         let bound = bind_imported(&hal, buffer, fd, frame.bytes);
         match bound {
             Ok(memory) => wgpu::hal::vulkan::Buffer::from_raw_managed(buffer, memory, 0, size),
@@ -116,20 +104,41 @@ fn import(gpu: &Gpu, frame: &SharedFrame) -> Result<wgpu::Buffer, String> {
             }
         }
     };
-    // SAFETY: made on this device, for exactly this descriptor, bound to memory.
-    Ok(unsafe {
-        gpu.device.create_buffer_from_hal::<Vulkan>(
-            raw,
-            &wgpu::BufferDescriptor {
-                label: Some("shared display frame"),
-                size,
-                usage: wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST
-                    | wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            },
+    // SAFETY: made on this device by `external_buffer`, bound to memory.
+    Ok(unsafe { wrap(gpu, raw, size, "shared display frame") })
+}
+
+/// A Vulkan buffer of `size` bytes for external memory, with the usages of
+/// [`wrap`].
+unsafe fn external_buffer(device: &ash::Device, size: u64) -> Result<vk::Buffer, String> {
+    let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(HANDLE);
+    let info = vk::BufferCreateInfo::default()
+        .size(size)
+        .usage(
+            vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST
+                | vk::BufferUsageFlags::STORAGE_BUFFER,
         )
-    })
+        .sharing_mode(vk::SharingMode::EXCLUSIVE)
+        .push_next(&mut external);
+    device
+        .create_buffer(&info, None)
+        .map_err(|e| format!("creating a buffer for external memory: {e}"))
+}
+
+/// An [`external_buffer`] bound to its memory, as a wgpu buffer.
+unsafe fn wrap(gpu: &Gpu, raw: wgpu::hal::vulkan::Buffer, size: u64, label: &str) -> wgpu::Buffer {
+    gpu.device.create_buffer_from_hal::<Vulkan>(
+        raw,
+        &wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        },
+    )
 }
 
 /// The buffer's memory needs and a device-local memory type that meets them.
@@ -202,19 +211,7 @@ pub fn export_for_test(gpu: &Gpu, size: [usize; 3]) -> Result<(wgpu::Buffer, Sha
     let (raw, fd, bytes) = unsafe {
         let hal = gpu.device.as_hal::<Vulkan>().ok_or("not a Vulkan device")?;
         let device = hal.raw_device();
-        let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(HANDLE);
-        let info = vk::BufferCreateInfo::default()
-            .size(data)
-            .usage(
-                vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST
-                    | vk::BufferUsageFlags::STORAGE_BUFFER,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE)
-            .push_next(&mut external);
-        let buffer = device
-            .create_buffer(&info, None)
-            .map_err(|e| e.to_string())?;
+        let buffer = external_buffer(device, data)?;
         let (needs, index) = device_local(&hal, buffer)?;
         let mut export = vk::ExportMemoryAllocateInfo::default().handle_types(HANDLE);
         let alloc = vk::MemoryAllocateInfo::default()
@@ -243,18 +240,6 @@ pub fn export_for_test(gpu: &Gpu, size: [usize; 3]) -> Result<(wgpu::Buffer, Sha
         )
     };
     // SAFETY: as in `import`.
-    let buffer = unsafe {
-        gpu.device.create_buffer_from_hal::<Vulkan>(
-            raw,
-            &wgpu::BufferDescriptor {
-                label: Some("exported test frame"),
-                size: data,
-                usage: wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST
-                    | wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            },
-        )
-    };
+    let buffer = unsafe { wrap(gpu, raw, data, "exported test frame") };
     Ok((buffer, SharedFrame::new(fd, bytes, size, device_id)))
 }

@@ -31,6 +31,23 @@ pub(crate) fn volume_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
     texture_entry(binding, wgpu::TextureViewDimension::D3)
 }
 
+/// A 3D volume a compute pass writes.
+pub(crate) fn volume_output_entry(
+    binding: u32,
+    format: wgpu::TextureFormat,
+) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::StorageTexture {
+            access: wgpu::StorageTextureAccess::WriteOnly,
+            format,
+            view_dimension: wgpu::TextureViewDimension::D3,
+        },
+        count: None,
+    }
+}
+
 pub(crate) fn buffer_entry(
     binding: u32,
     ty: wgpu::BufferBindingType,
@@ -92,6 +109,22 @@ pub struct UnpackPass {
     pipeline: wgpu::ComputePipeline,
     /// Bytes per storage binding at most, below the device's own limit (tests).
     binding_limit: Option<u64>,
+    /// Parameters of each batch of layers, [`PARAMS_STRIDE`] bytes apart
+    /// (grown when a frame needs more batches).
+    params: wgpu::Buffer,
+}
+
+/// Bytes between batches' parameters: a uniform binding offset alignment
+/// every device meets.
+const PARAMS_STRIDE: u64 = 256;
+
+fn unpack_params(gpu: &Gpu, batches: u64) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("unpack params"),
+        size: batches * PARAMS_STRIDE,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
 }
 
 impl UnpackPass {
@@ -103,16 +136,7 @@ impl UnpackPass {
                 label: Some("unpack"),
                 entries: &[
                     buffer_entry(0, storage(true), wgpu::ShaderStages::COMPUTE),
-                    wgpu::BindGroupLayoutEntry {
-                        binding: 1,
-                        visibility: wgpu::ShaderStages::COMPUTE,
-                        ty: wgpu::BindingType::StorageTexture {
-                            access: wgpu::StorageTextureAccess::WriteOnly,
-                            format: wgpu::TextureFormat::Rgba32Float,
-                            view_dimension: wgpu::TextureViewDimension::D3,
-                        },
-                        count: None,
-                    },
+                    volume_output_entry(1, wgpu::TextureFormat::Rgba32Float),
                     buffer_entry(
                         2,
                         wgpu::BufferBindingType::Uniform,
@@ -125,6 +149,7 @@ impl UnpackPass {
             layout,
             pipeline,
             binding_limit: None,
+            params: unpack_params(gpu, 1),
         }
     }
 
@@ -139,7 +164,7 @@ impl UnpackPass {
     /// Texels in rows of `row_bytes` from `texels` into `fields`, in batches
     /// of layers within the device's largest storage binding.
     pub fn run(
-        &self,
+        &mut self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         texels: &wgpu::Buffer,
@@ -151,23 +176,27 @@ impl UnpackPass {
         let most = gpu.device.limits().max_storage_buffer_binding_size;
         let most = self.binding_limit.map_or(most, |l| l.min(most));
         let batch = (most / layer).clamp(1, nz as u64) as u32;
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        pass.set_pipeline(&self.pipeline);
-        for z0 in (0..nz).step_by(batch as usize) {
-            let layers = batch.min(nz - z0);
+        let batches = nz.div_ceil(batch) as u64;
+        if self.params.size() < batches * PARAMS_STRIDE {
+            self.params = unpack_params(gpu, batches);
+        }
+        for (k, z0) in (0..nz).step_by(batch as usize).enumerate() {
             let p = UnpackParams {
-                size: [nx, ny, layers],
+                size: [nx, ny, batch.min(nz - z0)],
                 pitch: (row_bytes / 16) as u32,
                 z0,
                 _pad: [0; 3],
             };
-            let params = gpu
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("unpack params"),
-                    contents: bytemuck::bytes_of(&p),
-                    usage: wgpu::BufferUsages::UNIFORM,
-                });
+            gpu.queue.write_buffer(
+                &self.params,
+                k as u64 * PARAMS_STRIDE,
+                bytemuck::bytes_of(&p),
+            );
+        }
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&self.pipeline);
+        for (k, z0) in (0..nz).step_by(batch as usize).enumerate() {
+            let layers = batch.min(nz - z0);
             let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("unpack"),
                 layout: &self.layout,
@@ -186,7 +215,13 @@ impl UnpackPass {
                     },
                     wgpu::BindGroupEntry {
                         binding: 2,
-                        resource: params.as_entire_binding(),
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &self.params,
+                            offset: k as u64 * PARAMS_STRIDE,
+                            size: std::num::NonZeroU64::new(
+                                std::mem::size_of::<UnpackParams>() as u64
+                            ),
+                        }),
                     },
                 ],
             });
@@ -212,16 +247,7 @@ impl DerivePass {
                 label: Some("derive"),
                 entries: &[
                     volume_entry(0),
-                    wgpu::BindGroupLayoutEntry {
-                        binding: 1,
-                        visibility: wgpu::ShaderStages::COMPUTE,
-                        ty: wgpu::BindingType::StorageTexture {
-                            access: wgpu::StorageTextureAccess::WriteOnly,
-                            format: wgpu::TextureFormat::R32Float,
-                            view_dimension: wgpu::TextureViewDimension::D3,
-                        },
-                        count: None,
-                    },
+                    volume_output_entry(1, wgpu::TextureFormat::R32Float),
                     buffer_entry(
                         2,
                         wgpu::BufferBindingType::Uniform,

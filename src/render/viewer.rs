@@ -241,7 +241,7 @@ impl Viewer {
         });
         match imported {
             Some((buffer, lease)) => {
-                v.fields.copy_shared(gpu, &self.unpack, &buffer, lease);
+                v.fields.copy_shared(gpu, &mut self.unpack, &buffer, lease);
                 self.shared_uploads += 1;
             }
             None if fields.has_values() => {

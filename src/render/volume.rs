@@ -185,7 +185,7 @@ impl Volume {
     pub fn copy_shared(
         &self,
         gpu: &Gpu,
-        unpack: &UnpackPass,
+        unpack: &mut UnpackPass,
         buffer: &wgpu::Buffer,
         lease: Arc<SharedLease>,
     ) {

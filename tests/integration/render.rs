@@ -223,12 +223,12 @@ fn shared_frames_are_imported_and_copied_within_the_gpu() {
     let (fields, scalar) = (Volume::fields(&gpu, s), Volume::scalar(&gpu, s));
     let pass = DerivePass::new(&gpu);
     // In one batch of layers, and in three of at most two layers.
-    for unpack in [
+    for mut unpack in [
         UnpackPass::new(&gpu),
         UnpackPass::with_binding_limit(&gpu, 2 * 7 * 256),
     ] {
         fields.write_fields(&gpu, &Fields::new(size)).unwrap();
-        fields.copy_shared(&gpu, &unpack, &imported, lease.clone());
+        fields.copy_shared(&gpu, &mut unpack, &imported, lease.clone());
         for (plot, want) in [(PlotType::Ux, &want.ux), (PlotType::Uy, &want.uy)] {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             pass.run(&gpu, &mut encoder, &fields, &scalar, plot);
