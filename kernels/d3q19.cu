@@ -13,6 +13,8 @@
 // Launch shapes: fields and init_uniform take a grid of (ceil(nx / blockDim.x),
 // ny, nz) blocks, aa_odd the same over the layers z0.. it updates; aa_even one
 // thread per cell of its range in 1D; aa_boundary one thread per listed cell.
+// With 16-bit storage, aa_even2 and aa_odd2 (blocks of 128) take two cells per
+// thread where the grid allows (nx * ny even, nx even), and half the threads.
 //
 // Layer ranges exist for the multi-GPU solver (src/solver/slabs.rs): a slab's
 // lattice holds halo layers it never updates, and it updates the layers next
@@ -71,23 +73,33 @@ typedef unsigned short store_t;
 // Both directions are a float multiply by 2^±112 plus bit moves: the format's
 // bits are the top 16 of an f32 whose exponent is 112 lower, and f32 denormals
 // (no flush to zero) carry the format's subnormals. Rounding to 11 mantissa bits
-// is to nearest even; values in the subnormal range are rounded twice (to the
+// is to nearest, ties away from zero (one instruction fewer than ties to even,
+// and ties are rare); values in the subnormal range are rounded twice (to the
 // f32 denormal, then to 11 bits), off by at most 2^-38 from one rounding.
 __device__ __forceinline__ float fp16c_decode(u32 h) {
     return __uint_as_float(((h & 0x8000u) << 16) | ((h & 0x7fffu) << 12)) * 0x1p112f;
 }
 __device__ __forceinline__ unsigned short fp16c_encode(float v) {
-    u32 b = __float_as_uint(v * 0x1p-112f);
-    u32 a = b & 0x7fffffffu;
-    u32 r = min((a + 0x7ffu + ((a >> 12) & 1u)) >> 12, 0x7fffu);
-    return (unsigned short)(((b >> 16) & 0x8000u) | r);
+    u32 a = __float_as_uint(fabsf(v) * 0x1p-112f);
+    u32 r = min(a + 0x800u, 0x7fff000u) >> 12;
+    return (unsigned short)(((__float_as_uint(v) >> 16) & 0x8000u) | r);
 }
-__device__ __forceinline__ float ld(const store_t* f, u64 k) { return fp16c_decode(f[k]); }
+// The codec without its multiplies: values in units of 2^-112.
+__device__ __forceinline__ float fp16c_raw_decode(u32 h) {
+    return __uint_as_float(((h & 0x8000u) << 16) | ((h & 0x7fffu) << 12));
+}
+__device__ __forceinline__ unsigned short fp16c_raw_encode(float v) {
+    u32 b = __float_as_uint(v);
+    u32 r = min((b & 0x7fffffffu) + 0x800u, 0x7fff000u) >> 12;
+    return (unsigned short)(((b >> 16) & 0x8000u) | r);
+}__device__ __forceinline__ float ld(const store_t* f, u64 k) { return fp16c_decode(f[k]); }
 __device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = fp16c_encode(v); }
+__device__ __forceinline__ void st(store_t* f, u32 k, float v) { f[k] = fp16c_encode(v); }
 #else
 typedef float store_t;
 __device__ __forceinline__ float ld(const store_t* f, u64 k) { return f[k]; }
 __device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = v; }
+__device__ __forceinline__ void st(store_t* f, u32 k, float v) { f[k] = v; }
 #endif
 
 __device__ __forceinline__ bool runs(u32 fl) {
@@ -173,11 +185,93 @@ __device__ __forceinline__ void collide(float* f, const Params& p) {
     }
 }
 
+// Adds c * v for a compile-time direction component c in {-1, 0, 1}.
+#define ACC(acc, c, v) do { if ((c) > 0) (acc) += (v); else if ((c) < 0) (acc) -= (v); } while (0)
+
+// The same TRT collision with Guo forcing, rearranged for fewer instructions:
+// the sums and differences of opposite pairs serve both the moments and the
+// symmetric and antisymmetric parts, the equilibrium's parts are formed
+// directly, zero direction components cost nothing, and 1/rho is the fast
+// reciprocal. The results differ from `collide` by FP32 reassociation, far below
+// the 16-bit storage's rounding (2^-12); the FP32 kernels keep `collide`, which
+// matches the CPU reference bit for bit.
+//
+// RAW: populations in and out are in units of 2^-112, the f32 whose bits the
+// 16-bit format keeps (fp16c_raw_decode), so the codec needs no multiplies. Values
+// below 2^-14 are then f32 denormals, exact to 2^-37 in real units.
+template <bool RAW>
+__device__ __forceinline__ void collide_fast(float* f, const Params& p) {
+    const float up = RAW ? 0x1p112f : 1.0f, down = RAW ? 0x1p-112f : 1.0f;
+    float s[9], d[9];
+    float sum = f[0];
+    float jx = 0.0f, jy = 0.0f, jz = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 9; q++) {
+        s[q] = f[2 * q + 1] + f[2 * q + 2];
+        d[q] = f[2 * q + 1] - f[2 * q + 2];
+        sum += s[q];
+        ACC(jx, CEX(2 * q + 1), d[q]);
+        ACC(jy, CEY(2 * q + 1), d[q]);
+        ACC(jz, CEZ(2 * q + 1), d[q]);
+    }
+    const float drho = sum * up;
+    const float rho = 1.0f + drho;
+    const float inv = __fdividef(1.0f, rho);
+    const float ux = (jx * up + 0.5f * p.fx) * inv;
+    const float uy = (jy * up + 0.5f * p.fy) * inv;
+    const float uz = (jz * up + 0.5f * p.fz) * inv;
+    const float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
+    const float op = p.omega_plus, om = p.omega_minus;
+    // Velocities scaled by sqrt(4.5): the pair's e.u squared is then 4.5 (e.u)^2.
+    const float k = 2.12132034f, kinv = 0.471404520f;
+    const float vx = k * ux, vy = k * uy, vz = k * uz;
+    // Per weight class w, with fp = s / 2 and fm = d / 2 of the pair (a, b):
+    // outgoing a, b = P + M, P - M, where P = fp + op (w drho + w rho (4.5 (e.u)^2
+    // - usq) - fp) and M = fm + om (3 w rho (e.u) - fm).
+    const float hp = 0.5f - 0.5f * op, hm = 0.5f - 0.5f * om;
+    const float as = down * op * WS * drho, bs = down * op * WS * rho, cs = down * om * 3.0f * WS * kinv * rho;
+    const float ae = down * op * WE * drho, be = down * op * WE * rho, ce = down * om * 3.0f * WE * kinv * rho;
+    const bool has_force = p.has_force != 0u;
+    const float fu = p.fx * ux + p.fy * uy + p.fz * uz;
+    const float kp = down * (1.0f - 0.5f * op), km = down * (1.0f - 0.5f * om);
+    f[0] = (1.0f - op) * f[0] + down * op * W0 * (drho - rho * usq);
+    if (has_force) f[0] += kp * W0 * (-3.0f * fu);
+#pragma unroll
+    for (int q = 0; q < 9; q++) {
+        const int a = 2 * q + 1;
+        const bool axis = a < 7;
+        float ev = 0.0f;
+        ACC(ev, CEX(a), vx);
+        ACC(ev, CEY(a), vy);
+        ACC(ev, CEZ(a), vz);
+        const float t = ev * ev - usq;
+        float P = (axis ? bs : be) * t + ((axis ? as : ae) + hp * s[q]);
+        float M = (axis ? cs : ce) * ev + hm * d[q];
+        if (has_force) {
+            const float w = axis ? WS : WE;
+            float ef = 0.0f;
+            ACC(ef, CEX(a), p.fx);
+            ACC(ef, CEY(a), p.fy);
+            ACC(ef, CEZ(a), p.fz);
+            P += kp * w * (9.0f * (ev * kinv) * ef - 3.0f * fu);
+            M += km * w * 3.0f * ef;
+        }
+        f[a] = P + M;
+        f[a + 1] = P - M;
+    }
+}
+
+#ifdef STORAGE_FP16
+#define COLLIDE collide_fast<false>
+#else
+#define COLLIDE collide
+#endif
+
 // Incoming populations -> outgoing populations of a running cell.
 __device__ __forceinline__ void apply(u32 fl, float* f, const Params& p) {
     u32 t = fl & TYPE_MASK;
     if (t == T_FLUID) {
-        collide(f, p);
+        COLLIDE(f, p);
     } else {
         // Outlet: rho = 1 and the velocity that arrives.
         float rho, jx, jy, jz;
@@ -331,27 +425,79 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict
     float v[Q];
 #pragma unroll
     for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
-    collide(v, p);
+    COLLIDE(v, p);
 #pragma unroll
     for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
 }
 
-// Odd step (B), bulk: read incoming j from slot opposite(j) of x - e_j, collide,
-// write outgoing i to slot i of x + e_i. Wraps only across periodic faces.
-// Layers z0 .. z0 + gridDim.z.
-extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y;
-    int z = blockIdx.z + z0;
-    if (x >= (int)p.nx) return;
+#ifdef STORAGE_FP16
+// Even step (A), bulk, two neighbouring cells per thread with 32-bit accesses
+// (16-bit storage is bound by instruction issue; this halves the loads, stores
+// and address arithmetic). Needs n, c_begin and c_end even. A pair whose flags
+// are not both 0 leaves its boundary cell to aa_boundary and takes the other
+// alone.
+__device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params& p, u64 n, u64 c) {
+    float v[Q];
+#pragma unroll
+    for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+    COLLIDE(v, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
+}
+
+// Collides the two cells whose populations share the words w, the first in the
+// low halves. Even step: word i holds incoming i and receives outgoing
+// opposite(i); odd step: word k holds incoming opposite(k) and receives
+// outgoing k.
+template <bool ODD>
+__device__ __forceinline__ void collide_pair(u32* w, const Params& p) {
+    float v[Q];
+#pragma unroll
+    for (int i = 0; i < Q; i++) v[i] = fp16c_raw_decode(w[ODD ? opposite(i) : i] & 0xffffu);
+    collide_fast<true>(v, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) w[i] = (w[i] & 0xffff0000u) | fp16c_raw_encode(v[ODD ? i : opposite(i)]);
+#pragma unroll
+    for (int i = 0; i < Q; i++) v[i] = fp16c_raw_decode(w[ODD ? opposite(i) : i] >> 16);
+    collide_fast<true>(v, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) w[i] = (w[i] & 0xffffu) | ((u32)fp16c_raw_encode(v[ODD ? i : opposite(i)]) << 16);
+}
+
+// Blocks of 128 threads per SM the paired kernels are compiled for (their
+// register budget); FLOWSCOPE_KERNEL_DEFINES can override them for benchmarks.
+#ifndef EVEN_PAIR_BLOCKS
+#define EVEN_PAIR_BLOCKS 5
+#endif
+#ifndef ODD_PAIR_BLOCKS
+#define ODD_PAIR_BLOCKS 6
+#endif
+extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
+    const u64 c = c_begin + 2 * ((u64)blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= c_end) return;
+    const unsigned short fl = *(const unsigned short*)(flags + c);
+    if (fl != 0) {
+        if ((fl & 0xffu) == 0) even_cell(f, p, n, c);
+        if ((fl >> 8) == 0) even_cell(f, p, n, c + 1);
+        return;
+    }
+    u32 w[Q];
+#pragma unroll
+    for (int i = 0; i < Q; i++) w[i] = *(const u32*)(f + (u64)i * n + c);
+    collide_pair<false>(w, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) *(u32*)(f + (u64)i * n + c) = w[i];
+}
+#endif
+
+// One bulk cell of the odd step.
+__device__ __forceinline__ void odd_cell(store_t* __restrict__ f, const Params& p, int x, int y, int z) {
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
-    if (flags[c] != 0) return;
     // Offsets to the neighbours at -1, 0, +1 along each axis, wrapping across
-    // periodic faces (bulk cells never sit on a non-periodic one). 32-bit cell
-    // indices: the solver refuses grids of 2^32 cells or more.
-    // Offsets are u32 with wrap-around (mod 2^32) arithmetic: grids of up to 2^32
-    // cells, beyond the reach of int.
+    // periodic faces (bulk cells never sit on a non-periodic one). Offsets are
+    // u32 with wrap-around (mod 2^32) arithmetic: the solver refuses grids of
+    // 2^32 cells or more.
     const u32 nx = p.nx, nxy = p.nx * p.ny, nn = (u32)n;
     const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
     const u32 oy[3] = {y == 0 ? nxy - nx : 0u - nx, 0u, y + 1 == (int)p.ny ? nx - nxy : nx};
@@ -363,13 +509,79 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict_
         const u32 s = cc + ox[1 - CEX(j)] + oy[1 - CEY(j)] + oz[1 - CEZ(j)];
         v[j] = ld(f + (u64)opposite(j) * n, s);
     }
-    collide(v, p);
+    COLLIDE(v, p);
 #pragma unroll
     for (int i = 0; i < Q; i++) {
         const u32 m = cc + ox[1 + CEX(i)] + oy[1 + CEY(i)] + oz[1 + CEZ(i)];
         st(f + (u64)i * n, m, v[i]);
     }
 }
+
+// Odd step (B), bulk: read incoming j from slot opposite(j) of x - e_j, collide,
+// write outgoing i to slot i of x + e_i. Wraps only across periodic faces.
+// Layers z0 .. z0 + gridDim.z.
+extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y;
+    const int z = blockIdx.z + z0;
+    if (x >= (int)p.nx) return;
+    const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
+    if (flags[c] != 0) return;
+    odd_cell(f, p, x, y, z);
+}
+
+#ifdef STORAGE_FP16
+// Odd step (B), bulk, cells x and x + 1 (x even) per thread; needs nx even.
+// Slots without an x component hold the pair's populations in one aligned
+// 32-bit word; the others are two 16-bit accesses (the pair's neighbours are
+// shifted by one cell, and one of them may wrap across a periodic x face).
+extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+    const int x = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int y = blockIdx.y;
+    const int z = blockIdx.z + z0;
+    if (x >= (int)p.nx) return;
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
+    const unsigned short fl = *(const unsigned short*)(flags + c);
+    if (fl != 0) {
+        if ((fl & 0xffu) == 0) odd_cell(f, p, x, y, z);
+        if ((fl >> 8) == 0) odd_cell(f, p, x + 1, y, z);
+        return;
+    }
+    const u32 nx = p.nx, nxy = p.nx * p.ny, nn = (u32)n;
+    // x offsets of the first cell and, relative to the first, of the second.
+    const u32 oa[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, 1u};
+    const u32 ob[3] = {0u, 1u, x + 2 == (int)nx ? 2u - nx : 2u};
+    const u32 oy[3] = {y == 0 ? nxy - nx : 0u - nx, 0u, y + 1 == (int)p.ny ? nx - nxy : nx};
+    const u32 oz[3] = {z == 0 ? nn - nxy : 0u - nxy, 0u, z + 1 == (int)p.nz ? nxy - nn : nxy};
+    const u32 cc = (u32)c;
+    // Slot k of both cells lives at (cell + e_k): read as incoming opposite(k),
+    // written with outgoing k.
+    u32 w[Q];
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        const store_t* fk = f + (u64)k * n;
+        const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
+        if (CEX(k) == 0) {
+            w[k] = *(const u32*)(fk + r);
+        } else {
+            w[k] = (u32)fk[r + oa[1 + CEX(k)]] | ((u32)fk[r + ob[1 + CEX(k)]] << 16);
+        }
+    }
+    collide_pair<true>(w, p);
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        store_t* fk = f + (u64)k * n;
+        const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
+        if (CEX(k) == 0) {
+            *(u32*)(fk + r) = w[k];
+        } else {
+            fk[r + oa[1 + CEX(k)]] = (store_t)(w[k] & 0xffffu);
+            fk[r + ob[1 + CEX(k)]] = (store_t)(w[k] >> 16);
+        }
+    }
+}
+#endif
 
 // Both steps for the listed NEAR cells (outlets, fluid next to walls, inlets or
 // faces), with all boundary rules. parity 0: even step.

@@ -317,7 +317,8 @@ fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
         }
         if args.largest {
             let info = cuda::probe().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let side = cuda::largest_cube(precision, info.free_bytes) as usize;
+            // An even side, which the paired 16-bit kernels need.
+            let side = cuda::largest_cube(precision, info.free_bytes) as usize & !1;
             let mut solver = cuda_box(side, collision, precision)?;
             let mlups = time_cuda(&mut solver, 3)?;
             println!(

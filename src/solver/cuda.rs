@@ -94,7 +94,21 @@ pub fn kernel_source(precision: Precision) -> String {
         Precision::Fp32 => "",
         Precision::Fp16 => "#define STORAGE_FP16\n",
     };
-    format!("{define}{KERNEL_SOURCE}")
+    let tuning = std::env::var("FLOWSCOPE_KERNEL_DEFINES").unwrap_or_default();
+    format!("{}{define}{KERNEL_SOURCE}", defines(&tuning))
+}
+
+/// `#define` lines for a developer's tuning string such as `ODD_PAIR_BLOCKS=3`
+/// (the environment variable `FLOWSCOPE_KERNEL_DEFINES`, for benchmarks of
+/// kernel variants without a rebuild).
+fn defines(tuning: &str) -> String {
+    tuning
+        .split_whitespace()
+        .map(|d| match d.split_once('=') {
+            Some((name, value)) => format!("#define {name} {value}\n"),
+            None => format!("#define {d}\n"),
+        })
+        .collect()
 }
 
 /// NVRTC options for a device of compute capability `major.minor`. FP32: no
@@ -296,6 +310,9 @@ impl Lattice {
 
 struct Kernels {
     even: CudaFunction,
+    /// Two cells per thread with 32-bit accesses (16-bit storage only).
+    even2: Option<CudaFunction>,
+    odd2: Option<CudaFunction>,
     odd: CudaFunction,
     boundary: CudaFunction,
     fields: CudaFunction,
@@ -633,6 +650,14 @@ impl CudaSolver {
         let load = |name: &str| module.load_function(name).map_err(dev);
         let kernels = Kernels {
             even: load("aa_even")?,
+            even2: match precision {
+                Precision::Fp16 => Some(load("aa_even2")?),
+                Precision::Fp32 => None,
+            },
+            odd2: match precision {
+                Precision::Fp16 => Some(load("aa_odd2")?),
+                Precision::Fp32 => None,
+            },
             odd: load("aa_odd")?,
             boundary: load("aa_boundary")?,
             fields: load("fields")?,
@@ -787,12 +812,28 @@ impl CudaSolver {
         let parity = self.parity();
         let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
         if parity == 0 {
+            // The paired kernel needs 32-bit aligned pairs in every slot; with an
+            // even layer every layer range pairs the same cells (slabs must match
+            // one GPU bit for bit).
+            let [nx, ny, _] = self.grid.size;
+            let paired = self
+                .kernels
+                .even2
+                .as_ref()
+                .filter(|_| (nx * ny).is_multiple_of(2));
+            let threads = if paired.is_some() {
+                (c1 - c0) / 2
+            } else {
+                c1 - c0
+            };
             let cfg = LaunchConfig {
-                grid_dim: ((c1 - c0).div_ceil(self.block as u64) as u32, 1, 1),
+                grid_dim: (threads.div_ceil(self.block as u64) as u32, 1, 1),
                 block_dim: (self.block, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut b = self.stream.launch_builder(&self.kernels.even);
+            let mut b = self
+                .stream
+                .launch_builder(paired.unwrap_or(&self.kernels.even));
             self.lattice.arg_mut(&mut b);
             b.arg(&self.flags_dev)
                 .arg(&self.kparams)
@@ -803,10 +844,20 @@ impl CudaSolver {
             // the kernel bound-checks against c_end <= n.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         } else {
+            let paired = self
+                .kernels
+                .odd2
+                .as_ref()
+                .filter(|_| self.grid.size[0].is_multiple_of(2));
             let mut cfg = self.lattice_config();
+            if paired.is_some() {
+                cfg.grid_dim.0 = (self.grid.size[0] as u32 / 2).div_ceil(cfg.block_dim.0);
+            }
             cfg.grid_dim.2 = layers.len() as u32;
             let z0 = layers.start as u32;
-            let mut b = self.stream.launch_builder(&self.kernels.odd);
+            let mut b = self
+                .stream
+                .launch_builder(paired.unwrap_or(&self.kernels.odd));
             self.lattice.arg_mut(&mut b);
             b.arg(&self.flags_dev).arg(&self.kparams).arg(&z0);
             // SAFETY: (f, flags, params, z0) is aa_odd's signature; the grid
@@ -1658,13 +1709,13 @@ pub fn fp16c_decode(h: u16) -> f32 {
     // 2^112
 }
 
-/// Encodes to the 16-bit storage format as the kernel does: round to nearest
-/// even (twice in the subnormal range), saturating at |v| ≥ 2 and for NaN.
+/// Encodes to the 16-bit storage format as the kernel does: round to nearest,
+/// ties away from zero (twice in the subnormal range), saturating at |v| ≥ 2
+/// and for NaN.
 pub fn fp16c_encode(v: f32) -> u16 {
-    let b = (v * f32::from_bits(0x0780_0000)).to_bits(); // 2^-112
-    let a = b & 0x7fff_ffff;
-    let r = ((a + 0x7ff + ((a >> 12) & 1)) >> 12).min(0x7fff);
-    (((b >> 16) & 0x8000) | r) as u16
+    let a = (v.abs() * f32::from_bits(0x0780_0000)).to_bits(); // 2^-112
+    let r = (a + 0x800).min(0x7ff_f000) >> 12;
+    (((v.to_bits() >> 16) & 0x8000) | r) as u16
 }
 
 #[cfg(test)]
@@ -1706,13 +1757,31 @@ mod tests {
             );
         }
         // 11 mantissa bits: relative spacing 2^-11 in the normal range.
-        assert_eq!(fp16c_decode(fp16c_encode(1.0 + 1.0 / 4096.0)), 1.0);
+        // Ties round away from zero.
+        assert_eq!(
+            fp16c_decode(fp16c_encode(1.0 + 1.0 / 4096.0)),
+            1.0 + 1.0 / 2048.0
+        );
+        assert_eq!(
+            fp16c_decode(fp16c_encode(-1.0 - 1.0 / 4096.0)),
+            -1.0 - 1.0 / 2048.0
+        );
+        assert_eq!(fp16c_decode(fp16c_encode(1.0 + 0.99 / 4096.0)), 1.0);
         assert_eq!(
             fp16c_decode(fp16c_encode(1.0 + 3.0 / 4096.0)),
             1.0 + 2.0 / 2048.0
         );
         assert_eq!(fp16c_encode(5.0), 0x7fff);
         assert_eq!(fp16c_encode(f32::NAN), 0x7fff);
+    }
+
+    #[test]
+    fn tuning_defines_become_define_lines() {
+        assert_eq!(defines(""), "");
+        assert_eq!(
+            defines(" ODD_PAIR_BLOCKS=3  FOO "),
+            "#define ODD_PAIR_BLOCKS 3\n#define FOO\n"
+        );
     }
 
     #[test]
@@ -1757,6 +1826,8 @@ mod tests {
         for name in [
             "aa_even(",
             "aa_odd(",
+            "aa_even2(",
+            "aa_odd2(",
             "aa_boundary(",
             "fields(",
             "stats(",
