@@ -13,8 +13,8 @@
 // Launch shapes: fields and init_uniform take a grid of (ceil(nx / blockDim.x),
 // ny, nz) blocks, aa_odd the same over the layers z0.. it updates; aa_even one
 // thread per cell of its range in 1D; aa_boundary one thread per listed cell.
-// With 16-bit storage, aa_even2 and aa_odd2 (blocks of 128) take two cells per
-// thread where the grid allows (nx * ny even, nx even), and half the threads.
+// aa_even2 and aa_odd2 (blocks of 128) take two cells per thread where the grid
+// allows (nx * ny even, resp. nx even), and half the threads.
 //
 // Layer ranges exist for the multi-GPU solver (src/solver/slabs.rs): a slab's
 // lattice holds halo layers it never updates, and it updates the layers next
@@ -430,12 +430,12 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict
     for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
 }
 
-#ifdef STORAGE_FP16
-// Even step (A), bulk, two neighbouring cells per thread with 32-bit accesses
-// (16-bit storage is bound by instruction issue; this halves the loads, stores
-// and address arithmetic). Needs n, c_begin and c_end even. A pair whose flags
-// are not both 0 leaves its boundary cell to aa_boundary and takes the other
-// alone.
+// Even step (A), bulk, two neighbouring cells per thread with accesses twice as
+// wide: half the loads, stores and address arithmetic (16-bit storage is bound
+// by instruction issue), and twice the bytes in flight per thread (FP32 moves
+// closer to the copy bandwidth). Needs n, c_begin and c_end even. A
+// pair whose flags are not both 0 leaves its boundary cell to aa_boundary and
+// takes the other alone.
 __device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params& p, u64 n, u64 c) {
     float v[Q];
 #pragma unroll
@@ -445,32 +445,60 @@ __device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params&
     for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
 }
 
-// Collides the two cells whose populations share the words w, the first in the
-// low halves. Even step: word i holds incoming i and receives outgoing
-// opposite(i); odd step: word k holds incoming opposite(k) and receives
-// outgoing k.
+// The populations of one slot of two neighbouring cells, as one aligned access.
+// 16-bit storage works on them in units of 2^-112 (collide_fast<true>).
+#ifdef STORAGE_FP16
+typedef u32 pair_t;
+__device__ __forceinline__ pair_t make_pair(store_t a, store_t b) { return (u32)a | ((u32)b << 16); }
+__device__ __forceinline__ store_t first(pair_t w) { return (store_t)(w & 0xffffu); }
+__device__ __forceinline__ store_t second(pair_t w) { return (store_t)(w >> 16); }
+__device__ __forceinline__ float pair_ld(pair_t w, bool hi) { return fp16c_raw_decode(hi ? w >> 16 : w & 0xffffu); }
+__device__ __forceinline__ void pair_st(pair_t& w, bool hi, float v) {
+    u32 h = fp16c_raw_encode(v);
+    w = hi ? (w & 0xffffu) | (h << 16) : (w & 0xffff0000u) | h;
+}
+#define PAIR_COLLIDE collide_fast<true>
+#else
+typedef float2 pair_t;
+__device__ __forceinline__ pair_t make_pair(store_t a, store_t b) { return make_float2(a, b); }
+__device__ __forceinline__ store_t first(pair_t w) { return w.x; }
+__device__ __forceinline__ store_t second(pair_t w) { return w.y; }
+__device__ __forceinline__ float pair_ld(pair_t w, bool hi) { return hi ? w.y : w.x; }
+__device__ __forceinline__ void pair_st(pair_t& w, bool hi, float v) {
+    if (hi) w.y = v; else w.x = v;
+}
+#define PAIR_COLLIDE collide
+#endif
+
+// Collides the two cells whose populations share the pairs w. Even step: pair i
+// holds incoming i and receives outgoing opposite(i); odd step: pair k holds
+// incoming opposite(k) and receives outgoing k.
 template <bool ODD>
-__device__ __forceinline__ void collide_pair(u32* w, const Params& p) {
-    float v[Q];
+__device__ __forceinline__ void collide_pair(pair_t* w, const Params& p) {
 #pragma unroll
-    for (int i = 0; i < Q; i++) v[i] = fp16c_raw_decode(w[ODD ? opposite(i) : i] & 0xffffu);
-    collide_fast<true>(v, p);
+    for (int h = 0; h < 2; h++) {
+        float v[Q];
 #pragma unroll
-    for (int i = 0; i < Q; i++) w[i] = (w[i] & 0xffff0000u) | fp16c_raw_encode(v[ODD ? i : opposite(i)]);
+        for (int i = 0; i < Q; i++) v[i] = pair_ld(w[ODD ? opposite(i) : i], h);
+        PAIR_COLLIDE(v, p);
 #pragma unroll
-    for (int i = 0; i < Q; i++) v[i] = fp16c_raw_decode(w[ODD ? opposite(i) : i] >> 16);
-    collide_fast<true>(v, p);
-#pragma unroll
-    for (int i = 0; i < Q; i++) w[i] = (w[i] & 0xffffu) | ((u32)fp16c_raw_encode(v[ODD ? i : opposite(i)]) << 16);
+        for (int i = 0; i < Q; i++) pair_st(w[i], h, v[ODD ? i : opposite(i)]);
+    }
 }
 
-// Blocks of 128 threads per SM the paired kernels are compiled for (their
-// register budget); FLOWSCOPE_KERNEL_DEFINES can override them for benchmarks.
 #ifndef EVEN_PAIR_BLOCKS
+#ifdef STORAGE_FP16
 #define EVEN_PAIR_BLOCKS 5
+#else
+#define EVEN_PAIR_BLOCKS 4
+#endif
 #endif
 #ifndef ODD_PAIR_BLOCKS
+#ifdef STORAGE_FP16
 #define ODD_PAIR_BLOCKS 6
+#else
+#define ODD_PAIR_BLOCKS 4
+#endif
 #endif
 extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
     const u64 c = c_begin + 2 * ((u64)blockIdx.x * blockDim.x + threadIdx.x);
@@ -481,14 +509,13 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
         if ((fl >> 8) == 0) even_cell(f, p, n, c + 1);
         return;
     }
-    u32 w[Q];
+    pair_t w[Q];
 #pragma unroll
-    for (int i = 0; i < Q; i++) w[i] = *(const u32*)(f + (u64)i * n + c);
+    for (int i = 0; i < Q; i++) w[i] = *(const pair_t*)(f + (u64)i * n + c);
     collide_pair<false>(w, p);
 #pragma unroll
-    for (int i = 0; i < Q; i++) *(u32*)(f + (u64)i * n + c) = w[i];
+    for (int i = 0; i < Q; i++) *(pair_t*)(f + (u64)i * n + c) = w[i];
 }
-#endif
 
 // One bulk cell of the odd step.
 __device__ __forceinline__ void odd_cell(store_t* __restrict__ f, const Params& p, int x, int y, int z) {
@@ -530,10 +557,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict_
     odd_cell(f, p, x, y, z);
 }
 
-#ifdef STORAGE_FP16
 // Odd step (B), bulk, cells x and x + 1 (x even) per thread; needs nx even.
 // Slots without an x component hold the pair's populations in one aligned
-// 32-bit word; the others are two 16-bit accesses (the pair's neighbours are
+// access; the others are two single accesses (the pair's neighbours are
 // shifted by one cell, and one of them may wrap across a periodic x face).
 extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
     const int x = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
@@ -557,15 +583,15 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
     const u32 cc = (u32)c;
     // Slot k of both cells lives at (cell + e_k): read as incoming opposite(k),
     // written with outgoing k.
-    u32 w[Q];
+    pair_t w[Q];
 #pragma unroll
     for (int k = 0; k < Q; k++) {
         const store_t* fk = f + (u64)k * n;
         const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
         if (CEX(k) == 0) {
-            w[k] = *(const u32*)(fk + r);
+            w[k] = *(const pair_t*)(fk + r);
         } else {
-            w[k] = (u32)fk[r + oa[1 + CEX(k)]] | ((u32)fk[r + ob[1 + CEX(k)]] << 16);
+            w[k] = make_pair(fk[r + oa[1 + CEX(k)]], fk[r + ob[1 + CEX(k)]]);
         }
     }
     collide_pair<true>(w, p);
@@ -574,14 +600,13 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
         store_t* fk = f + (u64)k * n;
         const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
         if (CEX(k) == 0) {
-            *(u32*)(fk + r) = w[k];
+            *(pair_t*)(fk + r) = w[k];
         } else {
-            fk[r + oa[1 + CEX(k)]] = (store_t)(w[k] & 0xffffu);
-            fk[r + ob[1 + CEX(k)]] = (store_t)(w[k] >> 16);
+            fk[r + oa[1 + CEX(k)]] = first(w[k]);
+            fk[r + ob[1 + CEX(k)]] = second(w[k]);
         }
     }
 }
-#endif
 
 // Both steps for the listed NEAR cells (outlets, fluid next to walls, inlets or
 // faces), with all boundary rules. parity 0: even step.

@@ -308,11 +308,14 @@ impl Lattice {
     }
 }
 
+/// Threads per block of `aa_even2` and `aa_odd2` (their `__launch_bounds__`).
+const PAIR_BLOCK: u32 = 128;
+
 struct Kernels {
     even: CudaFunction,
-    /// Two cells per thread with 32-bit accesses (16-bit storage only).
-    even2: Option<CudaFunction>,
-    odd2: Option<CudaFunction>,
+    /// Two cells per thread with accesses twice as wide, where the grid allows.
+    even2: CudaFunction,
+    odd2: CudaFunction,
     odd: CudaFunction,
     boundary: CudaFunction,
     fields: CudaFunction,
@@ -650,14 +653,8 @@ impl CudaSolver {
         let load = |name: &str| module.load_function(name).map_err(dev);
         let kernels = Kernels {
             even: load("aa_even")?,
-            even2: match precision {
-                Precision::Fp16 => Some(load("aa_even2")?),
-                Precision::Fp32 => None,
-            },
-            odd2: match precision {
-                Precision::Fp16 => Some(load("aa_odd2")?),
-                Precision::Fp32 => None,
-            },
+            even2: load("aa_even2")?,
+            odd2: load("aa_odd2")?,
             odd: load("aa_odd")?,
             boundary: load("aa_boundary")?,
             fields: load("fields")?,
@@ -816,19 +813,15 @@ impl CudaSolver {
             // even layer every layer range pairs the same cells (slabs must match
             // one GPU bit for bit).
             let [nx, ny, _] = self.grid.size;
-            let paired = self
-                .kernels
-                .even2
-                .as_ref()
-                .filter(|_| (nx * ny).is_multiple_of(2));
-            let threads = if paired.is_some() {
-                (c1 - c0) / 2
-            } else {
-                c1 - c0
+            let paired = (nx * ny).is_multiple_of(2).then_some(&self.kernels.even2);
+            // The paired kernels are compiled for blocks of PAIR_BLOCK threads.
+            let (threads, block) = match paired {
+                Some(_) => ((c1 - c0) / 2, PAIR_BLOCK),
+                None => (c1 - c0, self.block),
             };
             let cfg = LaunchConfig {
-                grid_dim: (threads.div_ceil(self.block as u64) as u32, 1, 1),
-                block_dim: (self.block, 1, 1),
+                grid_dim: (threads.div_ceil(block as u64) as u32, 1, 1),
+                block_dim: (block, 1, 1),
                 shared_mem_bytes: 0,
             };
             let mut b = self
@@ -844,14 +837,14 @@ impl CudaSolver {
             // the kernel bound-checks against c_end <= n.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         } else {
-            let paired = self
-                .kernels
-                .odd2
-                .as_ref()
-                .filter(|_| self.grid.size[0].is_multiple_of(2));
+            let paired = self.grid.size[0]
+                .is_multiple_of(2)
+                .then_some(&self.kernels.odd2);
             let mut cfg = self.lattice_config();
             if paired.is_some() {
-                cfg.grid_dim.0 = (self.grid.size[0] as u32 / 2).div_ceil(cfg.block_dim.0);
+                let half = self.grid.size[0] as u32 / 2;
+                cfg.block_dim.0 = PAIR_BLOCK.min(half.div_ceil(32) * 32);
+                cfg.grid_dim.0 = half.div_ceil(cfg.block_dim.0);
             }
             cfg.grid_dim.2 = layers.len() as u32;
             let z0 = layers.start as u32;

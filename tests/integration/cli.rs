@@ -235,6 +235,10 @@ fn bench_stream_compares_the_solver_alone_and_while_streaming() {
     // second, frame time.
     assert_eq!(row[1], 20.0, "{out}");
     assert!(row[2] > 0.0 && row[3] > 0.0, "{out}");
-    assert!((row[4] - 100.0 * row[3] / row[2]).abs() < 1.0, "{out}");
+    // The share from the printed speeds, which are rounded to 0.05 (slow runs
+    // under a loaded CI machine make that rounding matter).
+    let lowest = 100.0 * (row[3] - 0.05) / (row[2] + 0.05);
+    let highest = 100.0 * (row[3] + 0.05) / (row[2] - 0.05).max(0.01);
+    assert!(row[4] >= lowest - 0.05 && row[4] <= highest + 0.05, "{out}");
     assert!(row[5] > 1.0 && row[6] > 0.0, "{out}");
 }
