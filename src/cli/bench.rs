@@ -317,7 +317,7 @@ fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
         }
         if args.largest {
             let info = cuda::probe().map_err(|e| anyhow::anyhow!("{e}"))?;
-            // An even side, which the paired 16-bit kernels need.
+            // An even side, which the two-cells-per-thread kernels need.
             let side = cuda::largest_cube(precision, info.free_bytes) as usize & !1;
             let mut solver = cuda_box(side, collision, precision)?;
             let mlups = time_cuda(&mut solver, 3)?;

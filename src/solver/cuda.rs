@@ -809,7 +809,7 @@ impl CudaSolver {
         let parity = self.parity();
         let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
         if parity == 0 {
-            // The paired kernel needs 32-bit aligned pairs in every slot; with an
+            // The paired kernel needs aligned pairs in every slot; with an
             // even layer every layer range pairs the same cells (slabs must match
             // one GPU bit for bit).
             let [nx, ny, _] = self.grid.size;
