@@ -419,23 +419,7 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
 
 // Even step (A), bulk: read own slots, collide, write outgoing i to own slot opposite(i).
 // Cells [c_begin, c_end).
-extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
-    u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= c_end || flags[c] != 0) return;
-    float v[Q];
-#pragma unroll
-    for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
-    COLLIDE(v, p);
-#pragma unroll
-    for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
-}
-
-// Even step (A), bulk, two neighbouring cells per thread with accesses twice as
-// wide: half the loads, stores and address arithmetic (16-bit storage is bound
-// by instruction issue), and twice the bytes in flight per thread (FP32 moves
-// closer to the copy bandwidth). Needs n, c_begin and c_end even. A
-// pair whose flags are not both 0 leaves its boundary cell to aa_boundary and
-// takes the other alone.
+// One bulk cell of the even step.
 __device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params& p, u64 n, u64 c) {
     float v[Q];
 #pragma unroll
@@ -445,6 +429,18 @@ __device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params&
     for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
 }
 
+extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
+    u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= c_end || flags[c] != 0) return;
+    even_cell(f, p, n, c);
+}
+
+// Even step (A), bulk, two neighbouring cells per thread with accesses twice as
+// wide: half the loads, stores and address arithmetic (16-bit storage is bound
+// by instruction issue), and twice the bytes in flight per thread (FP32 moves
+// closer to the copy bandwidth). Needs n, c_begin and c_end even. A
+// pair whose flags are not both 0 leaves its boundary cell to aa_boundary and
+// takes the other alone.
 // The populations of one slot of two neighbouring cells, as one aligned access.
 // 16-bit storage works on them in units of 2^-112 (collide_fast<true>).
 #ifdef STORAGE_FP16
@@ -517,18 +513,28 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
     for (int i = 0; i < Q; i++) *(pair_t*)(f + (u64)i * n + c) = w[i];
 }
 
-// One bulk cell of the odd step.
+// Offsets to the neighbours at -1, 0, +1 along y and z, wrapping across periodic
+// faces (bulk cells never sit on a non-periodic one). Offsets are u32 with
+// wrap-around (mod 2^32) arithmetic: the solver refuses grids of 2^32 cells or
+// more.
+__device__ __forceinline__ void yz_offsets(const Params& p, int y, int z, u32* oy, u32* oz) {
+    const u32 nx = p.nx, nxy = p.nx * p.ny, nn = nxy * p.nz;
+    oy[0] = y == 0 ? nxy - nx : 0u - nx;
+    oy[1] = 0u;
+    oy[2] = y + 1 == (int)p.ny ? nx - nxy : nx;
+    oz[0] = z == 0 ? nn - nxy : 0u - nxy;
+    oz[1] = 0u;
+    oz[2] = z + 1 == (int)p.nz ? nxy - nn : nxy;
+}
+
+// One bulk cell of the odd step (x offsets as yz_offsets).
 __device__ __forceinline__ void odd_cell(store_t* __restrict__ f, const Params& p, int x, int y, int z) {
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
-    // Offsets to the neighbours at -1, 0, +1 along each axis, wrapping across
-    // periodic faces (bulk cells never sit on a non-periodic one). Offsets are
-    // u32 with wrap-around (mod 2^32) arithmetic: the solver refuses grids of
-    // 2^32 cells or more.
-    const u32 nx = p.nx, nxy = p.nx * p.ny, nn = (u32)n;
+    const u32 nx = p.nx;
     const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
-    const u32 oy[3] = {y == 0 ? nxy - nx : 0u - nx, 0u, y + 1 == (int)p.ny ? nx - nxy : nx};
-    const u32 oz[3] = {z == 0 ? nn - nxy : 0u - nxy, 0u, z + 1 == (int)p.nz ? nxy - nn : nxy};
+    u32 oy[3], oz[3];
+    yz_offsets(p, y, z, oy, oz);
     const u32 cc = (u32)c;
     float v[Q];
 #pragma unroll
@@ -574,12 +580,12 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
         if ((fl >> 8) == 0) odd_cell(f, p, x + 1, y, z);
         return;
     }
-    const u32 nx = p.nx, nxy = p.nx * p.ny, nn = (u32)n;
+    const u32 nx = p.nx;
     // x offsets of the first cell and, relative to the first, of the second.
     const u32 oa[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, 1u};
     const u32 ob[3] = {0u, 1u, x + 2 == (int)nx ? 2u - nx : 2u};
-    const u32 oy[3] = {y == 0 ? nxy - nx : 0u - nx, 0u, y + 1 == (int)p.ny ? nx - nxy : nx};
-    const u32 oz[3] = {z == 0 ? nn - nxy : 0u - nxy, 0u, z + 1 == (int)p.nz ? nxy - nn : nxy};
+    u32 oy[3], oz[3];
+    yz_offsets(p, y, z, oy, oz);
     const u32 cc = (u32)c;
     // Slot k of both cells lives at (cell + e_k): read as incoming opposite(k),
     // written with outgoing k.
