@@ -11,7 +11,9 @@ struct ExtractParams {
     lo: vec3<u32>,
     capacity: u32,   // spheres the buffer holds
     hi: vec3<u32>,
-    _pad: u32,
+    // 1: `iso` is a fraction of the range the min/max pass left in `range`
+    // (the slider's relative setting, with no read-back before extraction).
+    relative: u32,
 }
 
 @group(0) @binding(0) var scalar: texture_3d<f32>;
@@ -20,6 +22,7 @@ struct ExtractParams {
 @group(0) @binding(3) var<uniform> params: ExtractParams;
 @group(0) @binding(4) var<storage, read_write> draw_args: array<u32, 4>;
 @group(0) @binding(5) var colour_field: texture_3d<f32>;
+@group(0) @binding(6) var<storage, read> range: array<f32, 2>;
 
 // The cube's 12 edges as corner pairs (corner k = base + (k&1, k>>1&1, k>>2&1)).
 var<private> EDGES: array<vec2<u32>, 12> = array<vec2<u32>, 12>(
@@ -37,11 +40,13 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     if (any(id + vec3<u32>(1u) >= params.size) || any(id < params.lo) || any(id + vec3<u32>(1u) > params.hi)) {
         return;
     }
+    // A relative isovalue is a fraction of the range the min/max pass found.
+    let iso = select(params.iso, range[0] + params.iso * (range[1] - range[0]), params.relative == 1u);
     var v: array<f32, 8>;
     var below = 0u;
     for (var k = 0u; k < 8u; k++) {
         v[k] = textureLoad(scalar, vec3<i32>(corner(id, k)), 0).x;
-        below += select(0u, 1u, v[k] < params.iso);
+        below += select(0u, 1u, v[k] < iso);
     }
     if (below == 0u || below == 8u) {
         return;
@@ -53,8 +58,8 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     for (var e = 0u; e < 12u; e++) {
         let i = EDGES[e].x;
         let j = EDGES[e].y;
-        if ((v[i] < params.iso) != (v[j] < params.iso)) {
-            let t = (params.iso - v[i]) / (v[j] - v[i]);
+        if ((v[i] < iso) != (v[j] < iso)) {
+            let t = (iso - v[i]) / (v[j] - v[i]);
             let a = corner(id, i);
             let b = corner(id, j);
             sum += mix(vec3<f32>(a), vec3<f32>(b), t);

@@ -1,5 +1,6 @@
 // Marching tetrahedra: one invocation per cube cell, six tetrahedra per cube
-// around the diagonal 0-7 (src/render/isosurface/tables.rs), triangles appended
+// around the diagonal 0-7 (src/render/isosurface/tables.rs, whose test checks
+// the packed corners and bit masks below), triangles appended
 // with an atomic bump counter; an overflow flag tells the CPU to grow the buffer.
 // Edge points are interpolated from the corner of lower grid index, so cubes
 // sharing an edge compute the same bits (watertight). CPU twin: isosurface/cpu.rs.
@@ -12,7 +13,9 @@ struct ExtractParams {
     lo: vec3<u32>,
     capacity: u32,   // vertices the buffer holds
     hi: vec3<u32>,
-    _pad: u32,
+    // 1: `iso` is a fraction of the range the min/max pass left in `range`
+    // (the slider's relative setting, with no read-back before extraction).
+    relative: u32,
 }
 
 struct Vertex {
@@ -26,15 +29,18 @@ struct Vertex {
 @group(0) @binding(3) var<uniform> params: ExtractParams;
 // The field that colours the surface (the scalar itself when not colouring).
 @group(0) @binding(5) var colour_field: texture_3d<f32>;
+// [min, max] of the scalar (fields/minmax.wgsl), for relative isovalues.
+@group(0) @binding(6) var<storage, read> range: array<f32, 2>;
 
-var<private> TETS: array<vec4<u32>, 6> = array<vec4<u32>, 6>(
-    vec4<u32>(0u, 1u, 3u, 7u),
-    vec4<u32>(0u, 3u, 2u, 7u),
-    vec4<u32>(0u, 2u, 6u, 7u),
-    vec4<u32>(0u, 6u, 4u, 7u),
-    vec4<u32>(0u, 4u, 5u, 7u),
-    vec4<u32>(0u, 5u, 1u, 7u),
-);
+var<private> iso: f32;
+
+// The six tetrahedra are (0, p, q, 7) for consecutive (p, q) around the
+// cycle 1 3 2 6 4 5 1, packed a nibble each so that no array is indexed.
+const CYCLE: u32 = 0x1546231u;
+
+fn tet_corners(t: u32) -> vec4<u32> {
+    return vec4<u32>(0u, (CYCLE >> (4u * t)) & 15u, (CYCLE >> (4u * t + 4u)) & 15u, 7u);
+}
 
 fn corner(base: vec3<u32>, k: u32) -> vec3<u32> {
     return base + vec3<u32>(k & 1u, (k >> 1u) & 1u, (k >> 2u) & 1u);
@@ -65,7 +71,7 @@ fn gradient(p: vec3<u32>) -> vec3<f32> {
 fn edge(base: vec3<u32>, i: u32, j: u32, vi: f32, vj: f32) -> Vertex {
     let a = corner(base, i);
     let b = corner(base, j);
-    let t = (params.iso - vi) / (vj - vi);
+    let t = (iso - vi) / (vj - vi);
     let pa = vec3<f32>(a);
     let pb = vec3<f32>(b);
     let p = pa + t * (pb - pa);
@@ -75,13 +81,16 @@ fn edge(base: vec3<u32>, i: u32, j: u32, vi: f32, vj: f32) -> Vertex {
     return Vertex(vec4<f32>(p, mix(ca, cb, t)), vec4<f32>(n, 0.0));
 }
 
-fn crossing(base: vec3<u32>, corners: array<u32, 4>, values: array<f32, 4>, i: u32, j: u32) -> Vertex {
-    var c = corners;
-    var v = values;
+fn crossing(base: vec3<u32>, c: vec4<u32>, v: vec4<f32>, i: u32, j: u32) -> Vertex {
     if (c[i] < c[j]) {
         return edge(base, c[i], c[j], v[i], v[j]);
     }
     return edge(base, c[j], c[i], v[j], v[i]);
+}
+
+// The value at cube corner k, from corners 0-3 and 4-7.
+fn cube_value(low: vec4<f32>, high: vec4<f32>, k: u32) -> f32 {
+    return select(low[k & 3u], high[k & 3u], k >= 4u);
 }
 
 fn emit(at: u32, a: Vertex, b: Vertex, c: Vertex) {
@@ -90,27 +99,32 @@ fn emit(at: u32, a: Vertex, b: Vertex, c: Vertex) {
     vertices[at + 2u] = c;
 }
 
+// Triangles in the tetrahedron whose corners are the bits of `tet`.
+fn pieces(below: u32, tet: u32) -> u32 {
+    let inside = countOneBits(below & tet);
+    return select(0u, select(1u, 2u, inside == 2u), inside > 0u && inside < 4u);
+}
+
 @compute @workgroup_size(4, 4, 4)
 fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     if (any(id + vec3<u32>(1u) >= params.size) || any(id < params.lo) || any(id + vec3<u32>(1u) > params.hi)) {
         return;
     }
-    var cv: array<f32, 8>;
-    for (var k = 0u; k < 8u; k++) {
-        cv[k] = value(corner(id, k));
-    }
-    // Count first, then reserve once per cube.
-    var count = 0u;
-    for (var t = 0u; t < 6u; t++) {
-        var inside = 0u;
-        for (var k = 0u; k < 4u; k++) {
-            inside += select(0u, 1u, cv[TETS[t][k]] < params.iso);
-        }
-        count += select(0u, select(1u, 2u, inside == 2u), inside > 0u && inside < 4u);
-    }
-    if (count == 0u) {
+    // A relative isovalue is a fraction of the range the min/max pass found.
+    iso = select(params.iso, range[0] + params.iso * (range[1] - range[0]), params.relative == 1u);
+    // Which corners lie below the isovalue, as bits: most cubes have all or
+    // none, and leave here without touching an array.
+    let low = vec4<f32>(value(corner(id, 0u)), value(corner(id, 1u)), value(corner(id, 2u)), value(corner(id, 3u)));
+    let high = vec4<f32>(value(corner(id, 4u)), value(corner(id, 5u)), value(corner(id, 6u)), value(corner(id, 7u)));
+    let bl = select(vec4<u32>(0u), vec4<u32>(1u, 2u, 4u, 8u), low < vec4<f32>(iso));
+    let bh = select(vec4<u32>(0u), vec4<u32>(16u, 32u, 64u, 128u), high < vec4<f32>(iso));
+    let below = bl.x | bl.y | bl.z | bl.w | bh.x | bh.y | bh.z | bh.w;
+    if (below == 0u || below == 255u) {
         return;
     }
+    // Count first, then reserve once per cube.
+    let count = pieces(below, 0x8Bu) + pieces(below, 0x8Du) + pieces(below, 0xC5u)
+        + pieces(below, 0xD1u) + pieces(below, 0xB1u) + pieces(below, 0xA3u);
     let start = atomicAdd(&counter[0], 3u * count);
     if (start + 3u * count > params.capacity) {
         atomicStore(&counter[1], 1u);
@@ -118,14 +132,14 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     }
     var at = start;
     for (var t = 0u; t < 6u; t++) {
-        let c = array<u32, 4>(TETS[t][0], TETS[t][1], TETS[t][2], TETS[t][3]);
-        let v = array<f32, 4>(cv[c[0]], cv[c[1]], cv[c[2]], cv[c[3]]);
-        var ins = array<u32, 4>(0u, 0u, 0u, 0u);
-        var outs = array<u32, 4>(0u, 0u, 0u, 0u);
+        let c = tet_corners(t);
+        let v = vec4<f32>(low.x, cube_value(low, high, c.y), cube_value(low, high, c.z), high.w);
+        var ins = vec4<u32>(0u);
+        var outs = vec4<u32>(0u);
         var ni = 0u;
         var no = 0u;
         for (var k = 0u; k < 4u; k++) {
-            if (v[k] < params.iso) {
+            if (v[k] < iso) {
                 ins[ni] = k;
                 ni++;
             } else {

@@ -7,7 +7,7 @@ pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use winit::application::ApplicationHandler;
 use winit::event::WindowEvent;
@@ -65,8 +65,16 @@ struct App {
     scenarios: Vec<PathBuf>,
     frames: u64,
     last_frame: Instant,
+    /// When the last field frame reached the view.
+    last_upload: Option<Instant>,
     error: Option<AppError>,
 }
+
+/// Field frames closer together than this count as streaming: each is drawn
+/// once, without accumulating antialiasing samples. The next frame restarts
+/// the picture within tens of milliseconds anyway, and every extra rendering
+/// takes the GPU from the solver.
+const STREAMING_GAP: Duration = Duration::from_millis(250);
 
 /// Opens the window and runs until it is closed.
 pub fn run(options: Options) -> Result<(), AppError> {
@@ -110,6 +118,7 @@ pub fn run(options: Options) -> Result<(), AppError> {
         scenarios,
         frames: 0,
         last_frame: Instant::now(),
+        last_upload: None,
         error: None,
     };
     event_loop
@@ -289,6 +298,7 @@ impl App {
                 el.exit();
                 return;
             }
+            self.last_upload = Some(now);
             if frame.shared.is_some() && gfx.view.viewer.sharing_refused() {
                 // Host copies of every frame from now on.
                 worker.send(worker::Command::ShareDisplay(None));
@@ -362,10 +372,17 @@ impl App {
             (view_rect.width() * ppp_now).max(1.0) as u32,
             (view_rect.height() * ppp_now).max(1.0) as u32,
         ];
+        let mut settings = self.settings;
+        if self
+            .last_upload
+            .is_some_and(|t| now.duration_since(t) < STREAMING_GAP)
+        {
+            settings.aa_samples = 1;
+        }
         if view_rect.is_positive() {
             match gfx
                 .view
-                .draw(&gfx.gpu, &mut gfx.egui_renderer, self.settings, px)
+                .draw(&gfx.gpu, &mut gfx.egui_renderer, settings, px)
             {
                 Ok(_) => self.info.view = gfx.view.viewer.info,
                 Err(e) => {

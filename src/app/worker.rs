@@ -74,6 +74,23 @@ pub struct Status {
     /// Cells of the solver's grid per display cell along each axis.
     pub stride: usize,
     pub history: History,
+    /// Where the running loop's time went (for `bench --stream`).
+    pub timing: LoopTiming,
+}
+
+/// Seconds the running loop spent in each part, summed over its chunks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoopTiming {
+    pub chunks: u64,
+    pub steps: u64,
+    /// From queuing a chunk until the GPU finished it.
+    pub stepping: f64,
+    /// Of that, handing over the last frame (host work the steps overlap).
+    pub delivering: f64,
+    /// Statistics and time series, with the GPU otherwise idle.
+    pub sampling: f64,
+    /// The rest of the loop: starting the next frame, commands, status.
+    pub other: f64,
 }
 
 /// Time series for the plots: (step, value) pairs, the newest [`HISTORY`].
@@ -461,6 +478,8 @@ fn run(
     let mut mlups = 0.0f64;
     let mut last_sample = Instant::now();
     let mut sample_every = SAMPLE_EVERY;
+    let mut timing = LoopTiming::default();
+    let mut looped = Instant::now();
     if let Err(e) = publish(&mut state, &mailbox) {
         set_message(e);
     }
@@ -592,6 +611,7 @@ fn run(
                 pending_steps.min(chunk)
             };
             let began = Instant::now();
+            timing.other += began.duration_since(looped).as_secs_f64();
             let overlapped = state.copying;
             let mut result = state.solver.enqueue(n).map_err(|e| e.to_string());
             // While the GPU steps: hand over the frame begun after the last
@@ -604,6 +624,13 @@ fn run(
             let secs = began.elapsed().as_secs_f64();
             // How long the steps outlasted the host's work on the last frame.
             let waited = delivered.elapsed().as_secs_f64();
+            looped = Instant::now();
+            if running {
+                timing.chunks += 1;
+                timing.steps += n;
+                timing.stepping += secs;
+                timing.delivering += delivered.duration_since(began).as_secs_f64();
+            }
             pending_steps = pending_steps.saturating_sub(n);
             if let Err(e) = result {
                 running = false;
@@ -631,6 +658,7 @@ fn run(
                 // Sampling takes the GPU from the solver (at 512³ about 8 ms
                 // a time): at most ~2% of its time, however large the grid.
                 sample_every = SAMPLE_EVERY.max(last_sample.elapsed() * 50);
+                timing.sampling += last_sample.elapsed().as_secs_f64();
                 match stats {
                     Ok(stats) => {
                         if let Some(e) = stats.instability() {
@@ -676,6 +704,7 @@ fn run(
             s.size = state.scenario.size;
             s.stride = state.stride;
             s.history = state.history.clone();
+            s.timing = timing;
         }
         wake();
     }

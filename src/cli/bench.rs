@@ -586,13 +586,15 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         wait(&gpu)
     };
     println!(
-        "{:>6} {:>14} {:>14} {:>12} {:>12} {:>16} {:>22}",
+        "{:>6} {:>14} {:>14} {:>12} {:>12} {:>12} {:>16} {:>12} {:>22}",
         "size",
         "derive+range",
         "extract (ms)",
         "(GPU time)",
+        "(no surface)",
         "triangles",
         "1920x1080 (ms)",
+        "(scene GPU)",
         "anaglyph 16 AA (ms)"
     );
     let mut uploads = Vec::new();
@@ -646,11 +648,23 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
             }
             Ok(())
         })?;
-        let extract_gpu = if gpu_ms.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.2}", median(gpu_ms))
+        let timed = |ms: Vec<f64>| {
+            if ms.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.2}", median(ms))
+            }
         };
+        let extract_gpu = timed(gpu_ms);
+        // The same pass where no cube holds the surface: what every cube costs.
+        let mut empty_ms = Vec::new();
+        for _ in 0..args.repeats {
+            extractor.extract(&gpu, &scalar, range.1 + 1.0)?;
+            if let Some(t) = &extractor.timer {
+                empty_ms.push(t.read_ms(&gpu)?);
+            }
+        }
+        let empty_gpu = timed(empty_ms);
         let mut viewer = Viewer::new(&gpu);
         viewer.upload(&gpu, &f, &[], 0, None)?;
         let mono = ViewSettings {
@@ -658,6 +672,16 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
             ..Default::default()
         };
         let frame_ms = median_ms(args.repeats, || frame(&mut viewer, &mono))?;
+        viewer.scene_timer = GpuTimer::new(&gpu);
+        let mut scene_ms = Vec::new();
+        for _ in 0..args.repeats {
+            frame(&mut viewer, &mono)?;
+            if let Some(t) = &viewer.scene_timer {
+                scene_ms.push(t.read_ms(&gpu)?);
+            }
+        }
+        viewer.scene_timer = None;
+        let scene_gpu = timed(scene_ms);
         let anaglyph = ViewSettings {
             stereo: Some(Stereo::default()),
             grey_background: true,
@@ -666,13 +690,15 @@ fn bench_render(args: &BenchArgs) -> anyhow::Result<()> {
         };
         let anaglyph_ms = median_ms(args.repeats, || frame(&mut viewer, &anaglyph))?;
         println!(
-            "{:>6} {:>14.2} {:>14.2} {:>12} {:>12} {:>16.2} {:>22.1}",
+            "{:>6} {:>14.2} {:>14.2} {:>12} {:>12} {:>12} {:>16.2} {:>12} {:>22.1}",
             n,
             derive_ms,
             extract_ms,
             extract_gpu,
+            empty_gpu,
             vertices / 3,
             frame_ms,
+            scene_gpu,
             anaglyph_ms
         );
     }
@@ -825,38 +851,49 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
             aa_samples: 1,
             ..Default::default()
         };
-        // Let it load and settle its chunk length.
+        // What the window does with a frame: import (or upload) it, then
+        // derive, extract and draw, waiting for the GPU.
+        let consume =
+            |viewer: &mut Viewer, frame: crate::app::worker::Frame| -> anyhow::Result<()> {
+                if args.consumer != "none" {
+                    viewer.upload(
+                        &gpu,
+                        &frame.fields,
+                        &frame.flags,
+                        frame.geometry,
+                        frame.shared.as_ref(),
+                    )?;
+                    if viewer.sharing_refused() && share.is_some() {
+                        anyhow::bail!("the solver's display frames could not be imported");
+                    }
+                }
+                match args.consumer.as_str() {
+                    "full" => _ = viewer.render(&gpu, &settings, [1920, 1080])?,
+                    "extract" => viewer.update(&gpu, &settings)?,
+                    _ => {}
+                }
+                wait(&gpu)
+            };
+        // Let it load, settle its chunk length and make (and import) its
+        // display frames, which takes a few hundred milliseconds once.
         let warm = Instant::now();
-        while worker.status().step < 50 && warm.elapsed().as_secs() < 60 {
-            std::thread::sleep(Duration::from_millis(20));
+        while warm.elapsed().as_secs_f64() < 1.5
+            || (worker.status().step < 50 && warm.elapsed().as_secs() < 60)
+        {
+            match worker.take_frame() {
+                Some(frame) => consume(&mut viewer, frame)?,
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
         }
-        std::thread::sleep(Duration::from_millis(500));
-        worker.take_frame();
-        let (start_step, began) = (worker.status().step, Instant::now());
+        let before = worker.status();
+        let (start_step, began) = (before.step, Instant::now());
         let shared_before = viewer.shared_uploads;
         let (mut frames, mut frame_ms) = (0u32, Vec::new());
         while began.elapsed().as_secs_f64() < args.seconds {
             match worker.take_frame() {
                 Some(frame) => {
                     let t = Instant::now();
-                    if args.consumer != "none" {
-                        viewer.upload(
-                            &gpu,
-                            &frame.fields,
-                            &frame.flags,
-                            frame.geometry,
-                            frame.shared.as_ref(),
-                        )?;
-                        if viewer.sharing_refused() && share.is_some() {
-                            anyhow::bail!("the solver's display frames could not be imported");
-                        }
-                    }
-                    match args.consumer.as_str() {
-                        "full" => _ = viewer.render(&gpu, &settings, [1920, 1080])?,
-                        "extract" => viewer.update(&gpu, &settings)?,
-                        _ => {}
-                    }
-                    wait(&gpu)?;
+                    consume(&mut viewer, frame)?;
                     frame_ms.push(t.elapsed().as_secs_f64() * 1e3);
                     frames += 1;
                 }
@@ -885,6 +922,18 @@ fn bench_stream(args: &BenchArgs) -> anyhow::Result<()> {
             frames as f64 / secs,
             median(frame_ms),
             100.0 * shared as f64 / frames.max(1) as f64
+        );
+        let (a, b) = (before.timing, status.timing);
+        let chunks = (b.chunks - a.chunks).max(1) as f64;
+        let per = |x: f64, y: f64| 1e3 * (x - y) / chunks;
+        println!(
+            "{:>6} per chunk of {:.1} steps: stepping {:.2} ms (delivering {:.2}), sampling {:.2}, rest of the loop {:.2}",
+            "",
+            (b.steps - a.steps) as f64 / chunks,
+            per(b.stepping, a.stepping),
+            per(b.delivering, a.delivering),
+            per(b.sampling, a.sampling),
+            per(b.other, a.other) - per(b.sampling, a.sampling),
         );
     }
     Ok(())

@@ -197,6 +197,15 @@ impl GpuTimer {
         }
     }
 
+    /// For a render pass's descriptor: start and end of the pass.
+    pub fn render_writes(&self) -> wgpu::RenderPassTimestampWrites<'_> {
+        wgpu::RenderPassTimestampWrites {
+            query_set: &self.set,
+            beginning_of_pass_write_index: Some(0),
+            end_of_pass_write_index: Some(1),
+        }
+    }
+
     /// Milliseconds between the two timestamps of the last timed pass.
     pub fn read_ms(&self, gpu: &Gpu) -> Result<f64, GpuError> {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());

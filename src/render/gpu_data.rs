@@ -41,7 +41,8 @@ pub struct ExtractParams {
     pub lo: [u32; 3],
     pub capacity: u32,
     pub hi: [u32; 3],
-    pub _pad: u32,
+    /// 1: `iso` is a fraction of a [min, max] range the GPU holds.
+    pub relative: u32,
 }
 const _: () = assert!(std::mem::size_of::<ExtractParams>() == 48);
 

@@ -11,6 +11,7 @@ pub mod isosurface;
 pub mod lines;
 pub mod passes;
 pub mod present;
+pub mod readback;
 pub mod scene;
 pub mod shaders;
 pub mod streamlines;

@@ -371,11 +371,12 @@ impl Target {
         self.size[0] as f32 / self.size[1] as f32
     }
 
-    /// Begins a pass that clears to `background`.
+    /// Begins a pass that clears to `background` (timed when `timer` is set).
     pub fn begin<'e>(
         &self,
         encoder: &'e mut wgpu::CommandEncoder,
         background: [f64; 3],
+        timer: Option<&super::gpu::GpuTimer>,
     ) -> wgpu::RenderPass<'e> {
         encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
             label: Some("scene"),
@@ -401,7 +402,7 @@ impl Target {
                 }),
                 stencil_ops: None,
             }),
-            timestamp_writes: None,
+            timestamp_writes: timer.map(|t| t.render_writes()),
             occlusion_query_set: None,
             multiview_mask: None,
         })

@@ -58,15 +58,33 @@ pub const ALL: &[(&str, &str)] = &[
 
 const INCLUDE: &str = "//!include ";
 
+/// Where the environment variable of this name points, shaders are read
+/// from that directory instead of the embedded copies (for trying shader
+/// changes on another machine without a new build).
+pub const DIR_VARIABLE: &str = "FLOWSCOPE_SHADER_DIR";
+
 /// The source of `shaders/<path>`, each `//!include other.wgsl` line replaced
 /// by that file's text (WGSL has no includes; the scene's draw shaders share
 /// their camera struct and shading this way).
 pub fn source(path: &str) -> String {
-    let raw = ALL
+    let embedded = ALL
         .iter()
         .find(|(p, _)| *p == path)
         .map(|(_, s)| *s)
         .unwrap_or_else(|| panic!("no shader {path} in render::shaders::ALL"));
+    let raw = match std::env::var_os(DIR_VARIABLE) {
+        Some(dir) => {
+            let file = std::path::Path::new(&dir).join(path);
+            std::fs::read_to_string(&file).unwrap_or_else(|e| {
+                eprintln!(
+                    "{DIR_VARIABLE}: cannot read {} ({e}); using the built-in shader",
+                    file.display()
+                );
+                embedded.to_string()
+            })
+        }
+        None => embedded.to_string(),
+    };
     raw.lines()
         .map(|line| match line.strip_prefix(INCLUDE) {
             Some(other) => source(other.trim()),

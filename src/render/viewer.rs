@@ -11,10 +11,11 @@ use glam::Vec2;
 use super::colour::ColourMap;
 use super::derive::PlotType;
 use super::gpu::{Gpu, GpuError};
-use super::isosurface::Extractor;
+use super::isosurface::{Extractor, Iso};
 use super::lines::{box_lines, Lines};
 use super::passes::{DerivePass, MinMax, UnpackPass};
 use super::present::{jitter, Compose, Presenter};
+use super::readback::Readbacks;
 use super::scene::{Camera, Draw, DrawPipeline, Shading, Side, Stereo};
 use super::streamlines::{LineStyle, Rake, StreamlineSettings, Tracer, STAGNATION};
 use std::sync::Arc;
@@ -163,6 +164,10 @@ pub struct Viewer {
     /// Counts pictures replaced by a resize (the window re-registers its
     /// texture when this changes).
     pub picture_generation: u64,
+    /// When set, the scene pass writes its GPU time there (benchmarks).
+    pub scene_timer: Option<super::gpu::GpuTimer>,
+    /// Ranges and counts coming back, with the frame and settings they are of.
+    readbacks: Readbacks<(u64, ViewSettings)>,
 }
 
 const OBSTACLE_COLOUR: [f32; 3] = [0.6, 0.62, 0.68];
@@ -198,6 +203,8 @@ impl Viewer {
             computed: None,
             accumulating: None,
             picture_generation: 0,
+            scene_timer: None,
+            readbacks: Readbacks::default(),
         }
     }
 
@@ -306,13 +313,131 @@ impl Viewer {
     /// Recomputes what `settings` show if the frame or they changed: the
     /// scalar and its range, the isosurface, the streamlines.
     pub fn update(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
-        let Some(v) = self.volumes.as_ref() else {
+        self.collect(gpu, false)?;
+        if self.volumes.is_none() {
             return Ok(());
-        };
+        }
         let key = (self.frame, settings.geometry());
         if self.computed == Some(key) {
             return Ok(());
         }
+        // Colour maps and streamlines need their ranges on the host before
+        // they are drawn; the plain surface needs nothing back.
+        let colouring = settings.colour_by.is_some() && settings.colour_map != ColourMap::Plain;
+        if colouring || settings.streamlines.is_some() {
+            self.update_with_ranges(gpu, settings)?;
+        } else {
+            self.update_on_gpu(gpu, settings);
+        }
+        self.computed = Some(key);
+        Ok(())
+    }
+
+    /// The plain surface in one submission: derive, min/max, and extraction
+    /// at an isovalue the GPU works out from that range. The range and the
+    /// element count come back without waiting ([`Viewer::collect`]): while
+    /// the solver streams, every read-back would hand the GPU to the solver
+    /// and back once more per frame.
+    fn update_on_gpu(&mut self, gpu: &Gpu, settings: &ViewSettings) {
+        let v = self.volumes.as_ref().expect("uploaded");
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        self.derive
+            .run(gpu, &mut encoder, &v.fields, &v.scalar, settings.plot);
+        self.minmax.run(gpu, &mut encoder, &v.scalar);
+        let iso = match settings.iso {
+            Some(value) => Iso::Value(value),
+            None => Iso::Fraction(settings.iso_frac, &self.minmax.result),
+        };
+        let extractor = match settings.mode {
+            SurfaceMode::Mesh => Some(&self.surface),
+            SurfaceMode::Spheres => Some(&self.spheres),
+            SurfaceMode::None => None,
+        };
+        if let Some(e) = extractor {
+            e.run(gpu, &mut encoder, &v.scalar, &v.scalar, iso);
+        }
+        self.lines.set(gpu, &box_lines(v.size));
+        let readback = self.readbacks.start(
+            gpu,
+            &mut encoder,
+            &self.minmax.result,
+            extractor.map(|e| &e.counter),
+        );
+        gpu.queue.submit([encoder.finish()]);
+        if let Some(r) = readback {
+            r.map();
+            self.readbacks
+                .pending
+                .push((r, (self.frame, settings.geometry())));
+        }
+        self.info = ViewerInfo {
+            colour_range: None,
+            streamlines: 0,
+            speed_range: (0.0, 0.0),
+            ..self.info
+        };
+        if settings.mode != SurfaceMode::Mesh {
+            self.info.triangles = 0;
+        }
+        if settings.mode != SurfaceMode::Spheres {
+            self.info.spheres = 0;
+        }
+    }
+
+    /// Takes the ranges and counts that came back (all of them, waiting for
+    /// the GPU, when `wait`): the newest into [`Viewer::info`]. An overflowed
+    /// surface grows its buffer and is extracted again at the next update.
+    fn collect(&mut self, gpu: &Gpu, wait: bool) -> Result<(), GpuError> {
+        if self.readbacks.pending.is_empty() {
+            return Ok(());
+        }
+        let poll = if wait {
+            wgpu::PollType::wait_indefinitely()
+        } else {
+            wgpu::PollType::Poll
+        };
+        gpu.device
+            .poll(poll)
+            .map_err(|e| GpuError::Device(format!("waiting for the GPU: {e}")))?;
+        for (values, key) in self.readbacks.take_ready()? {
+            let settings = key.1;
+            let extractor = match settings.mode {
+                SurfaceMode::Mesh => &mut self.surface,
+                SurfaceMode::Spheres => &mut self.spheres,
+                SurfaceMode::None => continue,
+            };
+            if values.overflow {
+                extractor.grow(gpu, values.count)?;
+                self.computed = None;
+                self.accumulating = None;
+                continue;
+            }
+            if self.computed != Some(key) {
+                continue;
+            }
+            let (lo, hi) = values.range;
+            self.info.range = values.range;
+            self.info.isovalue = settings.iso.unwrap_or(lo + settings.iso_frac * (hi - lo));
+            match settings.mode {
+                SurfaceMode::Mesh => self.info.triangles = values.count / 3,
+                _ => self.info.spheres = values.count,
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for what is still coming back from the GPU: afterwards
+    /// [`Viewer::info`] describes the picture. Returns false when the surface
+    /// overflowed its buffer and must be extracted and drawn again.
+    pub fn settle(&mut self, gpu: &Gpu) -> Result<bool, GpuError> {
+        self.collect(gpu, true)?;
+        Ok(self.computed.is_some())
+    }
+
+    /// Computes the scalar and the other fields' ranges with read-backs in
+    /// between, for what needs them on the host (colour maps, streamlines).
+    fn update_with_ranges(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
+        let v = self.volumes.as_ref().expect("uploaded");
         let range = self.derive_range(gpu, settings.plot, &v.scalar)?;
         let isovalue = settings
             .iso
@@ -381,7 +506,6 @@ impl Viewer {
             speed_range,
             samples: self.info.samples,
         };
-        self.computed = Some(key);
         Ok(())
     }
 
@@ -423,6 +547,13 @@ impl Viewer {
             Some(_) => &[Some(Side::Left), Some(Side::Right)],
             None => &[None],
         };
+        self.info.samples = k + 1;
+        let mode = match settings.stereo {
+            Some(s) => Compose::Anaglyph(s.anaglyph),
+            None => Compose::Mono,
+        };
+        // A submission per eye (each writes its camera uniforms first); the
+        // last one composes the picture too.
         for (i, side) in sides.iter().enumerate() {
             let stereo = settings.stereo.zip(*side);
             let eye = self.camera.eye_view(aspect, stereo, ndc);
@@ -430,29 +561,29 @@ impl Viewer {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             self.draw_scene(gpu, &mut encoder, settings, &eye);
             self.presenter.accumulate(gpu, &mut encoder, i, k);
+            if i + 1 == sides.len() {
+                self.presenter
+                    .compose(gpu, &mut encoder, mode, self.info.samples);
+            }
             gpu.queue.submit([encoder.finish()]);
         }
-        self.info.samples = k + 1;
-        let mode = match settings.stereo {
-            Some(s) => Compose::Anaglyph(s.anaglyph),
-            None => Compose::Mono,
-        };
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        self.presenter
-            .compose(gpu, &mut encoder, mode, self.info.samples);
-        gpu.queue.submit([encoder.finish()]);
         Ok(self.info.samples < wanted)
     }
 
-    /// Renders until the picture holds all its samples.
+    /// Renders until the picture holds all its samples, and waits for the
+    /// GPU: then [`Viewer::info`] describes the picture.
     pub fn render_all(
         &mut self,
         gpu: &Gpu,
         settings: &ViewSettings,
         size: [u32; 2],
     ) -> Result<(), GpuError> {
-        while self.render(gpu, settings, size)? {}
-        Ok(())
+        loop {
+            while self.render(gpu, settings, size)? {}
+            if self.settle(gpu)? {
+                return Ok(());
+            }
+        }
     }
 
     /// Writes each drawable's camera uniform for `eye` (before the submission
@@ -520,7 +651,9 @@ impl Viewer {
         } else {
             BACKGROUND
         };
-        let mut pass = frames.scratch.begin(encoder, background);
+        let mut pass = frames
+            .scratch
+            .begin(encoder, background, self.scene_timer.as_ref());
         self.lines.draw(gpu, &mut pass, eye);
         if let Some(d) = &self.draws.obstacles {
             self.mesh

@@ -418,7 +418,11 @@ fn display(
     }
     ui.checkbox(&mut settings.grey_background, "grey background");
     ui.horizontal(|ui| {
-        ui.add(egui::Slider::new(&mut settings.aa_samples, 1..=64).text("antialiasing samples"));
+        ui.add(egui::Slider::new(&mut settings.aa_samples, 1..=64).text("antialiasing samples"))
+            .on_hover_text(
+                "Renderings averaged into the picture. While field frames stream in, \
+                 each is drawn once; the samples accumulate when they stop.",
+            );
         ui.label(format!("{}", view.view.samples));
     });
 }

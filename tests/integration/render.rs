@@ -3,7 +3,7 @@
 
 use flowscope::render::derive::{derive, PlotType};
 use flowscope::render::gpu::Gpu;
-use flowscope::render::isosurface::{cpu, Extractor};
+use flowscope::render::isosurface::{cpu, Extractor, Iso};
 use flowscope::render::passes::{DerivePass, MinMax, UnpackPass};
 use flowscope::render::volume::{FieldStaging, Volume};
 use flowscope::solver::Fields;
@@ -71,6 +71,66 @@ fn marching_tetrahedra_on_the_gpu_give_a_closed_sphere() {
     assert!(worst < 0.05, "vertex {worst} cells off the sphere");
     // The same triangles as the CPU twin (same tetrahedra, same interpolation).
     assert_eq!(cpu::extract(&field, [64, 64, 64], r).len(), tris.len());
+}
+
+#[test]
+fn a_relative_isovalue_is_worked_out_on_the_gpu_from_its_range() {
+    let gpu = gpu();
+    let n = 40u32;
+    let field: Vec<f32> = (0..n * n * n)
+        .map(|i| {
+            let (x, y, z) = ((i % n) as f32, ((i / n) % n) as f32, (i / (n * n)) as f32);
+            (0.21 * x).sin() * (0.17 * y).cos() + 0.3 * (0.13 * z).sin() + 2.0
+        })
+        .collect();
+    let scalar = Volume::scalar(&gpu, [n, n, n]);
+    scalar.write_scalar(&gpu, &field);
+    let minmax = MinMax::new(&gpu);
+    let (lo, hi) = minmax.compute(&gpu, &scalar).unwrap();
+    let frac = 0.37f32;
+    let mut host = Extractor::new(&gpu, 1 << 18);
+    let want = host.extract(&gpu, &scalar, lo + frac * (hi - lo)).unwrap();
+    // Min/max and extraction in one submission, no read-back in between; a
+    // buffer too small for the surface says so through the counter.
+    let mut relative = Extractor::new(&gpu, 300);
+    let counts = |e: &mut Extractor| {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        minmax.run(&gpu, &mut encoder, &scalar);
+        e.run(
+            &gpu,
+            &mut encoder,
+            &scalar,
+            &scalar,
+            Iso::Fraction(frac, &minmax.result),
+        );
+        gpu.queue.submit([encoder.finish()]);
+        let c = gpu.read_buffer(&e.counter, 8).unwrap();
+        bytemuck::cast_slice::<u8, u32>(&c).to_vec()
+    };
+    let first = counts(&mut relative);
+    assert_eq!(first, [want, 1], "overflow flagged with the full count");
+    relative.grow(&gpu, first[0]).unwrap();
+    assert_eq!(counts(&mut relative), [want, 0]);
+    let sort = |mut v: Vec<[f32; 3]>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v
+    };
+    let positions = |e: &Extractor| {
+        sort(
+            e.read_vertices(&gpu, want)
+                .unwrap()
+                .iter()
+                .map(|v| [0, 1, 2].map(|k| v.position[k]))
+                .collect(),
+        )
+    };
+    let (a, b) = (positions(&host), positions(&relative));
+    let worst = a
+        .iter()
+        .zip(&b)
+        .flat_map(|(p, q)| (0..3).map(move |k| (p[k] - q[k]).abs()))
+        .fold(0.0f32, f32::max);
+    assert!(worst < 1e-4, "vertices {worst} cells apart");
 }
 
 #[test]

@@ -317,7 +317,7 @@ fn centre_pixel(gpu: &Gpu, spheres: &[([f32; 4], f32)]) -> [u8; 3] {
     }
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     {
-        let mut pass = target.begin(&mut encoder, [0.0; 3]);
+        let mut pass = target.begin(&mut encoder, [0.0; 3], None);
         for draw in caches.iter().flatten() {
             pipeline.draw(&mut pass, draw, 3);
         }
@@ -436,6 +436,40 @@ fn accumulation_converges_at_edges_and_restarts_on_change() {
     viewer.upload(&gpu, &vortex(24), &[], 0, None).unwrap();
     viewer.render(&gpu, &iso, [96, 64]).unwrap();
     assert_eq!(viewer.info.samples, 1, "a new field frame restarts");
+}
+
+#[test]
+fn the_plain_surface_needs_no_read_back_and_matches_the_one_that_reads_back() {
+    let gpu = gpu();
+    let mut viewer = Viewer::new(&gpu);
+    viewer.upload(&gpu, &vortex(24), &[], 0, None).unwrap();
+    for mode in [SurfaceMode::Mesh, SurfaceMode::Spheres] {
+        for (iso_frac, iso) in [(0.4, None), (0.5, Some(0.02))] {
+            let plain = ViewSettings {
+                aa_samples: 1,
+                mode,
+                iso_frac,
+                iso,
+                ..Default::default()
+            };
+            // Streamlines read the ranges back before anything is drawn.
+            let reading = ViewSettings {
+                streamlines: Some(Default::default()),
+                ..plain
+            };
+            viewer.render_all(&gpu, &reading, [96, 64]).unwrap();
+            let want = viewer.info;
+            viewer.render_all(&gpu, &plain, [96, 64]).unwrap();
+            let got = viewer.info;
+            assert_eq!(got.range, want.range, "{plain:?}");
+            assert!(
+                (got.isovalue - want.isovalue).abs() <= 1e-7,
+                "{got:?} {want:?}"
+            );
+            assert!(got.triangles + got.spheres > 100, "{got:?}");
+            assert_eq!((got.triangles, got.spheres), (want.triangles, want.spheres));
+        }
+    }
 }
 
 #[test]

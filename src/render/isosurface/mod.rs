@@ -26,6 +26,8 @@ pub struct Extractor {
     /// (3 × sphere count, 1, 0, 0) for spheres.
     pub draw_args: wgpu::Buffer,
     params: wgpu::Buffer,
+    /// Bound as the range where the isovalue is absolute.
+    no_range: wgpu::Buffer,
     /// Elements the output holds.
     pub capacity: u32,
     element: Element,
@@ -33,6 +35,15 @@ pub struct Extractor {
     pub timer: Option<super::gpu::GpuTimer>,
     /// Corner range [lo, hi] of the cubes extracted (default: everything).
     pub clip: ([u32; 3], [u32; 3]),
+}
+
+/// The isovalue of an extraction.
+#[derive(Clone, Copy, Debug)]
+pub enum Iso<'a> {
+    Value(f32),
+    /// This fraction of the [min, max] range the buffer holds (as
+    /// [`super::passes::MinMax::result`] leaves it), computed on the GPU.
+    Fraction(f32, &'a wgpu::Buffer),
 }
 
 /// What an extractor emits.
@@ -84,6 +95,7 @@ impl Extractor {
                     buffer_entry(3, wgpu::BufferBindingType::Uniform, c),
                     buffer_entry(4, storage(false), c),
                     volume_entry(5),
+                    buffer_entry(6, storage(true), c),
                 ],
             });
         let extract = compute_pipeline(gpu, &layout, shader, "main");
@@ -110,6 +122,7 @@ impl Extractor {
                 std::mem::size_of::<ExtractParams>() as u64,
                 U::UNIFORM | U::COPY_DST,
             ),
+            no_range: buffer("iso no range", 8, U::STORAGE),
             capacity,
             element,
             timer: None,
@@ -140,21 +153,27 @@ impl Extractor {
 
     /// Records extraction of the `iso` surface of `scalar` and the draw
     /// arguments; each vertex carries `colour` interpolated there (position.w).
+    /// The counter ([`Extractor::counter`]) then says how many elements there
+    /// are and whether they overflowed the buffer ([`Extractor::grow`]).
     pub fn run(
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         scalar: &Volume,
         colour: &Volume,
-        iso: f32,
+        iso: Iso,
     ) {
+        let (iso, relative, range) = match iso {
+            Iso::Value(v) => (v, 0, &self.no_range),
+            Iso::Fraction(f, range) => (f, 1, range),
+        };
         let p = ExtractParams {
             size: scalar.size,
             iso,
             lo: self.clip.0,
             capacity: self.capacity,
             hi: self.clip.1,
-            _pad: 0,
+            relative,
         };
         gpu.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
@@ -188,6 +207,10 @@ impl Extractor {
                     binding: 5,
                     resource: wgpu::BindingResource::TextureView(&colour.view),
                 },
+                wgpu::BindGroupEntry {
+                    binding: 6,
+                    resource: range.as_entire_binding(),
+                },
             ],
         });
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -219,28 +242,35 @@ impl Extractor {
     ) -> Result<u32, GpuError> {
         loop {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            self.run(gpu, &mut encoder, scalar, colour, iso);
+            self.run(gpu, &mut encoder, scalar, colour, Iso::Value(iso));
             gpu.queue.submit([encoder.finish()]);
             let bytes = gpu.read_buffer(&self.counter, 8)?;
             let c: &[u32] = bytemuck::cast_slice(&bytes);
             if c[1] == 0 {
                 return Ok(c[0]);
             }
-            let want = (c[0] as u64 * 5 / 4).min(u32::MAX as u64) as u32;
-            let (buffer, capacity) = Self::output_buffer(gpu, self.element, want);
-            if capacity <= self.capacity {
-                let what = match self.element {
-                    Element::Vertex => "vertices",
-                    Element::Sphere => "spheres",
-                };
-                return Err(GpuError::Device(format!(
-                    "the isosurface needs {} {what}, more than one buffer may hold ({}); choose another isovalue",
-                    c[0], self.capacity
-                )));
-            }
-            self.output = buffer;
-            self.capacity = capacity;
+            self.grow(gpu, c[0])?;
         }
+    }
+
+    /// Makes room for `needed` elements (and a quarter more) after an
+    /// overflow; the extraction must then run again.
+    pub fn grow(&mut self, gpu: &Gpu, needed: u32) -> Result<(), GpuError> {
+        let want = (needed as u64 * 5 / 4).min(u32::MAX as u64) as u32;
+        let (buffer, capacity) = Self::output_buffer(gpu, self.element, want);
+        if capacity <= self.capacity {
+            let what = match self.element {
+                Element::Vertex => "vertices",
+                Element::Sphere => "spheres",
+            };
+            return Err(GpuError::Device(format!(
+                "the isosurface needs {needed} {what}, more than one buffer may hold ({}); choose another isovalue",
+                self.capacity
+            )));
+        }
+        self.output = buffer;
+        self.capacity = capacity;
+        Ok(())
     }
 
     /// The extracted vertices (tests; rendering draws them in place).

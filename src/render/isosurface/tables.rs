@@ -19,3 +19,30 @@ pub const TETRAHEDRA: [[usize; 4]; 6] = [
 pub fn corner(k: usize) -> [usize; 3] {
     [k & 1, (k >> 1) & 1, (k >> 2) & 1]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TETRAHEDRA;
+
+    #[test]
+    fn the_wgsl_packs_the_same_tetrahedra() {
+        let src = crate::render::shaders::ALL
+            .iter()
+            .find(|(p, _)| *p == "isosurface/extract.wgsl")
+            .expect("listed")
+            .1;
+        let hex = src
+            .split("const CYCLE: u32 = 0x")
+            .nth(1)
+            .and_then(|rest| rest.split('u').next())
+            .expect("the CYCLE constant");
+        let cycle = u32::from_str_radix(hex, 16).unwrap();
+        for (t, tet) in TETRAHEDRA.iter().enumerate() {
+            let unpacked = [0, (cycle >> (4 * t)) & 15, (cycle >> (4 * t + 4)) & 15, 7];
+            assert_eq!(unpacked.map(|k| k as usize), *tet, "tetrahedron {t}");
+            let mask: u32 = tet.iter().map(|&k| 1 << k).sum();
+            let counted = format!("pieces(below, {mask:#X}u)").replace("0X", "0x");
+            assert!(src.contains(&counted), "{counted} missing");
+        }
+    }
+}

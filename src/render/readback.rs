@@ -1,0 +1,137 @@
+//! A few bytes of results (a min/max range, an element counter) read back
+//! without waiting for the GPU: copied into a small mappable buffer at the
+//! end of the frame's submission and picked up once mapped, a frame or so
+//! later.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use super::gpu::{Gpu, GpuError};
+
+/// Read-backs in flight at most; a frame finding all of them busy goes
+/// without one (the next frame's is newer anyway).
+const IN_FLIGHT: usize = 3;
+
+/// [min, max] of the plotted scalar, then the element counter.
+const BYTES: u64 = 16;
+
+const WAITING: u8 = 0;
+const MAPPED: u8 = 1;
+const FAILED: u8 = 2;
+
+/// What came back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Values {
+    pub range: (f32, f32),
+    pub count: u32,
+    /// The elements did not fit their buffer (`count` says how many there were).
+    pub overflow: bool,
+}
+
+/// One read-back: its buffer and whether it is mapped yet.
+pub struct Readback {
+    buffer: wgpu::Buffer,
+    state: Arc<AtomicU8>,
+}
+
+impl Readback {
+    /// Asks for the mapping (after the submission that fills it).
+    pub fn map(&self) {
+        let state = self.state.clone();
+        self.buffer
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let s = if r.is_ok() { MAPPED } else { FAILED };
+                state.store(s, Ordering::Release);
+            });
+    }
+}
+
+/// Read-backs in flight, each with what it belongs to (`K`), and spare buffers.
+pub struct Readbacks<K> {
+    pub pending: Vec<(Readback, K)>,
+    spare: Vec<wgpu::Buffer>,
+}
+
+impl<K> Default for Readbacks<K> {
+    fn default() -> Self {
+        Readbacks {
+            pending: Vec::new(),
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl<K> Readbacks<K> {
+    /// Records copies of `range` (two f32) and `counter` (count, overflow
+    /// flag; zeros without one) into a free read-back buffer; `None` when
+    /// all are in flight. Map it after submitting the encoder.
+    pub fn start(
+        &mut self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        range: &wgpu::Buffer,
+        counter: Option<&wgpu::Buffer>,
+    ) -> Option<Readback> {
+        if self.pending.len() >= IN_FLIGHT {
+            return None;
+        }
+        let buffer = self.spare.pop().unwrap_or_else(|| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size: BYTES,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        encoder.copy_buffer_to_buffer(range, 0, &buffer, 0, 8);
+        match counter {
+            Some(c) => encoder.copy_buffer_to_buffer(c, 0, &buffer, 8, 8),
+            None => encoder.clear_buffer(&buffer, 8, Some(8)),
+        }
+        Some(Readback {
+            buffer,
+            state: Arc::new(AtomicU8::new(WAITING)),
+        })
+    }
+
+    /// The read-backs that are mapped, oldest first (the device must have
+    /// been polled since they were submitted).
+    pub fn take_ready(&mut self) -> Result<Vec<(Values, K)>, GpuError> {
+        let mut ready = Vec::new();
+        let mut waiting = Vec::new();
+        let mut failed = false;
+        for (r, key) in std::mem::take(&mut self.pending) {
+            match r.state.load(Ordering::Acquire) {
+                WAITING => waiting.push((r, key)),
+                MAPPED => {
+                    let values = r.buffer.slice(..).get_mapped_range().ok().map(|bytes| {
+                        let f: &[f32] = bytemuck::cast_slice(&bytes[..8]);
+                        let u: &[u32] = bytemuck::cast_slice(&bytes[8..]);
+                        Values {
+                            range: (f[0], f[1]),
+                            count: u[0],
+                            overflow: u[1] != 0,
+                        }
+                    });
+                    r.buffer.unmap();
+                    match values {
+                        Some(v) => {
+                            self.spare.push(r.buffer);
+                            ready.push((v, key));
+                        }
+                        None => failed = true,
+                    }
+                }
+                _ => failed = true,
+            }
+        }
+        self.pending = waiting;
+        if failed {
+            return Err(GpuError::Device(
+                "a read-back from the GPU failed (the device may be lost)".into(),
+            ));
+        }
+        Ok(ready)
+    }
+}
