@@ -496,6 +496,15 @@ __device__ __forceinline__ void collide_pair(pair_t* w, const Params& p) {
 #define ODD_PAIR_BLOCKS 4
 #endif
 #endif
+// Global loads and stores of the paired kernels, as macros so that cache hints
+// (e.g. GLD(p)=__ldcs(p)) can be benchmarked without a rebuild.
+#ifndef GLD
+#define GLD(ptr) (*(ptr))
+#endif
+#ifndef GST
+#define GST(ptr, v) (*(ptr) = (v))
+#endif
+
 extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
     const u64 c = c_begin + 2 * ((u64)blockIdx.x * blockDim.x + threadIdx.x);
     if (c >= c_end) return;
@@ -507,10 +516,10 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
     }
     pair_t w[Q];
 #pragma unroll
-    for (int i = 0; i < Q; i++) w[i] = *(const pair_t*)(f + (u64)i * n + c);
+    for (int i = 0; i < Q; i++) w[i] = GLD((const pair_t*)(f + (u64)i * n + c));
     collide_pair<false>(w, p);
 #pragma unroll
-    for (int i = 0; i < Q; i++) *(pair_t*)(f + (u64)i * n + c) = w[i];
+    for (int i = 0; i < Q; i++) GST((pair_t*)(f + (u64)i * n + c), w[i]);
 }
 
 // Offsets to the neighbours at -1, 0, +1 along y and z, wrapping across periodic
@@ -595,9 +604,9 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
         const store_t* fk = f + (u64)k * n;
         const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
         if (CEX(k) == 0) {
-            w[k] = *(const pair_t*)(fk + r);
+            w[k] = GLD((const pair_t*)(fk + r));
         } else {
-            w[k] = make_pair(fk[r + oa[1 + CEX(k)]], fk[r + ob[1 + CEX(k)]]);
+            w[k] = make_pair(GLD(fk + (r + oa[1 + CEX(k)])), GLD(fk + (r + ob[1 + CEX(k)])));
         }
     }
     collide_pair<true>(w, p);
@@ -606,10 +615,10 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
         store_t* fk = f + (u64)k * n;
         const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
         if (CEX(k) == 0) {
-            *(pair_t*)(fk + r) = w[k];
+            GST((pair_t*)(fk + r), w[k]);
         } else {
-            fk[r + oa[1 + CEX(k)]] = first(w[k]);
-            fk[r + ob[1 + CEX(k)]] = second(w[k]);
+            GST(fk + (r + oa[1 + CEX(k)]), first(w[k]));
+            GST(fk + (r + ob[1 + CEX(k)]), second(w[k]));
         }
     }
 }
