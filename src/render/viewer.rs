@@ -401,12 +401,11 @@ impl Viewer {
             .map_err(|e| GpuError::Device(format!("waiting for the GPU: {e}")))?;
         for (values, key) in self.readbacks.take_ready()? {
             let settings = key.1;
-            let extractor = match settings.mode {
-                SurfaceMode::Mesh => &mut self.surface,
-                SurfaceMode::Spheres => &mut self.spheres,
-                SurfaceMode::None => continue,
-            };
             if values.overflow {
+                let extractor = match settings.mode {
+                    SurfaceMode::Spheres => &mut self.spheres,
+                    _ => &mut self.surface,
+                };
                 extractor.grow(gpu, values.count)?;
                 self.computed = None;
                 self.accumulating = None;
@@ -420,7 +419,8 @@ impl Viewer {
             self.info.isovalue = settings.iso.unwrap_or(lo + settings.iso_frac * (hi - lo));
             match settings.mode {
                 SurfaceMode::Mesh => self.info.triangles = values.count / 3,
-                _ => self.info.spheres = values.count,
+                SurfaceMode::Spheres => self.info.spheres = values.count,
+                SurfaceMode::None => {}
             }
         }
         Ok(())
