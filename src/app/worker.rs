@@ -431,8 +431,10 @@ fn show_now(state: &mut State, mailbox: &Mailbox) -> Result<(), String> {
 /// worth of work.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
-/// The time between field frames the worker aims at.
-const FRAME_SECONDS: f64 = 0.042;
+/// The length of a chunk of steps the worker aims at: a field frame after
+/// each, though the window's share of the GPU and the frames it has not taken
+/// yet leave about one chunk in ten without one.
+const FRAME_SECONDS: f64 = 0.038;
 
 fn run(
     path: PathBuf,
@@ -639,7 +641,7 @@ fn run(
                 continue;
             }
             mlups = state.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
-            // About 22 frames of fields per second (each costs the GPU some
+            // About 26 chunks and 22 frames of fields per second (each costs the GPU some
             // work: fewer would be cheaper, but 20 is what looks live), with
             // chunks of steps that outlast the host's work on a frame (else
             // the GPU idles).
