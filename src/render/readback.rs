@@ -8,10 +8,6 @@ use std::sync::Arc;
 
 use super::gpu::{Gpu, GpuError};
 
-/// Read-backs in flight at most; a frame finding all of them busy goes
-/// without one (the next frame's is newer anyway).
-const IN_FLIGHT: usize = 3;
-
 /// [min, max] of the plotted scalar, then the element counter.
 const BYTES: u64 = 16;
 
@@ -64,18 +60,16 @@ impl<K> Default for Readbacks<K> {
 
 impl<K> Readbacks<K> {
     /// Records copies of `range` (two f32) and `counter` (count, overflow
-    /// flag; zeros without one) into a free read-back buffer; `None` when
-    /// all are in flight. Map it after submitting the encoder.
+    /// flag; zeros without one) into a spare read-back buffer (a new one when
+    /// all are in flight: every frame's values come back, the last one before
+    /// a pause included). Map it after submitting the encoder.
     pub fn start(
         &mut self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         range: &wgpu::Buffer,
         counter: Option<&wgpu::Buffer>,
-    ) -> Option<Readback> {
-        if self.pending.len() >= IN_FLIGHT {
-            return None;
-        }
+    ) -> Readback {
         let buffer = self.spare.pop().unwrap_or_else(|| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("readback"),
@@ -89,10 +83,10 @@ impl<K> Readbacks<K> {
             Some(c) => encoder.copy_buffer_to_buffer(c, 0, &buffer, 8, 8),
             None => encoder.clear_buffer(&buffer, 8, Some(8)),
         }
-        Some(Readback {
+        Readback {
             buffer,
             state: Arc::new(AtomicU8::new(WAITING)),
-        })
+        }
     }
 
     /// The read-backs that are mapped, oldest first (the device must have

@@ -364,12 +364,10 @@ impl Viewer {
             extractor.map(|e| &e.counter),
         );
         gpu.queue.submit([encoder.finish()]);
-        if let Some(r) = readback {
-            r.map();
-            self.readbacks
-                .pending
-                .push((r, (self.frame, settings.geometry())));
-        }
+        readback.map();
+        self.readbacks
+            .pending
+            .push((readback, (self.frame, settings.geometry())));
         self.info = ViewerInfo {
             colour_range: None,
             streamlines: 0,
