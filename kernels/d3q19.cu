@@ -14,7 +14,9 @@
 // ny, nz) blocks, aa_odd the same over the layers z0.. it updates; aa_even one
 // thread per cell of its range in 1D; aa_boundary one thread per listed cell.
 // aa_even2 and aa_odd2 (blocks of 128) take two cells per thread where the grid
-// allows (nx * ny even, resp. nx even), and half the threads.
+// allows (nx * ny even, resp. nx even), and half the threads; with FP32 storage
+// aa_odd4 takes four (nx a multiple of 4), a quarter of the threads, in blocks
+// of one or more rows of a multiple of 32 threads.
 //
 // Layer ranges exist for the multi-GPU solver (src/solver/slabs.rs): a slab's
 // lattice holds halo layers it never updates, and it updates the layers next
@@ -92,7 +94,8 @@ __device__ __forceinline__ unsigned short fp16c_raw_encode(float v) {
     u32 b = __float_as_uint(v);
     u32 r = min((b & 0x7fffffffu) + 0x800u, 0x7fff000u) >> 12;
     return (unsigned short)(((b >> 16) & 0x8000u) | r);
-}__device__ __forceinline__ float ld(const store_t* f, u64 k) { return fp16c_decode(f[k]); }
+}
+__device__ __forceinline__ float ld(const store_t* f, u64 k) { return fp16c_decode(f[k]); }
 __device__ __forceinline__ void st(store_t* f, u64 k, float v) { f[k] = fp16c_encode(v); }
 __device__ __forceinline__ void st(store_t* f, u32 k, float v) { f[k] = fp16c_encode(v); }
 #else
@@ -411,6 +414,23 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
 
 // --- the two steps ------------------------------------------------------------
 //
+// Bulk step kernels are launched as programmatic dependents of the kernel before
+// them (Hopper and newer; launch_step_kernel in src/solver/cuda.rs). Each block
+// first lets the next kernel be launched, then waits until the previous
+// kernel's writes are visible: the next step's launch and block ramp-up hide
+// behind this step's last blocks. (Waiting later, after the flags are read,
+// makes the 16-bit aa_odd2 spill.) aa_boundary, launched plainly, only lets the
+// next one launch.
+#if __CUDA_ARCH__ >= 900
+#define LET_NEXT_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define FOLLOW_PREVIOUS_STEP() \
+    LET_NEXT_LAUNCH();         \
+    asm volatile("griddepcontrol.wait;" ::: "memory")
+#else
+#define LET_NEXT_LAUNCH()
+#define FOLLOW_PREVIOUS_STEP()
+#endif
+//
 // Each step is two launches: a lean kernel over the bulk (fluid cells whose 18
 // neighbours all run, flag byte 0) and one over the listed NEAR cells with every
 // boundary rule. The AA scheme gives each slot one owner, so the two touch
@@ -430,6 +450,7 @@ __device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params&
 }
 
 extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
+    FOLLOW_PREVIOUS_STEP();
     u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= c_end || flags[c] != 0) return;
     even_cell(f, p, n, c);
@@ -506,6 +527,7 @@ __device__ __forceinline__ void collide_pair(pair_t* w, const Params& p) {
 #endif
 
 extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
+    FOLLOW_PREVIOUS_STEP();
     const u64 c = c_begin + 2 * ((u64)blockIdx.x * blockDim.x + threadIdx.x);
     if (c >= c_end) return;
     const unsigned short fl = *(const unsigned short*)(flags + c);
@@ -563,6 +585,7 @@ __device__ __forceinline__ void odd_cell(store_t* __restrict__ f, const Params& 
 // write outgoing i to slot i of x + e_i. Wraps only across periodic faces.
 // Layers z0 .. z0 + gridDim.z.
 extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+    FOLLOW_PREVIOUS_STEP();
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
     const int z = blockIdx.z + z0;
@@ -577,6 +600,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict_
 // access; the others are two single accesses (the pair's neighbours are
 // shifted by one cell, and one of them may wrap across a periodic x face).
 extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+    FOLLOW_PREVIOUS_STEP();
     const int x = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
     const int y = blockIdx.y;
     const int z = blockIdx.z + z0;
@@ -623,9 +647,124 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
     }
 }
 
+#ifndef STORAGE_FP16
+#ifndef ODD_QUAD_BLOCKS
+#define ODD_QUAD_BLOCKS 4
+#endif
+__device__ __forceinline__ float& quad_at(float4& q, int h) { return h == 0 ? q.x : (h == 1 ? q.y : (h == 2 ? q.z : q.w)); }
+__device__ __forceinline__ float lane_down(float v) { return __shfl_down_sync(0xffffffffu, v, 1); }
+__device__ __forceinline__ float lane_up(float v) { return __shfl_up_sync(0xffffffffu, v, 1); }
+// Odd step (B), bulk, FP32, cells x .. x + 3 (x a multiple of 4) per thread;
+// needs nx a multiple of 4. Every slot is read and written as an aligned float4:
+// a slot shifted along x holds three populations of this thread's cells and one
+// of a neighbouring lane's, which the lanes exchange by warp shuffles; only the
+// ends of a warp's run (and of a row, and next to cells left to odd_cell or
+// aa_boundary) take single accesses. aa_odd2's shifted slots, two single
+// accesses each, kept the odd step at 93% of the copy bandwidth against the
+// even step's 97% (BENCHMARKS.md, eighth session); a pair version with
+// shuffles gained nothing, twice the bytes per instruction did.
+extern "C" __global__ void __launch_bounds__(128, ODD_QUAD_BLOCKS) aa_odd4(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+    FOLLOW_PREVIOUS_STEP();
+    const u32 lane = threadIdx.x & 31u;
+    const int x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int z = blockIdx.z + z0;
+    const u32 nx = p.nx;
+    // All lanes of a warp (blockDim.x is a multiple of 32: one row) take part in
+    // the shuffles: those past the row's end work on its last four cells and
+    // store nothing.
+    if (y >= (int)p.ny || x0 - 4 * (int)lane >= (int)nx) return;
+    const bool in = x0 < (int)nx;
+    const int x = in ? x0 : (int)nx - 4;
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
+    const u32 fl = *(const u32*)(flags + c);
+    const bool bulk = in && fl == 0;
+    if (in && fl != 0) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (((fl >> (8 * j)) & 0xffu) == 0) odd_cell(f, p, x + j, y, z);
+    }
+    const u32 bulk_lanes = __ballot_sync(0xffffffffu, bulk);
+    if (bulk_lanes == 0) return;
+    const bool has_next = lane < 31u && x0 + 4 < (int)nx;
+    const bool has_prev = lane > 0u;
+    const bool next_bulk = has_next && ((bulk_lanes >> (lane + 1u)) & 1u);
+    const bool prev_bulk = has_prev && ((bulk_lanes >> (lane - 1u)) & 1u);
+    const u32 xm = x == 0 ? nx - 1u : 0u - 1u;       // to x - 1
+    const u32 xp = x + 4 == (int)nx ? 4u - nx : 4u;  // to x + 4
+    u32 oy[3], oz[3];
+    yz_offsets(p, y, z, oy, oz);
+    const u32 cc = (u32)c;
+    float4 w[Q];
+    float e[Q];
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        const store_t* fk = f + (u64)k * n;
+        const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
+        w[k] = GLD((const float4*)(fk + r));  // at x .. x + 3
+        if (CEX(k) > 0) e[k] = has_next ? 0.0f : GLD(fk + (r + xp));
+        if (CEX(k) < 0) e[k] = has_prev ? 0.0f : GLD(fk + (r + xm));
+    }
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        if (CEX(k) > 0) {
+            const float s = lane_down(w[k].x);
+            w[k] = make_float4(w[k].y, w[k].z, w[k].w, has_next ? s : e[k]);
+        }
+        if (CEX(k) < 0) {
+            const float s = lane_up(w[k].w);
+            w[k] = make_float4(has_prev ? s : e[k], w[k].x, w[k].y, w[k].z);
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+        float v[Q];
+#pragma unroll
+        for (int i = 0; i < Q; i++) v[i] = quad_at(w[opposite(i)], h);
+        collide(v, p);
+#pragma unroll
+        for (int i = 0; i < Q; i++) quad_at(w[i], h) = v[i];
+    }
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        if (CEX(k) > 0) e[k] = lane_up(w[k].w);    // to x
+        if (CEX(k) < 0) e[k] = lane_down(w[k].x);  // to x + 3
+    }
+    if (!bulk) return;
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        store_t* fk = f + (u64)k * n;
+        const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
+        if (CEX(k) == 0) {
+            GST((float4*)(fk + r), w[k]);
+        } else if (CEX(k) > 0) {
+            // cell x + j to x + j + 1
+            if (prev_bulk) {
+                GST((float4*)(fk + r), make_float4(e[k], w[k].x, w[k].y, w[k].z));
+            } else {
+                GST(fk + (r + 1u), w[k].x);
+                GST((float2*)(fk + (r + 2u)), make_float2(w[k].y, w[k].z));
+            }
+            if (!next_bulk) GST(fk + (r + xp), w[k].w);
+        } else {
+            // cell x + j to x + j - 1
+            if (next_bulk) {
+                GST((float4*)(fk + r), make_float4(w[k].y, w[k].z, w[k].w, e[k]));
+            } else {
+                GST((float2*)(fk + r), make_float2(w[k].y, w[k].z));
+                GST(fk + (r + 2u), w[k].w);
+            }
+            if (!prev_bulk) GST(fk + (r + xm), w[k].x);
+        }
+    }
+}
+#endif
+
 // Both steps for the listed NEAR cells (outlets, fluid next to walls, inlets or
 // faces), with all boundary rules. parity 0: even step.
 extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, const u32* __restrict__ cells, u32 count) {
+    LET_NEXT_LAUNCH();
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;

@@ -96,6 +96,26 @@ pub fn cases(dir: &Path, max_cells: u64) -> anyhow::Result<Vec<Case>> {
     Ok(out)
 }
 
+/// The case on a grid whose x size is a multiple of 4 if the case's is not, and
+/// is not if it is: the odd step's bulk kernel depends on it (`aa_odd4` four
+/// cells per thread, `aa_odd2` two, `aa_odd` one), and both must be checked.
+fn other_x_size(case: &Case) -> anyhow::Result<Case> {
+    let s = Scenario::load(&case.path, &case.overrides)?;
+    let [nx, ny, nz] = s.size;
+    let wide = if nx.is_multiple_of(4) {
+        nx + 2
+    } else {
+        nx.next_multiple_of(4)
+    };
+    let mut overrides = case.overrides.clone();
+    overrides.push(format!("domain.size=[{wide},{ny},{nz}]"));
+    Ok(Case {
+        name: format!("{} nx={wide}", case.name),
+        path: case.path.clone(),
+        overrides,
+    })
+}
+
 fn max_force_difference(a: &[[f64; 3]], b: &[[f64; 3]]) -> f64 {
     let scale = a
         .iter()
@@ -229,11 +249,16 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         crate::solver::cuda::probe().map_err(|e| anyhow::anyhow!("no usable CUDA GPU: {e}"))?;
     println!("device: {}; {} steps per case; FP32 passes at max|Δu| < {FP32_MAX_ABS_U:e}, FP16 at max‖Δu‖/max‖u‖ < {FP16_MAX_REL_SPEED:e}", info.name, args.steps);
     println!(
-        "{:<16} {:>12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>6}",
+        "{:<20} {:>12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>6}",
         "scenario", "grid", "storage", "max|Δu|", "max|Δρ|", "rel speed", "rel force", ""
     );
     let mut all_ok = true;
+    let mut all = Vec::new();
     for case in cases(&args.scenarios, args.max_cells)? {
+        all.push(other_x_size(&case)?);
+        all.insert(all.len() - 1, case);
+    }
+    for case in all {
         let scenario = Scenario::load(&case.path, &case.overrides)?;
         let mut cpu = select::build_cpu(&scenario, None)?;
         cpu.step(args.steps)?;
@@ -256,10 +281,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
             // A flow driven from rest by a weak body force gains per step about
             // 1/t of its speed, a few units in the 11th bit of 16-bit storage:
             // its start-up is beyond 16-bit accuracy (reported, not counted).
-            let limit = precision == Precision::Fp16 && case.name == "channel+force";
+            let limit = precision == Precision::Fp16 && case.name.starts_with("channel+force");
             all_ok &= ok || limit;
             println!(
-                "{:<16} {:>12} {:>9} {:>12.3e} {:>12.3e} {:>12.3e} {:>12.3e} {:>6}   (mass {:.1e})",
+                "{:<20} {:>12} {:>9} {:>12.3e} {:>12.3e} {:>12.3e} {:>12.3e} {:>6}   (mass {:.1e})",
                 case.name,
                 scenario.grid().to_string(),
                 precision.name(),
