@@ -38,6 +38,16 @@ typedef unsigned long long u64;
 #define NEAR 128u
 #define TAG(fl) (((fl) >> 3) & 15u)
 
+// The n flag bytes are followed, from the next multiple of 4 bytes, by one bit
+// per cell in 32-bit words, set where the cell is bulk fluid (flag 0;
+// flags::with_bulk_bits). The bulk step kernels read their cells' bits, an
+// eighth of a byte per cell, instead of a flag byte each: that byte was 0.65%
+// of a step's traffic. `count` (2 or 4) bits from cell c, a multiple of count.
+__device__ __forceinline__ u32 bulk_bits(const unsigned char* __restrict__ flags, u64 n, u64 c, u32 count) {
+    const u32* words = (const u32*)(flags + ((n + 3) & ~3ull));
+    return (words[c >> 5] >> (u32)(c & 31u)) & ((1u << count) - 1u);
+}
+
 // Keep in sync with `CudaParams` in src/solver/cuda.rs.
 struct Params {
     u32 nx, ny, nz, periodic;   // periodic: bit a set when axis a wraps
@@ -530,10 +540,10 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
     FOLLOW_PREVIOUS_STEP();
     const u64 c = c_begin + 2 * ((u64)blockIdx.x * blockDim.x + threadIdx.x);
     if (c >= c_end) return;
-    const unsigned short fl = *(const unsigned short*)(flags + c);
-    if (fl != 0) {
-        if ((fl & 0xffu) == 0) even_cell(f, p, n, c);
-        if ((fl >> 8) == 0) even_cell(f, p, n, c + 1);
+    const u32 bulk = bulk_bits(flags, n, c, 2);
+    if (bulk != 3u) {
+        if (bulk & 1u) even_cell(f, p, n, c);
+        if (bulk & 2u) even_cell(f, p, n, c + 1);
         return;
     }
     pair_t w[Q];
@@ -607,10 +617,10 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
     if (x >= (int)p.nx) return;
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
-    const unsigned short fl = *(const unsigned short*)(flags + c);
-    if (fl != 0) {
-        if ((fl & 0xffu) == 0) odd_cell(f, p, x, y, z);
-        if ((fl >> 8) == 0) odd_cell(f, p, x + 1, y, z);
+    const u32 bulk = bulk_bits(flags, n, c, 2);
+    if (bulk != 3u) {
+        if (bulk & 1u) odd_cell(f, p, x, y, z);
+        if (bulk & 2u) odd_cell(f, p, x + 1, y, z);
         return;
     }
     const u32 nx = p.nx;
@@ -647,7 +657,7 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
     }
 }
 
-#ifndef STORAGE_FP16
+#if !defined(STORAGE_FP16) && !defined(NO_ODD_QUAD)
 #ifndef ODD_QUAD_BLOCKS
 #define ODD_QUAD_BLOCKS 4
 #endif
@@ -658,8 +668,8 @@ __device__ __forceinline__ float lane_up(float v) { return __shfl_up_sync(0xffff
 // needs nx a multiple of 4. Every slot is read and written as an aligned float4:
 // a slot shifted along x holds three populations of this thread's cells and one
 // of a neighbouring lane's, which the lanes exchange by warp shuffles; only the
-// ends of a warp's run (and of a row, and next to cells left to odd_cell or
-// aa_boundary) take single accesses. aa_odd2's shifted slots, two single
+// ends of a warp's run (and of a row, and next to cells left to aa_boundary)
+// take single accesses. aa_odd2's shifted slots, two single
 // accesses each, kept the odd step at 93% of the copy bandwidth against the
 // even step's 97% (BENCHMARKS.md, eighth session); a pair version with
 // shuffles gained nothing, twice the bytes per instruction did.
@@ -678,19 +688,18 @@ extern "C" __global__ void __launch_bounds__(128, ODD_QUAD_BLOCKS) aa_odd4(store
     const int x = in ? x0 : (int)nx - 4;
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
-    const u32 fl = *(const u32*)(flags + c);
-    const bool bulk = in && fl == 0;
-    if (in && fl != 0) {
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            if (((fl >> (8 * j)) & 0xffu) == 0) odd_cell(f, p, x + j, y, z);
-    }
-    const u32 bulk_lanes = __ballot_sync(0xffffffffu, bulk);
-    if (bulk_lanes == 0) return;
+    // Bit j: cell x + j is bulk fluid. Every cell is collided, but only bulk
+    // cells' results are stored (aa_boundary updates the others): a quad next
+    // to a wall costs no more than a bulk one, where updating its bulk cells
+    // one by one in odd_cell held up the whole warp (the cavity's rows).
+    const u32 m = in ? bulk_bits(flags, n, c, 4) : 0u;
+    if (__ballot_sync(0xffffffffu, m != 0) == 0) return;
     const bool has_next = lane < 31u && x0 + 4 < (int)nx;
     const bool has_prev = lane > 0u;
-    const bool next_bulk = has_next && ((bulk_lanes >> (lane + 1u)) & 1u);
-    const bool prev_bulk = has_prev && ((bulk_lanes >> (lane - 1u)) & 1u);
+    const u32 up = __shfl_up_sync(0xffffffffu, m, 1);
+    const u32 down = __shfl_down_sync(0xffffffffu, m, 1);
+    const u32 m_prev = has_prev ? up : 0u;
+    const u32 m_next = has_next ? down : 0u;
     const u32 xm = x == 0 ? nx - 1u : 0u - 1u;       // to x - 1
     const u32 xp = x + 4 == (int)nx ? 4u - nx : 4u;  // to x + 4
     u32 oy[3], oz[3];
@@ -731,31 +740,51 @@ extern "C" __global__ void __launch_bounds__(128, ODD_QUAD_BLOCKS) aa_odd4(store
         if (CEX(k) > 0) e[k] = lane_up(w[k].w);    // to x
         if (CEX(k) < 0) e[k] = lane_down(w[k].x);  // to x + 3
     }
-    if (!bulk) return;
+    if (m == 0) return;
+    // A float4 store where all four owners of its slots are bulk cells, single
+    // stores of this lane's bulk cells where not; the slot a shifted float4
+    // takes from a neighbouring lane is stored by that lane if this one's
+    // float4 leaves it out.
 #pragma unroll
     for (int k = 0; k < Q; k++) {
         store_t* fk = f + (u64)k * n;
         const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
         if (CEX(k) == 0) {
-            GST((float4*)(fk + r), w[k]);
+            if (m == 15u) {
+                GST((float4*)(fk + r), w[k]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (m & (1u << j)) GST(fk + (r + j), quad_at(w[k], j));
+            }
         } else if (CEX(k) > 0) {
             // cell x + j to x + j + 1
-            if (prev_bulk) {
+            if ((m_prev & 8u) && (m & 7u) == 7u) {
                 GST((float4*)(fk + r), make_float4(e[k], w[k].x, w[k].y, w[k].z));
             } else {
-                GST(fk + (r + 1u), w[k].x);
-                GST((float2*)(fk + (r + 2u)), make_float2(w[k].y, w[k].z));
+                if (m & 1u) GST(fk + (r + 1u), w[k].x);
+                if ((m & 6u) == 6u) {
+                    GST((float2*)(fk + (r + 2u)), make_float2(w[k].y, w[k].z));
+                } else {
+                    if (m & 2u) GST(fk + (r + 2u), w[k].y);
+                    if (m & 4u) GST(fk + (r + 3u), w[k].z);
+                }
             }
-            if (!next_bulk) GST(fk + (r + xp), w[k].w);
+            if ((m & 8u) && (m_next & 7u) != 7u) GST(fk + (r + xp), w[k].w);
         } else {
             // cell x + j to x + j - 1
-            if (next_bulk) {
+            if ((m & 14u) == 14u && (m_next & 1u)) {
                 GST((float4*)(fk + r), make_float4(w[k].y, w[k].z, w[k].w, e[k]));
             } else {
-                GST((float2*)(fk + r), make_float2(w[k].y, w[k].z));
-                GST(fk + (r + 2u), w[k].w);
+                if ((m & 6u) == 6u) {
+                    GST((float2*)(fk + r), make_float2(w[k].y, w[k].z));
+                } else {
+                    if (m & 2u) GST(fk + r, w[k].y);
+                    if (m & 4u) GST(fk + (r + 1u), w[k].z);
+                }
+                if (m & 8u) GST(fk + (r + 2u), w[k].w);
             }
-            if (!prev_bulk) GST(fk + (r + xm), w[k].x);
+            if ((m & 1u) && (m_prev & 14u) != 14u) GST(fk + (r + xm), w[k].x);
         }
     }
 }

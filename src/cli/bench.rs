@@ -317,8 +317,13 @@ fn bench_cuda(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
         }
         if args.largest {
             let info = cuda::probe().map_err(|e| anyhow::anyhow!("{e}"))?;
-            // An even side, which the two-cells-per-thread kernels need.
-            let side = cuda::largest_cube(precision, info.free_bytes) as usize & !1;
+            // A side the many-cells-per-thread kernels take: even, and a
+            // multiple of 4 in FP32 (the odd step's four-cell kernel).
+            let unit = match precision {
+                Precision::Fp32 => 4,
+                Precision::Fp16 => 2,
+            };
+            let side = cuda::largest_cube(precision, info.free_bytes) as usize / unit * unit;
             let mut solver = cuda_box(side, collision, precision)?;
             let mlups = time_cuda(&mut solver, 3)?;
             println!(

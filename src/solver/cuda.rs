@@ -258,18 +258,27 @@ const RESERVE: u64 = 768 * 1024 * 1024;
 
 /// The side of the largest cube of cells whose lattice fits in `free` bytes.
 pub fn largest_cube(precision: Precision, free: u64) -> u64 {
-    ((free.saturating_sub(RESERVE) / precision.bytes_per_cell() as u64) as f64)
-        .cbrt()
-        .floor() as u64
+    ((free.saturating_sub(RESERVE) as f64 / device_bytes_per_cell(precision)).cbrt()).floor() as u64
+}
+
+/// Device bytes per cell: populations, the flag and the bulk bit.
+fn device_bytes_per_cell(precision: Precision) -> f64 {
+    precision.bytes_per_cell() as f64 + 0.125
+}
+
+/// Device bytes of the lattice, flags and bulk bits of `cells` cells.
+fn lattice_bytes(precision: Precision, cells: u64) -> u64 {
+    cells * precision.bytes_per_cell() as u64 + 4 + cells.div_ceil(32) * 4
 }
 
 /// Refuses a grid that would not fit in `free` bytes of device memory, naming the
 /// largest cube that would.
 pub fn check_fits(size: [usize; 3], precision: Precision, free: u64) -> Result<(), SolverError> {
     let cells = size.iter().map(|&n| n as u64).product::<u64>();
-    let per_cell = precision.bytes_per_cell() as u64;
+    let per_cell = device_bytes_per_cell(precision);
     let usable = free.saturating_sub(RESERVE);
-    if cells * per_cell <= usable {
+    let needed = lattice_bytes(precision, cells);
+    if needed <= usable {
         return Ok(());
     }
     let side = largest_cube(precision, free);
@@ -279,10 +288,10 @@ pub fn check_fits(size: [usize; 3], precision: Precision, free: u64) -> Result<(
         size[0],
         size[1],
         size[2],
-        crate::scenario::human_bytes(cells * per_cell),
+        crate::scenario::human_bytes(needed),
         precision.name(),
         crate::scenario::human_bytes(free),
-        (usable / per_cell) as f64 / 1e6
+        usable as f64 / per_cell / 1e6
     )))
 }
 
@@ -324,6 +333,9 @@ unsafe fn launch_step_kernel(
     overlapped: bool,
     args: &mut [*mut c_void],
 ) -> Result<(), SolverError> {
+    // The raw launch uses the thread's current context, which with several
+    // GPUs may be another device's (cudarc's launches bind it the same way).
+    stream.context().bind_to_thread().map_err(dev)?;
     // SAFETY: an all-zero attribute is a valid value of the C struct.
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -353,6 +365,10 @@ unsafe fn launch_step_kernel(
     .result()
     .map_err(dev)
 }
+
+/// Largest share of `aa_odd4` warps with partly bulk quads
+/// (`flags::mixed_quad_share`) for which it is chosen over `aa_odd2`.
+const MIXED_QUAD_LIMIT: f64 = 0.1;
 
 /// Threads per block of `aa_even2` and `aa_odd2` (their `__launch_bounds__`).
 const PAIR_BLOCK: u32 = 128;
@@ -574,6 +590,7 @@ pub struct CudaSolver {
     stream: Arc<CudaStream>,
     kernels: Kernels,
     lattice: Lattice,
+    /// Cell flags and bulk bits (`flags::with_bulk_bits`).
     flags_dev: CudaSlice<u8>,
     /// Cells with the NEAR flag (boundary kernel), sorted, on the device and here.
     near_dev: CudaSlice<u32>,
@@ -604,6 +621,8 @@ pub struct CudaSolver {
     device_name: String,
     /// Fill output buffers with NaN before each use (checks).
     pub poison: bool,
+    /// The odd step's bulk kernel is `aa_odd4` (see `set_odd_quads`).
+    odd_quads: bool,
 }
 
 /// A CUDA device UUID as the 16 bytes Vulkan reports too.
@@ -707,7 +726,9 @@ impl CudaSolver {
             even2: load("aa_even2")?,
             odd2: load("aa_odd2")?,
             odd4: match precision {
-                Precision::Fp32 => Some(load("aa_odd4")?),
+                // Absent when compiled with NO_ODD_QUAD (FLOWSCOPE_KERNEL_DEFINES,
+                // for benchmarks against aa_odd2).
+                Precision::Fp32 => module.load_function("aa_odd4").ok(),
                 Precision::Fp16 => None,
             },
             odd: load("aa_odd")?,
@@ -726,7 +747,12 @@ impl CudaSolver {
             Precision::Fp32 => Lattice::Fp32(stream.alloc_zeros::<f32>(Q * n).map_err(dev)?),
             Precision::Fp16 => Lattice::Fp16(stream.alloc_zeros::<u16>(Q * n).map_err(dev)?),
         };
-        let flags_dev = stream.clone_htod(&cell_flags).map_err(dev)?;
+        let flags_dev = stream
+            .clone_htod(&flags::with_bulk_bits(&cell_flags))
+            .map_err(dev)?;
+        let odd_quads = kernels.odd4.is_some()
+            && grid.size[0].is_multiple_of(4)
+            && flags::mixed_quad_share(&cell_flags, grid.size[0]) <= MIXED_QUAD_LIMIT;
         let near: Vec<u32> = (0..n)
             .filter(|&c| cell_flags[c] & flags::NEAR != 0)
             .map(|c| c as u32)
@@ -774,6 +800,7 @@ impl CudaSolver {
                 && std::env::var("FLOWSCOPE_OVERLAP_STEPS").map_or(true, |v| v != "0"),
             device_name: info.name,
             poison: false,
+            odd_quads,
         };
         solver.initialise()?;
         Ok(solver)
@@ -887,7 +914,7 @@ impl CudaSolver {
             (paired.unwrap_or(&self.kernels.even), cfg)
         } else {
             let [nx, ny, _] = self.grid.size;
-            let quad = self.kernels.odd4.as_ref().filter(|_| nx.is_multiple_of(4));
+            let quad = self.kernels.odd4.as_ref().filter(|_| self.odd_quads);
             let paired = quad.or(nx.is_multiple_of(2).then_some(&self.kernels.odd2));
             let mut cfg = self.lattice_config();
             if paired.is_some() {
@@ -1377,9 +1404,7 @@ impl Solver for CudaSolver {
             .display
             .as_ref()
             .map_or(0, |d| 2 * 16 * d.size.iter().product::<usize>() as u64);
-        n * self.precision.bytes_per_cell() as u64
-            + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
-            + display
+        lattice_bytes(self.precision, n) + self.fields_dev.as_ref().map_or(0, |_| 16 * n) + display
     }
 }
 
@@ -1455,6 +1480,13 @@ fn nccl_err(e: impl std::fmt::Debug) -> SolverError {
 }
 
 impl CudaSolver {
+    /// Whether the odd step uses `aa_odd4` (FP32, nx a multiple of 4); by
+    /// default only where few of its warps hold partly bulk quads. Checks turn
+    /// it on to compare both kernels with the CPU.
+    pub fn set_odd_quads(&mut self, on: bool) {
+        self.odd_quads = on && self.kernels.odd4.is_some() && self.grid.size[0].is_multiple_of(4);
+    }
+
     fn lattice_ptr(&self) -> sys::CUdeviceptr {
         match &self.lattice {
             Lattice::Fp32(f) => f.device_ptr(&self.stream).0,
@@ -1882,7 +1914,13 @@ mod tests {
         let e = check_fits([2048, 2048, 2048], Precision::Fp16, 80 * gib)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("1297³") && e.contains("fp16"), "{e}");
+        // 39 bytes and a bit per cell.
+        assert!(e.contains("1295³") && e.contains("fp16"), "{e}");
+        for precision in [Precision::Fp32, Precision::Fp16] {
+            let side = largest_cube(precision, 80 * gib) as usize;
+            assert!(check_fits([side; 3], precision, 80 * gib).is_ok());
+            assert!(check_fits([side + 1; 3], precision, 80 * gib).is_err());
+        }
     }
 
     #[test]

@@ -120,3 +120,97 @@ pub fn mark_near_cells(grid: &super::Grid, flags: &mut [u8]) {
             }
         });
 }
+
+/// The flags as the GPU keeps them: one byte per cell, zeros up to a multiple of
+/// 4 bytes, then one bit per cell in little-endian 32-bit words, set where the
+/// cell is bulk fluid (flag 0). The bulk step kernels read their cells' bits
+/// (`bulk_bits` in kernels/d3q19.cu) instead of a flag byte per cell, which is
+/// 1 of the 153 bytes a cell's step would otherwise move.
+pub fn with_bulk_bits(flags: &[u8]) -> Vec<u8> {
+    use rayon::prelude::*;
+
+    let words: Vec<u32> = flags
+        .par_chunks(32)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |w, (j, &f)| w | (u32::from(f == 0) << j))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(flags.len().next_multiple_of(4) + 4 * words.len());
+    out.extend_from_slice(flags);
+    out.resize(flags.len().next_multiple_of(4), 0);
+    out.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+    out
+}
+
+/// Of the runs of 128 cells along x that hold bulk fluid (a warp of the FP32
+/// odd step's `aa_odd4`, four cells per lane), the share that also hold a quad
+/// of cells only partly bulk. Such a warp stores those cells one by one while
+/// its other lanes wait: where walls or inlets end every row (the cavity at
+/// 256³, every warp) the four-cell kernel is 3% slower than the two-cell one,
+/// where no row ends it is 1% faster (BENCHMARKS.md, eighth session).
+pub fn mixed_quad_share(flags: &[u8], nx: usize) -> f64 {
+    use rayon::prelude::*;
+
+    let run = |run: &[u8]| {
+        let (mut any, mut mixed) = (false, false);
+        for quad in run.chunks(4) {
+            let bulk = quad.iter().filter(|&&f| f == 0).count();
+            any |= bulk > 0;
+            mixed |= bulk > 0 && bulk < quad.len();
+        }
+        (u64::from(mixed), u64::from(any))
+    };
+    let (mixed, busy) = flags
+        .par_chunks(nx.max(1))
+        .map(|row| {
+            row.chunks(128)
+                .map(run)
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        })
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    if busy == 0 {
+        0.0
+    } else {
+        mixed as f64 / busy as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mixed_quads_are_counted_per_warp_run_of_each_row() {
+        // Rows of 256 cells: two runs of 128 each.
+        let nx = 256;
+        let mut flags = vec![0u8; 4 * nx];
+        // Row 0: all bulk. Row 1: a wall at x = 0 (its run holds a mixed quad).
+        flags[nx] = make(CellType::Wall, 0);
+        // Row 2: a whole quad of walls (not mixed).
+        flags[2 * nx + 128..2 * nx + 132].fill(make(CellType::Wall, 0));
+        // Row 3: no bulk cell at all (not counted).
+        flags[3 * nx..].fill(NEAR);
+        assert_eq!(mixed_quad_share(&flags, nx), 1.0 / 6.0);
+        assert_eq!(mixed_quad_share(&flags[3 * nx..], nx), 0.0);
+    }
+
+    #[test]
+    fn bulk_bits_mark_bulk_fluid_cells_after_the_padded_flags() {
+        let mut flags = vec![0u8; 70];
+        flags[1] = NEAR;
+        flags[33] = make(CellType::Wall, 0);
+        flags[69] = make(CellType::Outlet, 0);
+        let out = with_bulk_bits(&flags);
+        assert_eq!(&out[..70], &flags[..]);
+        assert_eq!(&out[70..72], &[0, 0]);
+        let word = |k: usize| u32::from_le_bytes(out[72 + 4 * k..76 + 4 * k].try_into().unwrap());
+        assert_eq!(out.len(), 72 + 3 * 4);
+        assert_eq!(word(0), !0b10);
+        assert_eq!(word(1), !0b10);
+        // The last word covers cells 64..69 only; cell 69 is an outlet.
+        assert_eq!(word(2), 0b01_1111);
+    }
+}
