@@ -116,6 +116,17 @@ fn other_x_size(case: &Case) -> anyhow::Result<Case> {
     })
 }
 
+/// Each case followed by its `other_x_size` twin.
+fn with_other_x_sizes(cases: Vec<Case>) -> anyhow::Result<Vec<Case>> {
+    let mut all = Vec::new();
+    for case in cases {
+        let twin = other_x_size(&case)?;
+        all.push(case);
+        all.push(twin);
+    }
+    Ok(all)
+}
+
 fn max_force_difference(a: &[[f64; 3]], b: &[[f64; 3]]) -> f64 {
     let scale = a
         .iter()
@@ -150,12 +161,12 @@ fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
         args.steps
     );
     println!(
-        "{:<16} {:>12} {:>9} {:>5} {:>18} {:>10} {:>10}",
+        "{:<20} {:>12} {:>9} {:>5} {:>18} {:>10} {:>10}",
         "scenario", "grid", "storage", "GPUs", "exchange", "populations", "fields"
     );
     let mut all_ok = true;
     let transports = ["nccl", "peer"];
-    for case in cases(&args.scenarios, args.max_cells)? {
+    for case in with_other_x_sizes(cases(&args.scenarios, args.max_cells)?)? {
         let scenario = Scenario::load(&case.path, &case.overrides)?;
         for precision in [Precision::Fp32, Precision::Fp16] {
             let mut one = select::build_cuda(&scenario, precision)?;
@@ -172,7 +183,7 @@ fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
                     let mut split = match built {
                         Ok(s) => s,
                         Err(e) if transport == "nccl" => {
-                            println!("{:<16} NCCL unavailable: {e}", case.name);
+                            println!("{:<20} NCCL unavailable: {e}", case.name);
                             continue;
                         }
                         Err(e) => return Err(e.into()),
@@ -194,7 +205,7 @@ fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
                     let show =
                         |d: Option<usize>| d.map_or("equal".to_string(), |k| format!("FAIL@{k}"));
                     println!(
-                        "{:<16} {:>12} {:>9} {:>5} {:>18} {:>10} {:>10}",
+                        "{:<20} {:>12} {:>9} {:>5} {:>18} {:>10} {:>10}",
                         case.name,
                         scenario.grid().to_string(),
                         precision.name(),
@@ -253,12 +264,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         "scenario", "grid", "storage", "max|Δu|", "max|Δρ|", "rel speed", "rel force", ""
     );
     let mut all_ok = true;
-    let mut all = Vec::new();
-    for case in cases(&args.scenarios, args.max_cells)? {
-        all.push(other_x_size(&case)?);
-        all.insert(all.len() - 1, case);
-    }
-    for case in all {
+    for case in with_other_x_sizes(cases(&args.scenarios, args.max_cells)?)? {
         let scenario = Scenario::load(&case.path, &case.overrides)?;
         let mut cpu = select::build_cpu(&scenario, None)?;
         cpu.step(args.steps)?;
