@@ -16,7 +16,7 @@
 // aa_even2 and aa_odd2 (blocks of 128) take two cells per thread where the grid
 // allows (nx * ny even, resp. nx even), and half the threads; with FP32 storage
 // aa_odd4 takes four (nx a multiple of 4), a quarter of the threads, in blocks
-// of one or more rows of a multiple of 32 threads.
+// of a multiple of 32 threads, up to 256, holding one row or more.
 //
 // Layer ranges exist for the multi-GPU solver (src/solver/slabs.rs): a slab's
 // lattice holds halo layers it never updates, and it updates the layers next
@@ -658,8 +658,9 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
 }
 
 #if !defined(STORAGE_FP16) && !defined(NO_ODD_QUAD)
+// Blocks of up to 256 threads, 128 registers.
 #ifndef ODD_QUAD_BLOCKS
-#define ODD_QUAD_BLOCKS 4
+#define ODD_QUAD_BLOCKS 2
 #endif
 __device__ __forceinline__ float& quad_at(float4& q, int h) { return h == 0 ? q.x : (h == 1 ? q.y : (h == 2 ? q.z : q.w)); }
 __device__ __forceinline__ float lane_down(float v) { return __shfl_down_sync(0xffffffffu, v, 1); }
@@ -673,7 +674,7 @@ __device__ __forceinline__ float lane_up(float v) { return __shfl_up_sync(0xffff
 // accesses each, kept the odd step at 93% of the copy bandwidth against the
 // even step's 97% (BENCHMARKS.md, eighth session); a pair version with
 // shuffles gained nothing, twice the bytes per instruction did.
-extern "C" __global__ void __launch_bounds__(128, ODD_QUAD_BLOCKS) aa_odd4(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+extern "C" __global__ void __launch_bounds__(256, ODD_QUAD_BLOCKS) aa_odd4(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
     FOLLOW_PREVIOUS_STEP();
     const u32 lane = threadIdx.x & 31u;
     const int x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
