@@ -1,9 +1,9 @@
-//! The window: winit + egui + wgpu. The solver runs on its own thread
-//! ([`worker`]); this thread uploads the newest field frame, draws the 3D view
-//! ([`view`]) and the panel ([`crate::ui`]), and sends commands back.
+//! The window: winit + egui + wgpu. The solver runs on its own thread (a
+//! [`crate::session::Worker`]); this thread uploads the newest field frame,
+//! draws the 3D view ([`view`]) and the panel ([`crate::ui`]), and sends
+//! commands back.
 
 pub mod view;
-pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,15 +15,15 @@ use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop, EventLoopProxy}
 use winit::window::{Window, WindowId};
 
 use crate::render::gpu::Gpu;
-use crate::solver::select::Backend;
+use crate::scenario::Scenario;
+use crate::session::{Backend, Command, Start, Worker};
 use crate::ui::{PanelState, ViewInfo};
 use view::{View, ViewSettings};
-use worker::{Command, Worker};
 
 /// How the window was asked to start.
 #[derive(Clone, Debug)]
 pub struct Options {
-    pub scenario: PathBuf,
+    pub scenario: Scenario,
     pub backend: Backend,
     /// See [`Command::SetDisplayLimit`].
     pub display_limit: usize,
@@ -92,6 +92,7 @@ pub fn run(options: Options) -> Result<(), AppError> {
     let proxy = event_loop.create_proxy();
     let dir = options
         .scenario
+        .path
         .parent()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("assets/scenarios"));
@@ -157,7 +158,8 @@ impl App {
                     crate::render::gpu::GpuError::NoAdapter(e.to_string()).to_string(),
                 )
             })?;
-        let gpu = Gpu::from_adapter(&adapter).map_err(|e| AppError::Graphics(e.to_string()))?;
+        let mut gpu = Gpu::from_adapter(&adapter).map_err(|e| AppError::Graphics(e.to_string()))?;
+        gpu.shader_dir = self.options.backend.tuning.shader_dir.clone();
         let caps = surface.get_capabilities(&adapter);
         let format = egui_wgpu::preferred_framebuffer_format(&caps.formats)
             .map_err(|e| AppError::Graphics(format!("{e:?}")))?;
@@ -186,17 +188,18 @@ impl App {
         );
         let view = View::new(&gpu);
         let proxy = self.proxy.clone();
-        let worker = Worker::start(
-            self.options.scenario.clone(),
-            self.options.backend,
-            self.options.display_limit,
-            move || {
-                // The window may be gone; then nobody needs waking.
-                proxy.send_event(Wake).ok();
-            },
-        );
+        let start = Start {
+            scenario: self.options.scenario.clone(),
+            backend: self.options.backend.clone(),
+            display_limit: self.options.display_limit,
+            probe: self.panel.probe,
+        };
+        let worker = Worker::start(start, move || {
+            // The window may be gone; then nobody needs waking.
+            proxy.send_event(Wake).ok();
+        });
         if let Some(device) = crate::render::interop::device_uuid(&gpu) {
-            worker.send(worker::Command::ShareDisplay(Some(device)));
+            worker.send(Command::ShareDisplay(Some(device)));
         }
         self.worker = Some(worker);
         self.gfx = Some(Gfx {
@@ -236,7 +239,7 @@ impl App {
             34 => gfx.window.set_minimized(false),
             40 => {
                 if let Some(p) = self.scenarios.iter().find(|p| p.ends_with("cube.toml")) {
-                    worker.send(Command::Load(p.clone()));
+                    worker.send(Command::Open(p.clone()));
                 }
             }
             45 => self.panel.screenshot = true,
@@ -274,25 +277,6 @@ impl App {
         self.last_frame = now;
         self.frames += 1;
         if let Some(frame) = worker.take_frame() {
-            // Shared frames bring host fields only now and then (the probe's
-            // sampling rate).
-            if frame.fields.has_values() {
-                // The probe is placed in cells of the solver's grid; the
-                // frame may be on a coarser display grid.
-                let probe = crate::solver::display::to_display(
-                    self.panel.probe.map(|v| v as f64),
-                    frame.stride,
-                );
-                let s = crate::io::probe::sample_at(&frame.fields, probe);
-                let history = &mut self.panel.probe_history;
-                if history.last().is_some_and(|h| h[0] > frame.step as f64) {
-                    history.clear();
-                }
-                if history.len() >= worker::HISTORY {
-                    history.drain(..worker::HISTORY / 4);
-                }
-                history.push([frame.step as f64, s.u[0], s.u[1], s.u[2]]);
-            }
             if let Err(e) = gfx.view.upload(&gfx.gpu, &frame) {
                 self.error = Some(AppError::Graphics(e.to_string()));
                 el.exit();
@@ -301,7 +285,7 @@ impl App {
             self.last_upload = Some(now);
             if frame.shared.is_some() && gfx.view.viewer.sharing_refused() {
                 // Host copies of every frame from now on.
-                worker.send(worker::Command::ShareDisplay(None));
+                worker.send(Command::ShareDisplay(None));
             }
         }
         let status = worker.status();
@@ -387,9 +371,7 @@ impl App {
                 Ok(_) => self.info.view = gfx.view.viewer.info,
                 Err(e) => {
                     if let Some(w) = self.worker.as_ref() {
-                        if let Ok(mut s) = w.mailbox.status.lock() {
-                            s.message = Some(e.to_string());
-                        }
+                        w.mailbox.report(crate::session::one_line(&e));
                     }
                 }
             }
@@ -400,9 +382,7 @@ impl App {
                 Ok(()) => format!("saved {}", path.display()),
                 Err(e) => e,
             };
-            if let Ok(mut s) = worker.mailbox.status.lock() {
-                s.message = Some(message);
-            }
+            worker.mailbox.report(message);
         }
         gfx.egui_state
             .handle_platform_output(&gfx.window, std::mem::take(&mut full.platform_output));

@@ -4,8 +4,7 @@
 use crate::render::gpu::{Gpu, GpuError};
 use crate::render::viewer::Viewer;
 pub use crate::render::viewer::{SurfaceMode, ViewSettings};
-
-use super::worker::Frame;
+use crate::session::Frame;
 
 pub struct View {
     pub viewer: Viewer,

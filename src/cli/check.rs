@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::scenario::Scenario;
-use crate::solver::{select, Fields, Precision, Solver};
+use crate::session::select;
+use crate::solver::{Fields, Precision, Solver};
+use crate::system::Tuning;
 use crate::validation::{compare, ghia, scaled_overrides};
 
 #[derive(clap::Args, Debug)]
@@ -151,8 +153,8 @@ fn first_difference(a: &[f32], b: &[f32]) -> Option<usize> {
 
 /// Slabs on 2..=N GPUs against one GPU: populations and fields bit for bit,
 /// for every case and both storage precisions, with each exchange transport.
-fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
-    let available = crate::solver::cuda::device_count().map_err(|e| anyhow::anyhow!("{e}"))?;
+fn check_gpus(args: &CheckArgs, most: usize, tuning: &Tuning) -> anyhow::Result<bool> {
+    let available = crate::solver::lbm::cuda::device_count().map_err(|e| anyhow::anyhow!("{e}"))?;
     if most < 2 || most > available {
         anyhow::bail!("--gpus {most}: give 2 to {available} (the GPUs of this machine)");
     }
@@ -169,7 +171,7 @@ fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
     for case in with_other_x_sizes(cases(&args.scenarios, args.max_cells)?)? {
         let scenario = Scenario::load(&case.path, &case.overrides)?;
         for precision in [Precision::Fp32, Precision::Fp16] {
-            let mut one = select::build_cuda(&scenario, precision)?;
+            let mut one = select::build_cuda(&scenario, precision, tuning)?;
             one.step(args.steps)?;
             let (pa, fa) = (one.populations()?, one.fields()?);
             for count in 2..=most {
@@ -177,9 +179,11 @@ fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
                     continue;
                 }
                 for transport in transports {
-                    std::env::set_var("FLOWSCOPE_EXCHANGE", transport);
-                    let built = select::build_cuda_slabs(&scenario, precision, count);
-                    std::env::remove_var("FLOWSCOPE_EXCHANGE");
+                    let forced = Tuning {
+                        exchange: Some(transport.into()),
+                        ..tuning.clone()
+                    };
+                    let built = select::build_cuda_slabs(&scenario, precision, count, &forced);
                     let mut split = match built {
                         Ok(s) => s,
                         Err(e) if transport == "nccl" => {
@@ -228,11 +232,11 @@ fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
             0.55,
         ),
     )?;
-    let mut one = select::build_cuda(&s, Precision::Fp32)?;
+    let mut one = select::build_cuda(&s, Precision::Fp32, tuning)?;
     one.step(151)?;
     let mid = one.populations()?;
     one.step(100)?;
-    let mut split = select::build_cuda_slabs(&s, Precision::Fp32, most)?;
+    let mut split = select::build_cuda_slabs(&s, Precision::Fp32, most, tuning)?;
     split.set_populations(151, &mid)?;
     split.step(100)?;
     let same = first_difference(&one.populations()?, &split.populations()?).is_none();
@@ -252,12 +256,12 @@ fn check_gpus(args: &CheckArgs, most: usize) -> anyhow::Result<bool> {
     Ok(all_ok)
 }
 
-pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
+pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     if let Some(n) = args.gpus {
-        return check_gpus(&args, n);
+        return check_gpus(&args, n, tuning);
     }
-    let info =
-        crate::solver::cuda::probe().map_err(|e| anyhow::anyhow!("no usable CUDA GPU: {e}"))?;
+    let info = crate::solver::lbm::cuda::probe()
+        .map_err(|e| anyhow::anyhow!("no usable CUDA GPU: {e}"))?;
     println!("device: {}; {} steps per case; FP32 passes at max|Δu| < {FP32_MAX_ABS_U:e}, FP16 at max‖Δu‖/max‖u‖ < {FP16_MAX_REL_SPEED:e}", info.name, args.steps);
     println!(
         "{:<20} {:>12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>6}",
@@ -284,7 +288,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         let ref_forces = cpu.obstacle_forces()?;
         let ref_mass = cpu.stats()?.mass;
         for precision in [Precision::Fp32, Precision::Fp16] {
-            let mut gpu = select::build_cuda(&scenario, precision)?;
+            let mut gpu = select::build_cuda(&scenario, precision, tuning)?;
             gpu.poison = true;
             // The four-cell odd kernel wherever it can run, partly bulk quads
             // included (by default walls at the row ends choose the two-cell one).
@@ -335,11 +339,11 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         ),
     )?;
     for precision in [Precision::Fp32, Precision::Fp16] {
-        let mut a = select::build_cuda(&s, precision)?;
+        let mut a = select::build_cuda(&s, precision, tuning)?;
         a.step(151)?;
         let mid = a.populations()?;
         a.step(100)?;
-        let mut b = select::build_cuda(&s, precision)?;
+        let mut b = select::build_cuda(&s, precision, tuning)?;
         b.set_populations(151, &mid)?;
         b.step(100)?;
         let same = a
@@ -359,7 +363,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
     // while the solver steps on, equal to the host's averages of the fields
     // of the step they were started at (odd and even steps).
     for precision in [Precision::Fp32, Precision::Fp16] {
-        let mut g = select::build_cuda(&s, precision)?;
+        let mut g = select::build_cuda(&s, precision, tuning)?;
         g.poison = true;
         let mut worst = 0.0f32;
         let mut frames = 0;
@@ -419,7 +423,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
     // Display frames shared with the window's graphics device.
     match crate::render::gpu::Gpu::headless() {
         Ok(gpu) => {
-            let (ok, line) = match check_shared_frames(&gpu, &s) {
+            let (ok, line) = match check_shared_frames(&gpu, &s, tuning) {
                 Ok(line) => (true, line),
                 Err(e) => (false, format!("FAIL: {e:#}")),
             };
@@ -442,7 +446,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         ]
         .map(String::from),
     )?;
-    let mut g = select::build_cuda(&blow, Precision::Fp32)?;
+    let mut g = select::build_cuda(&blow, Precision::Fp32, tuning)?;
     let mut caught = None;
     for _ in 0..100 {
         g.step(50)?;
@@ -482,7 +486,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
         ]
         .map(String::from),
     )?;
-    let mut g = select::build_cuda(&cavity, Precision::Fp32)?;
+    let mut g = select::build_cuda(&cavity, Precision::Fp32, tuning)?;
     let mut change = f64::INFINITY;
     g.velocity_change()?;
     while g.time_step() < 60_000 && change >= 1e-7 {
@@ -517,6 +521,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<bool> {
 fn check_shared_frames(
     gpu: &crate::render::gpu::Gpu,
     scenario: &Scenario,
+    tuning: &Tuning,
 ) -> anyhow::Result<String> {
     use crate::render::interop::{self, SharedImports};
     use crate::render::volume::Volume;
@@ -527,10 +532,10 @@ fn check_shared_frames(
     let mut unpack = crate::render::passes::UnpackPass::new(gpu);
     let mut frames = 0;
     for precision in [Precision::Fp32, Precision::Fp16] {
-        let mut g = select::build_cuda(scenario, precision)?;
+        let mut g = select::build_cuda(scenario, precision, tuning)?;
         g.poison = true;
         g.share_display(Some(device));
-        let frame = |g: &mut crate::solver::cuda::CudaSolver, stride: usize| {
+        let frame = |g: &mut crate::solver::lbm::cuda::CudaSolver, stride: usize| {
             anyhow::ensure!(g.begin_display(stride, true)?, "no display frame");
             g.enqueue(25)?;
             g.finish()?;

@@ -12,8 +12,10 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::scenario::{human_bytes, Face, Scenario};
-use crate::solver::select::Gpus;
+use crate::scenario::{Face, Scenario};
+use crate::session::{Backend, Choice, Gpus};
+use crate::solver::Precision;
+use crate::system::{available_memory, human_bytes, Tuning};
 
 /// Exit codes of the binary.
 pub mod exit {
@@ -46,9 +48,8 @@ pub enum SolverKind {
     Cuda,
 }
 
-impl From<SolverKind> for crate::solver::select::Choice {
+impl From<SolverKind> for Choice {
     fn from(kind: SolverKind) -> Self {
-        use crate::solver::select::Choice;
         match kind {
             SolverKind::Auto => Choice::Auto,
             SolverKind::Cpu => Choice::Cpu,
@@ -63,11 +64,11 @@ pub enum PrecisionArg {
     Fp16,
 }
 
-impl From<PrecisionArg> for crate::solver::Precision {
+impl From<PrecisionArg> for Precision {
     fn from(p: PrecisionArg) -> Self {
         match p {
-            PrecisionArg::Fp32 => crate::solver::Precision::Fp32,
-            PrecisionArg::Fp16 => crate::solver::Precision::Fp16,
+            PrecisionArg::Fp32 => Precision::Fp32,
+            PrecisionArg::Fp16 => Precision::Fp16,
         }
     }
 }
@@ -106,6 +107,8 @@ pub enum Command {
 /// Parses arguments, runs the command, prints any error, returns the exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    // The only place the environment's developer knobs are read.
+    let tuning = Tuning::from_env();
     let command = cli.command.unwrap_or(Command::Gui(GuiArgs {
         scenario: PathBuf::from(DEFAULT_SCENARIO),
         solver: SolverArgs {
@@ -117,16 +120,16 @@ pub fn main() -> i32 {
         smoke_frames: None,
     }));
     let result = match command {
-        Command::Gui(args) => gui(args).map(|_| exit::OK),
+        Command::Gui(args) => gui(args, tuning).map(|_| exit::OK),
         Command::Info { scenario, set } => info(&scenario, &set).map(|_| exit::OK),
-        Command::Run(args) => run::run(*args),
-        Command::Bench(args) => bench::bench(args).map(|_| exit::OK),
-        Command::Render(args) => render::render(*args).map(|_| exit::OK),
+        Command::Run(args) => run::run(*args, &tuning),
+        Command::Bench(args) => bench::bench(args, &tuning).map(|_| exit::OK),
+        Command::Render(args) => render::render(*args, &tuning).map(|_| exit::OK),
         Command::CheckCuda(args) => {
-            check::check(args).map(|ok| if ok { exit::OK } else { exit::ERROR })
+            check::check(args, &tuning).map(|ok| if ok { exit::OK } else { exit::ERROR })
         }
         Command::CompileKernels { arch, out } => {
-            compile_kernels(arch, out.as_deref()).map(|_| exit::OK)
+            compile_kernels(arch, out.as_deref(), &tuning).map(|_| exit::OK)
         }
     };
     match result {
@@ -169,11 +172,12 @@ pub struct SolverArgs {
 }
 
 impl SolverArgs {
-    pub fn backend(&self) -> crate::solver::select::Backend {
-        crate::solver::select::Backend {
+    pub fn backend(&self, tuning: &Tuning) -> Backend {
+        Backend {
             choice: self.solver.into(),
             precision: self.precision.into(),
             gpus: self.gpus,
+            tuning: tuning.clone(),
         }
     }
 }
@@ -195,16 +199,17 @@ pub struct GuiArgs {
     pub smoke_frames: Option<u64>,
 }
 
-fn gui(args: GuiArgs) -> anyhow::Result<()> {
+fn gui(args: GuiArgs, tuning: Tuning) -> anyhow::Result<()> {
     if !args.scenario.exists() {
         anyhow::bail!(
             "scenario {} not found; run flowscope from the project folder or name a scenario file: flowscope gui path/to/scenario.toml",
             args.scenario.display()
         );
     }
+    let scenario = Scenario::load(&args.scenario, &[])?;
     crate::app::run(crate::app::Options {
-        backend: args.solver.backend(),
-        scenario: args.scenario,
+        backend: args.solver.backend(&tuning),
+        scenario,
         display_limit: args.display_limit,
         smoke_frames: args.smoke_frames,
     })?;
@@ -221,10 +226,6 @@ fn face_name(f: &Face) -> String {
         Face::Inlet(v) => format!("inlet {v:?}×u"),
     }
 }
-
-/// Bytes per cell of each solver's storage (populations + flags).
-pub const BYTES_PER_CELL_FP32: f64 = 19.0 * 4.0 + 1.0;
-pub const BYTES_PER_CELL_FP16: f64 = 19.0 * 2.0 + 1.0;
 
 fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
     let s = Scenario::load(path, set)?;
@@ -296,12 +297,12 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
     } else {
         println!("physical units  none given (add a [physical] section to see them)");
     }
-    let cells = s.cells() as f64;
+    let bytes = |p: Precision| human_bytes(s.cells() * p.bytes_per_cell() as u64);
     println!(
         "memory          CPU (FP32) {}, CUDA FP32 {}, CUDA 16-bit {}",
-        human_bytes((cells * BYTES_PER_CELL_FP32) as u64),
-        human_bytes((cells * BYTES_PER_CELL_FP32) as u64),
-        human_bytes((cells * BYTES_PER_CELL_FP16) as u64)
+        bytes(Precision::Fp32),
+        bytes(Precision::Fp32),
+        bytes(Precision::Fp16)
     );
     for w in &s.warnings {
         println!("warning: {w}");
@@ -309,10 +310,13 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn compile_kernels(arch: i32, out: Option<&std::path::Path>) -> anyhow::Result<()> {
-    use crate::solver::Precision;
+fn compile_kernels(
+    arch: i32,
+    out: Option<&std::path::Path>,
+    tuning: &Tuning,
+) -> anyhow::Result<()> {
     for precision in [Precision::Fp32, Precision::Fp16] {
-        let ptx = crate::solver::cuda::compile(precision, arch / 10, arch % 10)
+        let ptx = crate::solver::lbm::cuda::compile(precision, arch / 10, arch % 10, tuning)
             .map_err(anyhow::Error::msg)?;
         let text = ptx.to_src();
         let kernels: Vec<&str> = text
@@ -336,12 +340,4 @@ fn compile_kernels(arch: i32, out: Option<&std::path::Path>) -> anyhow::Result<(
         }
     }
     Ok(())
-}
-
-/// Memory the system can give us now (Linux `MemAvailable`), if known.
-pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }

@@ -13,7 +13,8 @@ use crate::render::scene::{save_png, Anaglyph, Camera, Stereo};
 use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
 use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
 use crate::scenario::Scenario;
-use crate::solver::select::{self, Choice, Gpus};
+use crate::session::{select, Backend, Gpus};
+use crate::system::Tuning;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StereoArg {
@@ -192,7 +193,7 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
     })
 }
 
-pub fn render(args: RenderArgs) -> anyhow::Result<()> {
+pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
     let size = parse_size(&args.size)?;
     // Checked before the flow runs, which may take a while.
     let settings = settings(&args)?;
@@ -201,15 +202,15 @@ pub fn render(args: RenderArgs) -> anyhow::Result<()> {
         eprintln!("warning: {w}");
     }
     // Open the GPU first: no point running the flow if nothing can draw it.
-    let gpu = Gpu::headless()?;
-    let choice: Choice = args.solver.into();
-    let selected = select::build(
-        choice,
-        &scenario,
-        args.precision.into(),
-        Gpus::One,
-        super::available_memory(),
-    )?;
+    let mut gpu = Gpu::headless()?;
+    gpu.shader_dir = tuning.shader_dir.clone();
+    let backend = Backend {
+        choice: args.solver.into(),
+        precision: args.precision.into(),
+        gpus: Gpus::One,
+        tuning: tuning.clone(),
+    };
+    let selected = select::build(&backend, &scenario, crate::system::available_memory())?;
     let mut solver = selected.solver;
     eprintln!(
         "{}: {}; drawing on {} ({:?})",

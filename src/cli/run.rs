@@ -13,8 +13,9 @@ use super::{exit, SolverArgs};
 use crate::io::probe::ProbeLine;
 use crate::io::{checkpoint, probe, vti};
 use crate::scenario::Scenario;
-use crate::solver::select;
+use crate::session::select;
 use crate::solver::Solver;
+use crate::system::Tuning;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -115,7 +116,7 @@ fn install_interrupt() -> Arc<AtomicBool> {
     flag
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
     let scenario = Scenario::load(&args.scenario, &args.set)?;
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
@@ -128,17 +129,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             bail!("--until-steady {tol}: the tolerance must be positive (e.g. 1e-6)");
         }
     }
-    let backend = args.solver.backend();
-    let selected = select::build(
-        backend.choice,
-        &scenario,
-        backend.precision,
-        backend.gpus,
-        super::available_memory(),
-    )?;
+    let backend = args.solver.backend(tuning);
+    let selected = select::build(&backend, &scenario, crate::system::available_memory())?;
     let mut solver = selected.solver;
     eprintln!("{}: {}", scenario.name, selected.reason);
-    let voxels = scenario.voxelize();
+    let obstacles = selected.geometry.obstacles;
 
     if let Some(path) = &args.resume {
         let ckpt = checkpoint::load(path, scenario.size, solver.flags())?;
@@ -166,7 +161,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
                     .with_context(|| format!("cannot create {}", path.display()))?,
             );
             let mut header = String::from("step");
-            for o in &voxels.obstacles {
+            for o in &obstacles {
                 let tag = o.name.replace([' ', '(', ')'], "");
                 header.push_str(&format!(",cd_{tag},cl_{tag}"));
             }
@@ -226,7 +221,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             if t % args.every == 0 || t == target {
                 let forces = solver.obstacle_forces()?;
                 let mut row = format!("{t}");
-                for (k, o) in voxels.obstacles.iter().enumerate() {
+                for (k, o) in obstacles.iter().enumerate() {
                     let force = forces[k + 1];
                     let q = 0.5 * u_ref * u_ref * o.frontal_area.max(1.0);
                     row.push_str(&format!(

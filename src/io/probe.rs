@@ -118,7 +118,7 @@ pub fn sample_at(fields: &Fields, p: [f64; 3]) -> Sample {
         position: p,
         rho,
         u,
-        pressure: crate::solver::lattice::CS2 as f64 * (rho - 1.0),
+        pressure: crate::solver::lbm::lattice::CS2 as f64 * (rho - 1.0),
     }
 }
 

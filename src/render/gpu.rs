@@ -16,6 +16,10 @@ pub struct Gpu {
     pub info: wgpu::AdapterInfo,
     /// Whether timestamp queries are available (benchmarks).
     pub timestamps: bool,
+    /// Read the WGSL shaders from this directory instead of the built-in
+    /// copies ([`crate::system::Tuning::shader_dir`]); set it before the
+    /// passes are made.
+    pub shader_dir: Option<std::path::PathBuf>,
 }
 
 /// Native wgpu futures complete on their first poll.
@@ -64,6 +68,7 @@ impl Gpu {
             eprintln!("GPU error: {e}")
         }));
         Ok(Gpu {
+            shader_dir: None,
             device,
             queue,
             info,

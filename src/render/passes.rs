@@ -89,7 +89,7 @@ pub(crate) fn compute_pipeline(
     shader: &str,
     entry: &str,
 ) -> wgpu::ComputePipeline {
-    let module = shaders::module(&gpu.device, shader);
+    let module = shaders::module(gpu, shader);
     let pipeline_layout = one_group_layout(gpu, shader, layout);
     gpu.device
         .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

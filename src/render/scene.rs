@@ -159,7 +159,7 @@ pub(crate) fn depth_tested_pipeline(
     buffers: &[Option<wgpu::VertexBufferLayout<'_>>],
     topology: wgpu::PrimitiveTopology,
 ) -> wgpu::RenderPipeline {
-    let module = shaders::module(&gpu.device, shader);
+    let module = shaders::module(gpu, shader);
     let pipeline_layout = super::passes::one_group_layout(gpu, shader, layout);
     gpu.device
         .create_render_pipeline(&wgpu::RenderPipelineDescriptor {

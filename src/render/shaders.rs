@@ -58,26 +58,23 @@ pub const ALL: &[(&str, &str)] = &[
 
 const INCLUDE: &str = "//!include ";
 
-/// Where the environment variable of this name points, shaders are read
-/// from that directory instead of the embedded copies (for trying shader
-/// changes on another machine without a new build).
-pub const DIR_VARIABLE: &str = "FLOWSCOPE_SHADER_DIR";
-
 /// The source of `shaders/<path>`, each `//!include other.wgsl` line replaced
 /// by that file's text (WGSL has no includes; the scene's draw shaders share
-/// their camera struct and shading this way).
-pub fn source(path: &str) -> String {
+/// their camera struct and shading this way). With `dir`, shaders are read
+/// from that directory instead of the embedded copies (for trying shader
+/// changes on another machine without a new build).
+pub fn source(path: &str, dir: Option<&std::path::Path>) -> String {
     let embedded = ALL
         .iter()
         .find(|(p, _)| *p == path)
         .map(|(_, s)| *s)
         .unwrap_or_else(|| panic!("no shader {path} in render::shaders::ALL"));
-    let raw = match std::env::var_os(DIR_VARIABLE) {
+    let raw = match dir {
         Some(dir) => {
-            let file = std::path::Path::new(&dir).join(path);
+            let file = dir.join(path);
             std::fs::read_to_string(&file).unwrap_or_else(|e| {
                 eprintln!(
-                    "{DIR_VARIABLE}: cannot read {} ({e}); using the built-in shader",
+                    "FLOWSCOPE_SHADER_DIR: cannot read {} ({e}); using the built-in shader",
                     file.display()
                 );
                 embedded.to_string()
@@ -87,18 +84,20 @@ pub fn source(path: &str) -> String {
     };
     raw.lines()
         .map(|line| match line.strip_prefix(INCLUDE) {
-            Some(other) => source(other.trim()),
+            Some(other) => source(other.trim(), dir),
             None => line.to_string(),
         })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-pub fn module(device: &wgpu::Device, path: &str) -> wgpu::ShaderModule {
-    device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(path),
-        source: wgpu::ShaderSource::Wgsl(source(path).into()),
-    })
+pub fn module(gpu: &super::gpu::Gpu, path: &str) -> wgpu::ShaderModule {
+    let source = source(path, gpu.shader_dir.as_deref());
+    gpu.device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(path),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        })
 }
 
 #[cfg(test)]
@@ -130,7 +129,7 @@ mod tests {
             if super::ALL.iter().any(|(_, s)| s.contains(&included)) {
                 continue;
             }
-            let src = &super::source(path);
+            let src = &super::source(path, None);
             let module = naga::front::wgsl::parse_str(src)
                 .unwrap_or_else(|e| panic!("{path}: {}", e.emit_to_string(src)));
             naga::valid::Validator::new(

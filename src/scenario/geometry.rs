@@ -15,11 +15,24 @@ pub struct ObstacleInfo {
     pub frontal_area: f64,
 }
 
+/// The velocities that inlet and moving-wall cells reference by their tag,
+/// as multiples of the scenario's reference speed: a live change of that
+/// speed rescales them without voxelising again.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VelocitySlots(pub [[f64; 3]; VELOCITY_SLOTS]);
+
+impl VelocitySlots {
+    /// The slots in lattice units for the reference speed `u_lattice`.
+    pub fn lattice(&self, u_lattice: f64) -> [[f32; 3]; VELOCITY_SLOTS] {
+        self.0.map(|v| v.map(|c| (c * u_lattice) as f32))
+    }
+}
+
 /// Flags and what they reference.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Voxels {
     pub flags: Vec<u8>,
-    pub velocities: [[f32; 3]; VELOCITY_SLOTS],
+    pub slots: VelocitySlots,
     pub fluid_cells: u64,
     /// Obstacle `k` has flag tag `k + 1`.
     pub obstacles: Vec<ObstacleInfo>,
@@ -182,11 +195,9 @@ fn face_rank(face: &Face) -> u8 {
 /// flat up to their edges), then obstacles.
 pub fn voxelize(scenario: &Scenario) -> Voxels {
     let [nx, ny, nz] = scenario.size;
-    let u_ref = scenario.units.velocity_lattice;
-    let mut velocities = [[0.0f32; 3]; VELOCITY_SLOTS];
+    let mut velocities = [[0.0f64; 3]; VELOCITY_SLOTS];
     let mut used = 1usize; // slot 0 stays zero
     let mut slot_of = |v: [f64; 3]| -> u8 {
-        let v = v.map(|c| (c * u_ref) as f32);
         if let Some(k) = velocities[..used].iter().position(|w| *w == v) {
             return k as u8;
         }
@@ -281,7 +292,7 @@ pub fn voxelize(scenario: &Scenario) -> Voxels {
         .count() as u64;
     Voxels {
         flags: cell_flags,
-        velocities,
+        slots: VelocitySlots(velocities),
         fluid_cells,
         obstacles,
     }

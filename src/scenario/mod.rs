@@ -17,6 +17,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::solver::{Collision, Grid, Initial, Params};
+use crate::system::human_bytes;
 pub use units::{PhysicalUnits, Units};
 
 /// Warning thresholds (errors beyond the hard limits).
@@ -351,12 +352,78 @@ impl Scenario {
     }
 
     /// Solver parameters: τ, collision, body force, and the velocity slots of the
-    /// inlets and moving walls.
-    pub fn params(&self, voxels: &geometry::Voxels) -> Params {
+    /// inlets and moving walls (from [`geometry::Voxels::slots`]).
+    pub fn params(&self, slots: &geometry::VelocitySlots) -> Params {
         let mut p = Params::new(self.units.tau as f32, self.collision);
         p.force = self.force.map(|f| f as f32);
-        p.velocities = voxels.velocities;
+        p.velocities = slots.lattice(self.units.velocity_lattice);
         p
+    }
+
+    /// This scenario at another Reynolds number, the lattice speed kept (τ
+    /// follows). With physical units the viscosity follows instead, so that
+    /// U L / ν stays the Reynolds number. Refused where τ would not be above ½.
+    pub fn with_reynolds(&self, reynolds: f64) -> Result<Scenario, ScenarioError> {
+        if !(reynolds > 0.0 && reynolds.is_finite()) {
+            return Err(self.live_error(
+                format!("the Reynolds number {reynolds} is not a positive number"),
+                "use a Reynolds number such as 100",
+            ));
+        }
+        let u = &self.units;
+        let mut units = Units::from_reynolds(reynolds, u.length_cells, u.velocity_lattice);
+        units.physical = u.physical.clone().map(|mut p| {
+            p.viscosity_m2_s = p.velocity_m_s * u.length_cells * p.cell_size_m / reynolds;
+            p
+        });
+        self.with_units(units)
+    }
+
+    /// This scenario at another lattice reference speed (inlets, lids), the
+    /// Reynolds number kept. Refused above Mach 0.3 or where τ would not be
+    /// above ½.
+    pub fn with_velocity(&self, velocity_lattice: f64) -> Result<Scenario, ScenarioError> {
+        if !(velocity_lattice > 0.0 && velocity_lattice.is_finite()) {
+            return Err(self.live_error(
+                format!("the lattice speed {velocity_lattice} is not a positive number"),
+                "use a speed such as 0.05",
+            ));
+        }
+        let mach = velocity_lattice / (crate::solver::lbm::lattice::CS2 as f64).sqrt();
+        if mach > MACH_MAX {
+            return Err(self.live_error(
+                format!("Mach number {mach:.3} (lattice speed {velocity_lattice}) is above {MACH_MAX}: compressibility errors and instability"),
+                format!("use a lattice speed ≤ {:.3} (Ma 0.3)", Units::velocity_for_mach(MACH_MAX)),
+            ));
+        }
+        let u = &self.units;
+        let mut units = Units::from_reynolds(u.reynolds, u.length_cells, velocity_lattice);
+        units.physical = u.physical.clone();
+        self.with_units(units)
+    }
+
+    fn with_units(&self, units: Units) -> Result<Scenario, ScenarioError> {
+        // The solvers relax in FP32: τ must be above ½ there too.
+        if !(units.tau as f32 > 0.5) {
+            return Err(self.live_error(
+                format!("τ = {:.6} is not above 0.5 (viscosity {:.3e} in lattice units): the scheme is unstable", units.tau, units.viscosity_lattice),
+                "lower the Reynolds number, lower the lattice speed, or use fewer cells per characteristic length",
+            ));
+        }
+        let mut s = self.clone();
+        s.warnings = unit_warnings(&units);
+        s.units = units;
+        Ok(s)
+    }
+
+    /// An error in a value changed while the scenario runs (no file line).
+    fn live_error(&self, message: String, help: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.path.clone(),
+            line: None,
+            message,
+            help: help.into(),
+        }
     }
 
     pub fn initial(&self) -> Initial {
@@ -400,16 +467,22 @@ impl Scenario {
     }
 }
 
-/// "12.3 MiB" style sizes.
-pub fn human_bytes(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
-    } else if b >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / (1024.0 * 1024.0))
-    } else {
-        format!("{:.1} KiB", b / 1024.0)
+/// Merely risky values of the derived units, for the user to read.
+fn unit_warnings(units: &Units) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if units.tau < TAU_RISKY {
+        warnings.push(format!(
+            "τ = {:.4} is below {TAU_RISKY}: the run may become unstable; TRT helps, a finer grid or lower Reynolds number more",
+            units.tau
+        ));
     }
+    let mach = units.mach();
+    if mach > MACH_RISKY {
+        warnings.push(format!(
+            "Mach number {mach:.3} is above {MACH_RISKY}: compressibility errors grow as Ma²"
+        ));
+    }
+    warnings
 }
 
 fn span_of<T>(s: &Spanned<T>) -> Option<std::ops::Range<usize>> {
@@ -580,17 +653,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
             format!("use fluid.velocity ≤ {:.3} (Ma 0.3); to keep the Reynolds number, add cells", Units::velocity_for_mach(MACH_MAX)),
         ));
     }
-    if units.tau < TAU_RISKY {
-        warnings.push(format!(
-            "τ = {:.4} is below {TAU_RISKY}: the run may become unstable; TRT helps, a finer grid or lower Reynolds number more",
-            units.tau
-        ));
-    }
-    if mach > MACH_RISKY {
-        warnings.push(format!(
-            "Mach number {mach:.3} is above {MACH_RISKY}: compressibility errors grow as Ma²"
-        ));
-    }
+    warnings.extend(unit_warnings(&units));
     let force = fl.force;
 
     // Velocities of faces must be tangential for moving walls.
@@ -608,7 +671,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         }
         if let Face::Inlet(v) | Face::MovingWall(v) = face {
             let speed = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt() * velocity;
-            if speed / (crate::solver::lattice::CS2 as f64).sqrt() > MACH_MAX {
+            if speed / (crate::solver::lbm::lattice::CS2 as f64).sqrt() > MACH_MAX {
                 return Err(ctx.err(
                     None,
                     format!(

@@ -6,7 +6,7 @@
 //! optional: given the cell size, the reference speed and the viscosity in SI
 //! units, the Reynolds number and the time step follow from them instead.
 
-use crate::solver::lattice::CS2;
+use crate::solver::lbm::lattice::CS2;
 
 /// The physical side of a scenario, when it has one.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,6 +1,6 @@
 //! Display frames: the fields a window shows, averaged over `stride`³ blocks of
 //! cells when the grid is larger than the display limit. The CUDA solver does
-//! this on the GPU before its copy (`display_fields` in `kernels/d3q19.cu`);
+//! this on the GPU before its copy (`display_fields` in `kernels/lbm/d3q19.cu`);
 //! [`downsample_fields`] is the same arithmetic on the host, for the other
 //! solvers and as the reference of the CUDA check.
 

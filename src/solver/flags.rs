@@ -1,4 +1,4 @@
-//! Cell flags: one byte per cell, shared bit for bit with `kernels/d3q19.cu`.
+//! Cell flags: one byte per cell, shared bit for bit with `kernels/lbm/d3q19.cu`.
 //!
 //! ```text
 //! bit 7    NEAR: a running cell with a neighbour that does not run or lies
@@ -94,7 +94,7 @@ pub fn runs(flag: u8) -> bool {
 pub fn mark_near_cells(grid: &super::Grid, flags: &mut [u8]) {
     use rayon::prelude::*;
 
-    use super::lattice::{E, Q};
+    use super::lbm::lattice::{E, Q};
     let [nx, ny, _] = grid.size;
     let snapshot: Vec<u8> = flags.to_vec();
     flags
@@ -124,7 +124,7 @@ pub fn mark_near_cells(grid: &super::Grid, flags: &mut [u8]) {
 /// The flags as the GPU keeps them: one byte per cell, zeros up to a multiple of
 /// 4 bytes, then one bit per cell in little-endian 32-bit words, set where the
 /// cell is bulk fluid (flag 0). The bulk step kernels read their cells' bits
-/// (`bulk_bits` in kernels/d3q19.cu) instead of a flag byte per cell, which is
+/// (`bulk_bits` in kernels/lbm/d3q19.cu) instead of a flag byte per cell, which is
 /// 1 of the 153 bytes a cell's step would otherwise move.
 pub fn with_bulk_bits(flags: &[u8]) -> Vec<u8> {
     use rayon::prelude::*;

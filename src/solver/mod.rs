@@ -1,44 +1,18 @@
-//! Lattice Boltzmann solvers (D3Q19) behind one interface.
+//! The face every solution method shows the rest of the program: the
+//! [`Solver`] trait, grids, macroscopic fields, parameters, storage precision,
+//! statistics and errors, plus the cell flags ([`flags`]) and display frames
+//! ([`display`]) that every method shares.
 //!
-//! Both solvers store one population array in structure-of-arrays order
-//! (`f[i * cells + cell]`, `cell = x + nx * (y + ny * z)`) and stream in place with
-//! the **AA pattern** (Bailey et al. 2009, the original work's "alternating relax"):
-//!
-//! * even steps ("A") read the 19 populations of a cell from its own slots,
-//!   collide, and write each outgoing population `i` into the cell's own slot
-//!   `opposite(i)`; nothing leaves the cell;
-//! * odd steps ("B") read incoming population `j` from slot `opposite(j)` of the
-//!   neighbour `x - e_j`, collide, and write outgoing `i` into slot `i` of the
-//!   neighbour `x + e_i`.
-//!
-//! Every slot is read and written by exactly one cell within a step, so the update
-//! is race-free in place and needs half the memory of a two-array scheme — the
-//! reason for this choice over propagate+relax. We chose AA over esoteric pull
-//! (which also runs in one array) because its even step is purely local, so all
-//! boundary handling lives in one place (the odd step's neighbour reads and writes)
-//! and the even-step kernel is a straight streaming loop on the GPU.
-//!
-//! Boundary rules of the odd step (see [`cpu`] and `kernels/d3q19.cu`): a read from
-//! or write to a non-running neighbour becomes half-way bounce-back within the cell
-//! (plus the wall-velocity term for moving walls and inlets), or specular reflection through
-//! the neighbouring cell along the wall (free-slip). Slot `k` of cell `s` is owned
-//! within a step by cell `s - e_k`; these rules only use slots whose owner is a
-//! non-running cell, so they stay race-free. A population that would arrive from
-//! beyond a non-periodic face (at outlet cells) is the cell's own
-//! outgoing one of the previous step (zero gradient), kept in the slot owned by
-//! the missing neighbour.
+//! The methods live below it: [`lbm`] (D3Q19 lattice Boltzmann, CPU and CUDA).
+//! Nothing here knows how a method stores its state.
 
-pub mod cpu;
-pub mod cuda;
 pub mod display;
 pub mod flags;
-pub mod lattice;
-pub mod select;
-pub mod slabs;
+pub mod lbm;
 
 use std::fmt;
 
-pub use lattice::Collision;
+pub use lbm::lattice::Collision;
 
 /// Most velocity slots a scenario can use for inlets and moving walls.
 pub const VELOCITY_SLOTS: usize = 16;
@@ -121,7 +95,7 @@ pub enum Precision {
     #[default]
     Fp32,
     /// 2 bytes per population: f_i − w_i in a 16-bit float of 11 mantissa bits
-    /// (see `kernels/d3q19.cu`); about twice as fast on GPUs (half the memory
+    /// (see `kernels/lbm/d3q19.cu`); about twice as fast on GPUs (half the memory
     /// traffic), velocity within ~1e-3.
     Fp16,
 }
@@ -136,7 +110,7 @@ impl Precision {
 
     /// Bytes per cell of the lattice: 19 populations and the flag byte.
     pub fn bytes_per_cell(self) -> usize {
-        lattice::Q * self.bytes_per_population() + 1
+        lbm::lattice::Q * self.bytes_per_population() + 1
     }
 
     pub fn name(self) -> &'static str {
@@ -145,33 +119,6 @@ impl Precision {
             Precision::Fp16 => "fp16",
         }
     }
-}
-
-/// Shifted initial populations in storage order: the equilibrium of the initial
-/// fields in running cells, zero elsewhere.
-pub fn initial_populations(
-    grid: &Grid,
-    cell_flags: &[u8],
-    _params: &Params,
-    initial: &Initial,
-) -> Vec<f32> {
-    let n = grid.cells();
-    let mut f = vec![0.0f32; lattice::Q * n];
-    for c in 0..n {
-        let fl = cell_flags[c];
-        if !flags::runs(fl) {
-            continue;
-        }
-        let (rho, u) = match initial {
-            Initial::Uniform(u) => (1.0, *u),
-            Initial::Fields(fields) => (fields.rho[c], fields.velocity(c)),
-        };
-        let feq = lattice::equilibrium_shifted(rho, u);
-        for i in 0..lattice::Q {
-            f[i * n + c] = feq[i];
-        }
-    }
-    f
 }
 
 /// Initial state: equilibrium of these fields.
@@ -250,7 +197,7 @@ impl Fields {
 
     /// Pressure relative to the rest pressure: p − p0 = c_s² (ρ − 1).
     pub fn pressure(&self, cell: usize) -> f32 {
-        lattice::CS2 * (self.rho[cell] - 1.0)
+        lbm::lattice::CS2 * (self.rho[cell] - 1.0)
     }
 
     pub fn velocity(&self, cell: usize) -> [f32; 3] {
@@ -420,7 +367,7 @@ pub fn change_sums(
     before: &Fields,
     cells: std::ops::Range<usize>,
     steps: u64,
-) -> slabs::ChangeSums {
+) -> ChangeSums {
     use rayon::prelude::*;
     // Fixed chunks summed in order: the same result on any thread count.
     const CHUNK: usize = 1 << 16;
@@ -441,7 +388,27 @@ pub fn change_sums(
         .collect::<Vec<_>>()
         .into_iter()
         .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
-    slabs::ChangeSums { diff, norm, steps }
+    ChangeSums { diff, norm, steps }
+}
+
+/// Sums of the steadiness criterion over some cells (see [`relative_change`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ChangeSums {
+    /// Σ|u − u_prev|.
+    pub diff: f64,
+    /// Σ|u|.
+    pub norm: f64,
+    /// Steps between the two snapshots.
+    pub steps: u64,
+}
+
+impl ChangeSums {
+    pub fn ratio(&self) -> f64 {
+        if self.norm == 0.0 {
+            return if self.diff == 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        self.diff / self.norm / self.steps.max(1) as f64
+    }
 }
 
 /// Validates parameters every solver needs.

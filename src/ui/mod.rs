@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use glam::Vec3;
 
-use crate::app::view::{SurfaceMode, ViewSettings};
-use crate::app::worker::{Command, Status};
 use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
 use crate::render::scene::{Anaglyph, Stereo};
 use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
 use crate::render::viewer::ViewerInfo;
+use crate::render::viewer::{SurfaceMode, ViewSettings};
+use crate::session::{Command, Status};
 
 /// What the view reports for display.
 #[derive(Clone, Debug, Default)]
@@ -20,12 +20,40 @@ pub struct ViewInfo {
     pub frame_ms: f32,
 }
 
+/// Where streamlines start, as the panel offers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RakeKind {
+    /// The renderer's own seeds for the scenario.
+    #[default]
+    Preset,
+    Line,
+    Plane,
+    Box,
+}
+
+impl RakeKind {
+    pub const ALL: [RakeKind; 4] = [
+        RakeKind::Preset,
+        RakeKind::Line,
+        RakeKind::Plane,
+        RakeKind::Box,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RakeKind::Preset => "preset",
+            RakeKind::Line => "line",
+            RakeKind::Plane => "plane",
+            RakeKind::Box => "box",
+        }
+    }
+}
+
 /// The rake as the panel edits it: fractions of the domain, so it stays put
 /// across grid sizes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RakeControls {
-    /// 0 preset, 1 line, 2 plane, 3 box.
-    pub kind: usize,
+    pub kind: RakeKind,
     pub centre: [f32; 3],
     /// Extent as a fraction of the domain.
     pub extent: f32,
@@ -37,7 +65,7 @@ pub struct RakeControls {
 impl Default for RakeControls {
     fn default() -> Self {
         RakeControls {
-            kind: 0,
+            kind: RakeKind::Preset,
             centre: [0.1, 0.5, 0.5],
             extent: 0.6,
             axis: 0,
@@ -57,7 +85,7 @@ impl RakeControls {
         b[v] = self.extent * s[v];
         let n = self.count.max(1);
         match self.kind {
-            1 => {
+            RakeKind::Line => {
                 let mut d = Vec3::ZERO;
                 d[self.axis] = self.extent * s[self.axis];
                 Rake::Line {
@@ -66,19 +94,19 @@ impl RakeControls {
                     count: n,
                 }
             }
-            2 => Rake::Plane {
+            RakeKind::Plane => Rake::Plane {
                 corner: c - (a + b) * 0.5,
                 a,
                 b,
                 counts: [n, n],
             },
-            3 => Rake::Box {
+            RakeKind::Box => Rake::Box {
                 lo: c - s * self.extent * 0.5,
                 hi: c + s * self.extent * 0.5,
                 count: n * n,
                 seed: 1,
             },
-            _ => Rake::Preset,
+            RakeKind::Preset => Rake::Preset,
         }
     }
 }
@@ -93,9 +121,8 @@ pub struct PanelState {
     pub iso_text: String,
     pub path_text: String,
     pub show_help: bool,
-    /// Probe point (cell coordinates) and its velocity history (step, ux, uy, uz).
+    /// Probe point (cell coordinates); its series is in the status's history.
     pub probe: [f32; 3],
-    pub probe_history: Vec<[f64; 4]>,
     pub rake: RakeControls,
     /// The display limit last asked for (cells per axis of a cube).
     pub display_limit: usize,
@@ -244,7 +271,7 @@ pub fn panel(
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         if ui.button(name).clicked() {
-            commands.push(Command::Load(path.clone()));
+            commands.push(Command::Open(path.clone()));
         }
     }
     ui.horizontal(|ui| {
@@ -253,11 +280,11 @@ pub fn panel(
                 .hint_text("scenario .toml or checkpoint .ckpt"),
         );
         if ui.button("Open").clicked() && !state.path_text.trim().is_empty() {
-            commands.push(Command::Load(PathBuf::from(state.path_text.trim())));
+            commands.push(Command::Open(PathBuf::from(state.path_text.trim())));
         }
     });
     ui.separator();
-    plots(ui, status, state);
+    commands.extend(plots(ui, status, state));
     ui.separator();
     ui.horizontal(|ui| {
         if ui.button("Export VTI").clicked() {
@@ -343,11 +370,11 @@ fn display(
             let r = &mut state.rake;
             ui.horizontal(|ui| {
                 ui.label("rake");
-                for (k, name) in ["preset", "line", "plane", "box"].iter().enumerate() {
-                    ui.selectable_value(&mut r.kind, k, *name);
+                for kind in RakeKind::ALL {
+                    ui.selectable_value(&mut r.kind, kind, kind.name());
                 }
             });
-            if r.kind > 0 {
+            if r.kind != RakeKind::Preset {
                 ui.horizontal(|ui| {
                     ui.label("centre");
                     for (k, axis) in ["x", "y", "z"].iter().enumerate() {
@@ -456,9 +483,10 @@ pub fn colour_bar(ui: &mut egui::Ui, map: ColourMap, lo: f32, hi: f32) {
     });
 }
 
-fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) {
+fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Option<Command> {
     use egui_plot::{Legend, Line, Plot};
     let h = &status.history;
+    let mut probe_moved = false;
     egui::CollapsingHeader::new("plots")
         .default_open(true)
         .show(ui, |ui| {
@@ -485,11 +513,13 @@ fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) {
                 ui.label("probe");
                 for (k, axis) in ["x", "y", "z"].iter().enumerate() {
                     let max = status.size[k].saturating_sub(1) as f32;
-                    ui.add(
-                        egui::DragValue::new(&mut state.probe[k])
-                            .range(0.0..=max)
-                            .prefix(*axis),
-                    );
+                    probe_moved |= ui
+                        .add(
+                            egui::DragValue::new(&mut state.probe[k])
+                                .range(0.0..=max)
+                                .prefix(*axis),
+                        )
+                        .changed();
                 }
             });
             Plot::new("probe")
@@ -497,15 +527,12 @@ fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) {
                 .legend(Legend::default())
                 .show(ui, |p| {
                     for (k, name) in ["ux", "uy", "uz"].iter().enumerate() {
-                        let pts: Vec<[f64; 2]> = state
-                            .probe_history
-                            .iter()
-                            .map(|s| [s[0], s[k + 1]])
-                            .collect();
+                        let pts: Vec<[f64; 2]> = h.probe.iter().map(|s| [s[0], s[k + 1]]).collect();
                         p.line(Line::new(*name, pts));
                     }
                 });
         });
+    probe_moved.then_some(Command::SetProbe(state.probe))
 }
 
 /// Keyboard shortcuts: space run/pause, s step, r reset, 1–8 plot types, m

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use flowscope::scenario::Scenario;
-use flowscope::solver::cpu::CpuSolver;
 use flowscope::solver::flags::{self, CellType};
+use flowscope::solver::lbm::cpu::CpuSolver;
 use flowscope::solver::{Grid, Initial, Params};
 
 pub fn repo() -> PathBuf {
@@ -22,7 +22,7 @@ pub fn load(name: &str, overrides: &[&str]) -> Scenario {
 }
 
 pub fn cpu(scenario: &Scenario) -> CpuSolver {
-    flowscope::solver::select::build_cpu(scenario, None).unwrap_or_else(|e| panic!("{e}"))
+    flowscope::session::select::build_cpu(scenario, None).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A solver on a grid whose flags come from `cell(x, y, z)`.

@@ -7,9 +7,9 @@ use egui::accesskit::Role;
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
 
-use flowscope::app::view::ViewSettings;
-use flowscope::app::worker::{Command, Status};
 use flowscope::render::derive::PlotType;
+use flowscope::render::viewer::ViewSettings;
+use flowscope::session::{Command, Status};
 use flowscope::ui::{panel, shortcuts, PanelState, ViewInfo};
 
 struct Panel {
@@ -139,7 +139,7 @@ fn plot_type_scenario_and_display_limit_pickers() {
     h.run();
     assert_eq!(
         sent(&mut h),
-        vec![Command::Load(PathBuf::from(
+        vec![Command::Open(PathBuf::from(
             "assets/scenarios/cylinder.toml"
         ))]
     );

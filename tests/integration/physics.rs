@@ -1,7 +1,7 @@
 //! Physics of the CPU reference solver against exact results.
 
 use flowscope::solver::flags::{self, CellType};
-use flowscope::solver::lattice::{self, equilibrium_shifted, Collision, E, Q, W};
+use flowscope::solver::lbm::lattice::{self, equilibrium_shifted, Collision, E, Q, W};
 use flowscope::solver::{Fields, Initial, Params, Solver};
 
 use crate::common::*;

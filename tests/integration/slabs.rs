@@ -3,7 +3,7 @@
 //! lattice bit for bit, on every shipped scenario.
 
 use flowscope::scenario::Scenario;
-use flowscope::solver::select::{build_cpu, build_cpu_slabs};
+use flowscope::session::select::{build_cpu, build_cpu_slabs};
 use flowscope::solver::Solver;
 
 use crate::common::repo;

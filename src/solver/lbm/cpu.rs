@@ -4,43 +4,20 @@
 //! It is the accuracy reference for the CUDA kernels (same layout, same AA
 //! streaming, same boundary rules, same arithmetic order), the solver CI tests
 //! run, and the fallback on machines without a CUDA GPU. See the module docs of
-//! [`crate::solver`] for the streaming scheme.
+//! [`super`] for the streaming scheme.
 
 use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::flags::{self, CellType, NEAR, TYPE_MASK};
+use super::boundary::{specular_partner, MIRROR};
 use super::lattice::{self, opposite, E, LANES, Q, W};
-use super::slabs::{ChangeSums, Part, SlabLattice, Transfer};
-use super::{
-    check_params, Fields, Grid, Initial, Params, Solver, SolverError, Stats, VELOCITY_SLOTS,
+use super::slabs::{Part, SlabLattice, Transfer};
+use crate::solver::flags::{self, CellType, NEAR, TYPE_MASK};
+use crate::solver::{
+    check_params, ChangeSums, Fields, Grid, Initial, Params, Solver, SolverError, Stats,
+    VELOCITY_SLOTS,
 };
-
-/// `MIRROR[axis][i]`: direction `i` with its component along `axis` negated.
-pub const MIRROR: [[usize; Q]; 3] = mirror_table();
-
-const fn mirror_table() -> [[usize; Q]; 3] {
-    let mut table = [[0usize; Q]; 3];
-    let mut axis = 0;
-    while axis < 3 {
-        let mut i = 0;
-        while i < Q {
-            let mut want = E[i];
-            want[axis] = -want[axis];
-            let mut k = 0;
-            while k < Q {
-                if E[k][0] == want[0] && E[k][1] == want[1] && E[k][2] == want[2] {
-                    table[axis][i] = k;
-                }
-                k += 1;
-            }
-            i += 1;
-        }
-        axis += 1;
-    }
-    table
-}
 
 #[inline(always)]
 fn neg(e: [i32; 3]) -> [i32; 3] {
@@ -109,77 +86,6 @@ impl Update {
             }
         }
     }
-}
-
-/// See [`CpuSolver::specular`]; shared with the multi-GPU exchange maps.
-#[inline]
-fn specular_partner(
-    g: &Grid,
-    cell_flags: &[u8],
-    p: [usize; 3],
-    e: [i32; 3],
-    axis: usize,
-) -> Option<usize> {
-    let mut tangential = e;
-    tangential[axis] = 0;
-    let mut normal = [0; 3];
-    normal[axis] = e[axis];
-    let free_slip = |d: [i32; 3]| {
-        g.neighbour(p[0], p[1], p[2], d)
-            .is_some_and(|m| CellType::of(cell_flags[m]) == CellType::FreeSlip)
-    };
-    if e[axis] == 0 || !free_slip(e) || !free_slip(normal) {
-        return None;
-    }
-    g.neighbour(p[0], p[1], p[2], tangential)
-        .filter(|&t| flags::runs(cell_flags[t]))
-}
-
-/// The slots of layer `halo` that the odd step of the running cells in the
-/// adjacent layer `edge` writes, as (direction, cell within the layer), in the
-/// order of `write_odd`. The write pattern depends on the flags only (the same
-/// in the kernels), so this is the exact set a slab must send back to the
-/// neighbour that owns `halo`: the other slots there were written by that
-/// neighbour itself (bounce-back) or by nobody.
-pub fn odd_writes_into(
-    grid: &Grid,
-    cell_flags: &[u8],
-    edge: usize,
-    halo: usize,
-) -> Vec<(usize, usize)> {
-    let [nx, ny, _] = grid.size;
-    let nxy = nx * ny;
-    let mut out = Vec::new();
-    for y in 0..ny {
-        for x in 0..nx {
-            let c = grid.index(x, y, edge);
-            if !flags::runs(cell_flags[c]) {
-                continue;
-            }
-            for i in 1..Q {
-                let Some(m) = grid.neighbour(x, y, edge, E[i]) else {
-                    continue;
-                };
-                let mf = cell_flags[m];
-                let (slot, target) = match CellType::of(mf) {
-                    CellType::Fluid | CellType::Outlet => (i, m),
-                    CellType::FreeSlip => {
-                        let axis = flags::tag(mf) as usize;
-                        let ir = MIRROR[axis][i];
-                        match specular_partner(grid, cell_flags, [x, y, edge], E[i], axis) {
-                            Some(t) if ir != i => (ir, t),
-                            _ => continue,
-                        }
-                    }
-                    _ => continue,
-                };
-                if target / nxy == halo {
-                    out.push((slot, target % nxy));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// D3Q19 on the CPU.
@@ -888,7 +794,7 @@ impl SlabLattice for CpuSolver {
     fn change_sums(&mut self) -> Result<Option<ChangeSums>, SolverError> {
         let now = self.fields()?;
         let change = match &self.snapshot {
-            Some((t, before)) if *t < self.t => Some(super::change_sums(
+            Some((t, before)) if *t < self.t => Some(crate::solver::change_sums(
                 &now,
                 before,
                 self.owned_cells(),

@@ -1,6 +1,6 @@
 //! The D3Q19 velocity set, the equilibrium and the collision operators.
 //!
-//! Direction numbering (shared with `kernels/d3q19.cu`, keep in sync): 0 is rest,
+//! Direction numbering (shared with `kernels/lbm/d3q19.cu`, keep in sync): 0 is rest,
 //! then opposite pairs `(1,2) (3,4) ... (17,18)`, so `opposite(i)` is `i+1` for odd
 //! `i` and `i-1` for even `i > 0`. Populations are stored *shifted*: the value kept
 //! is `f_i - w_i`. Around rest density most of a population is its weight, so

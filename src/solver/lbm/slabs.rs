@@ -18,7 +18,7 @@
 //! Both use the same five slots per face: [`DOWN`] for the halo below a slab and
 //! [`UP`] for the one above. The fill copies whole planes (a halo is scratch).
 //! The write-back copies only the slots the odd step really wrote into the halo
-//! ([`super::cpu::odd_writes_into`]): where a neighbour is a wall, the edge cell
+//! ([`super::boundary::odd_writes_into`]): where a neighbour is a wall, the edge cell
 //! on the other side writes that slot itself (bounce-back), and a plain copy
 //! would overwrite it. Every cell then sees exactly the neighbourhood it has on
 //! one device, so the arithmetic per cell is identical and N slabs reproduce one
@@ -31,7 +31,7 @@
 use std::ops::Range;
 
 use super::lattice::{E, Q};
-use super::{Fields, Grid, Params, Solver, SolverError, Stats};
+use crate::solver::{ChangeSums, Fields, Grid, Params, Solver, SolverError, Stats};
 
 /// Directions crossing a face upwards (e_z = +1), in index order.
 pub const UP: [usize; 5] = crossing(1);
@@ -291,41 +291,22 @@ impl Partition {
             } else {
                 t.from_layer - 1
             };
-            let mut mask: Vec<u32> = super::cpu::odd_writes_into(&grid, &flags, edge, t.from_layer)
-                .into_iter()
-                .map(|(slot, cell)| {
-                    let k = t
-                        .slots
-                        .iter()
-                        .position(|&s| s == slot)
-                        .expect("the odd step writes only crossing directions into a halo");
-                    (k * nxy + cell) as u32
-                })
-                .collect();
+            let mut mask: Vec<u32> =
+                super::boundary::odd_writes_into(&grid, &flags, edge, t.from_layer)
+                    .into_iter()
+                    .map(|(slot, cell)| {
+                        let k = t
+                            .slots
+                            .iter()
+                            .position(|&s| s == slot)
+                            .expect("the odd step writes only crossing directions into a halo");
+                        (k * nxy + cell) as u32
+                    })
+                    .collect();
             mask.sort_unstable();
             mask.dedup();
             t.mask = Some(mask);
         }
-    }
-}
-
-/// Sums of the steadiness criterion over some cells (see [`super::relative_change`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ChangeSums {
-    /// Σ|u − u_prev|.
-    pub diff: f64,
-    /// Σ|u|.
-    pub norm: f64,
-    /// Steps between the two snapshots.
-    pub steps: u64,
-}
-
-impl ChangeSums {
-    pub fn ratio(&self) -> f64 {
-        if self.norm == 0.0 {
-            return if self.diff == 0.0 { 0.0 } else { f64::INFINITY };
-        }
-        self.diff / self.norm / self.steps.max(1) as f64
     }
 }
 
@@ -381,7 +362,7 @@ impl<S: SlabLattice> SlabSolver<S> {
         mut build: impl FnMut(usize, Grid, Vec<u8>, Range<usize>) -> Result<S, SolverError>,
     ) -> Result<SlabSolver<S>, SolverError> {
         let mut flags = cell_flags;
-        super::flags::mark_near_cells(&partition.grid, &mut flags);
+        crate::solver::flags::mark_near_cells(&partition.grid, &mut flags);
         let mut slabs = Vec::with_capacity(partition.slabs.len());
         for s in 0..partition.slabs.len() {
             let local = partition.scatter(s, &flags, 1);
@@ -571,7 +552,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
-        let mut total = vec![[0.0f64; 3]; super::flags::MAX_TAG as usize + 1];
+        let mut total = vec![[0.0f64; 3]; crate::solver::flags::MAX_TAG as usize + 1];
         for s in &mut self.slabs {
             for (acc, f) in total.iter_mut().zip(s.obstacle_forces()?) {
                 for d in 0..3 {
@@ -640,7 +621,7 @@ mod tests {
         assert_eq!(DOWN, [6, 10, 12, 15, 17]);
         let mut opposites: Vec<usize> = UP
             .iter()
-            .map(|&i| super::super::lattice::opposite(i))
+            .map(|&i| crate::solver::lbm::lattice::opposite(i))
             .collect();
         opposites.sort();
         assert_eq!(opposites, DOWN);

@@ -1,10 +1,14 @@
-//! Choosing and building a solver for a scenario.
+//! Choosing and building a solver for a scenario: CUDA on one GPU or as
+//! slabs over several, or the CPU reference, each after checking that the
+//! grid fits, with one voxelisation per build.
 
-use super::cpu::CpuSolver;
-use super::cuda::{self, CudaSolver};
-use super::slabs::{Partition, SlabSolver};
-use super::{Initial, Precision, Solver, SolverError};
-use crate::scenario::Scenario;
+use crate::scenario::geometry::{ObstacleInfo, VelocitySlots, Voxels};
+use crate::scenario::{Scenario, ScenarioError};
+use crate::solver::lbm::cpu::CpuSolver;
+use crate::solver::lbm::cuda::{self, CudaSolver, CudaUnavailable, Placement};
+use crate::solver::lbm::slabs::{Partition, SlabSolver};
+use crate::solver::{Fields, Initial, Precision, Solver, SolverError};
+use crate::system::Tuning;
 
 /// How many GPUs to spread one domain over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -43,12 +47,47 @@ impl Gpus {
     }
 }
 
-/// Which solver to build: the user's choice, storage and GPU count.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which solver to build: the user's choice, storage and GPU count, and the
+/// developer knobs read at start-up.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Backend {
     pub choice: Choice,
     pub precision: Precision,
     pub gpus: Gpus,
+    pub tuning: Tuning,
+}
+
+impl Backend {
+    /// The CPU reference solver (tests, and machines without a GPU).
+    pub fn cpu() -> Backend {
+        Backend {
+            choice: Choice::Cpu,
+            precision: Precision::Fp32,
+            gpus: Gpus::One,
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+/// What a solver's geometry holds besides its cell flags (which the solver
+/// keeps).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Geometry {
+    /// Obstacle `k` has flag tag `k + 1`.
+    pub obstacles: Vec<ObstacleInfo>,
+    /// For live changes of the reference speed ([`Scenario::params`]).
+    pub slots: VelocitySlots,
+    pub fluid_cells: u64,
+}
+
+/// Splits voxels into the flags a solver takes and the rest.
+fn split(voxels: Voxels) -> (Vec<u8>, Geometry) {
+    let geometry = Geometry {
+        obstacles: voxels.obstacles,
+        slots: voxels.slots,
+        fluid_cells: voxels.fluid_cells,
+    };
+    (voxels.flags, geometry)
 }
 
 /// Slab `s`'s share of an initial state.
@@ -60,7 +99,7 @@ fn slab_initial(partition: &Partition, s: usize, initial: &Initial) -> Initial {
             let local = partition.scatter(s, &all, 4);
             let n = local.len() / 4;
             let grid = partition.local_grid(s);
-            Initial::Fields(super::Fields {
+            Initial::Fields(Fields {
                 size: grid.size,
                 rho: local[..n].to_vec(),
                 ux: local[n..2 * n].to_vec(),
@@ -77,14 +116,14 @@ pub fn build_cpu_slabs(
     scenario: &Scenario,
     count: usize,
 ) -> Result<SlabSolver<CpuSolver>, SelectError> {
-    let voxels = voxels_with_fluid(scenario)?;
-    let params = scenario.params(&voxels);
+    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let params = scenario.params(&geometry.slots);
     let initial = scenario.initial();
     let partition = Partition::new(scenario.grid(), count)?;
     let p = partition.clone();
     Ok(SlabSolver::new(
         partition,
-        voxels.flags,
+        flags,
         |s, grid, flags, owned| {
             CpuSolver::slab(
                 grid,
@@ -102,14 +141,24 @@ pub fn build_cuda_slabs(
     scenario: &Scenario,
     precision: Precision,
     count: usize,
+    tuning: &Tuning,
 ) -> Result<SlabSolver<CudaSolver>, SelectError> {
+    Ok(cuda_slabs(scenario, precision, count, tuning)?.0)
+}
+
+fn cuda_slabs(
+    scenario: &Scenario,
+    precision: Precision,
+    count: usize,
+    tuning: &Tuning,
+) -> Result<(SlabSolver<CudaSolver>, Geometry), SelectError> {
     let partition = Partition::new(scenario.grid(), count)?;
     // Refuse before voxelising, naming the slab that does not fit.
     for s in 0..count {
         let info = cuda::probe_device(s).map_err(SelectError::CudaUnavailable)?;
         cuda::check_fits(partition.local_grid(s).size, precision, info.free_bytes).map_err(
             |e| {
-                SelectError::Scenario(crate::scenario::ScenarioError {
+                SelectError::Scenario(ScenarioError {
                     file: scenario.path.clone(),
                     line: None,
                     message: format!("slab {s} of {count} (GPU {s}): {e}"),
@@ -118,42 +167,41 @@ pub fn build_cuda_slabs(
             },
         )?;
     }
-    let voxels = voxels_with_fluid(scenario)?;
-    let params = scenario.params(&voxels);
+    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let params = scenario.params(&geometry.slots);
     let initial = scenario.initial();
     let p = partition.clone();
-    Ok(SlabSolver::new(
-        partition,
-        voxels.flags,
-        |s, grid, flags, owned| {
-            CudaSolver::on_device(
-                s,
-                grid,
-                flags,
-                params.clone(),
-                slab_initial(&p, s, &initial),
-                precision,
-                Some(owned),
-            )
-        },
-    )?)
+    let solver = SlabSolver::new(partition, flags, |s, grid, flags, owned| {
+        CudaSolver::on_device(
+            Placement::slab(s, owned),
+            grid,
+            flags,
+            params.clone(),
+            slab_initial(&p, s, &initial),
+            precision,
+            tuning,
+        )
+    })?;
+    Ok((solver, geometry))
 }
 
 /// CUDA on one GPU or as slabs over several.
-fn build_cuda_any(
-    scenario: &Scenario,
-    precision: Precision,
-    gpus: Gpus,
-) -> Result<Selected, SelectError> {
+fn build_cuda_any(scenario: &Scenario, backend: &Backend) -> Result<Selected, SelectError> {
     let available = cuda::device_count().map_err(SelectError::CudaUnavailable)?;
-    let count = gpus.resolve(available)?;
-    let solver: Box<dyn Solver> = if count == 1 {
-        Box::new(build_cuda(scenario, precision)?)
+    let count = backend.gpus.resolve(available)?;
+    let (solver, geometry): (Box<dyn Solver>, _) = if count == 1 {
+        let (s, g) = cuda_one(scenario, backend.precision, &backend.tuning)?;
+        (Box::new(s), g)
     } else {
-        Box::new(build_cuda_slabs(scenario, precision, count)?)
+        let (s, g) = cuda_slabs(scenario, backend.precision, count, &backend.tuning)?;
+        (Box::new(s), g)
     };
     let reason = solver.describe();
-    Ok(Selected { solver, reason })
+    Ok(Selected {
+        solver,
+        reason,
+        geometry,
+    })
 }
 
 /// Which solver the user asked for.
@@ -164,15 +212,11 @@ pub enum Choice {
     Cuda,
 }
 
-/// Why a CUDA solver could not be used, in one line for the user.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct CudaUnavailable(pub String);
-
-/// The solver built, and a line saying which one and why.
+/// The solver built, a line saying which one and why, and its geometry.
 pub struct Selected {
     pub solver: Box<dyn Solver>,
     pub reason: String,
+    pub geometry: Geometry,
 }
 
 /// Errors of [`build`].
@@ -181,14 +225,12 @@ pub enum SelectError {
     #[error("the CUDA solver was asked for but cannot be used: {0}")]
     CudaUnavailable(CudaUnavailable),
     #[error(transparent)]
-    Scenario(#[from] crate::scenario::ScenarioError),
+    Scenario(#[from] ScenarioError),
     #[error(transparent)]
     Solver(#[from] SolverError),
 }
 
-fn voxels_with_fluid(
-    scenario: &Scenario,
-) -> Result<crate::scenario::geometry::Voxels, SelectError> {
+fn voxels_with_fluid(scenario: &Scenario) -> Result<Voxels, SelectError> {
     let voxels = scenario.voxelize();
     if voxels.fluid_cells == 0 {
         return Err(SelectError::Solver(SolverError::InvalidParams(format!(
@@ -202,53 +244,70 @@ fn voxels_with_fluid(
 /// Builds the CPU reference solver for a scenario, after checking it fits in
 /// `available` bytes of host memory.
 pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolver, SelectError> {
+    Ok(cpu_one(scenario, available)?.0)
+}
+
+fn cpu_one(
+    scenario: &Scenario,
+    available: Option<u64>,
+) -> Result<(CpuSolver, Geometry), SelectError> {
     if let Some(bytes) = available {
-        scenario.check_memory(crate::cli::BYTES_PER_CELL_FP32, bytes, "the CPU solver")?;
+        let per_cell = Precision::Fp32.bytes_per_cell() as f64;
+        scenario.check_memory(per_cell, bytes, "the CPU solver")?;
     }
-    let voxels = voxels_with_fluid(scenario)?;
-    let params = scenario.params(&voxels);
-    Ok(CpuSolver::new(
-        scenario.grid(),
-        voxels.flags,
-        params,
-        scenario.initial(),
-    )?)
+    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let params = scenario.params(&geometry.slots);
+    let solver = CpuSolver::new(scenario.grid(), flags, params, scenario.initial())?;
+    Ok((solver, geometry))
 }
 
 /// Builds the CUDA solver (device 0) for a scenario.
-pub fn build_cuda(scenario: &Scenario, precision: Precision) -> Result<CudaSolver, SelectError> {
+pub fn build_cuda(
+    scenario: &Scenario,
+    precision: Precision,
+    tuning: &Tuning,
+) -> Result<CudaSolver, SelectError> {
+    Ok(cuda_one(scenario, precision, tuning)?.0)
+}
+
+fn cuda_one(
+    scenario: &Scenario,
+    precision: Precision,
+    tuning: &Tuning,
+) -> Result<(CudaSolver, Geometry), SelectError> {
     let info = cuda::probe().map_err(SelectError::CudaUnavailable)?;
     // Refuse before voxelising: the host would build flags for nothing.
     cuda::check_fits(scenario.size, precision, info.free_bytes).map_err(|e| {
-        SelectError::Scenario(crate::scenario::ScenarioError {
+        SelectError::Scenario(ScenarioError {
             file: scenario.path.clone(),
             line: None,
             message: e.to_string(),
             help: "make domain.size smaller".into(),
         })
     })?;
-    let voxels = voxels_with_fluid(scenario)?;
-    let params = scenario.params(&voxels);
-    Ok(CudaSolver::new(
+    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let params = scenario.params(&geometry.slots);
+    let solver = CudaSolver::new(
         scenario.grid(),
-        voxels.flags,
+        flags,
         params,
         scenario.initial(),
         precision,
-    )?)
+        tuning,
+    )?;
+    Ok((solver, geometry))
 }
 
 /// Builds the solver the user chose; `auto` takes CUDA where a device is usable
 /// and says why it did not otherwise.
 pub fn build(
-    choice: Choice,
+    backend: &Backend,
     scenario: &Scenario,
-    precision: Precision,
-    gpus: Gpus,
     available: Option<u64>,
 ) -> Result<Selected, SelectError> {
+    let precision = backend.precision;
     let cpu_only = |why: String| -> Result<Selected, SelectError> {
-        if gpus != Gpus::One {
+        if backend.gpus != Gpus::One {
             eprintln!("note: the CPU solver runs on the CPU; --gpus ignored");
         }
         if precision != Precision::Fp32 {
@@ -257,17 +316,19 @@ pub fn build(
                 precision.name()
             );
         }
+        let (solver, geometry) = cpu_one(scenario, available)?;
         Ok(Selected {
-            solver: Box::new(build_cpu(scenario, available)?),
+            solver: Box::new(solver),
             reason: why,
+            geometry,
         })
     };
-    match choice {
+    match backend.choice {
         Choice::Cpu => cpu_only("CPU solver (asked for with --solver cpu)".into()),
-        Choice::Cuda => build_cuda_any(scenario, precision, gpus),
+        Choice::Cuda => build_cuda_any(scenario, backend),
         Choice::Auto => match cuda::probe() {
             Err(why) => cpu_only(format!("CPU solver: no usable CUDA GPU ({why})")),
-            Ok(_) => build_cuda_any(scenario, precision, gpus),
+            Ok(_) => build_cuda_any(scenario, backend),
         },
     }
 }

@@ -1,0 +1,124 @@
+//! A loaded scenario and its solver, as the solver thread holds them: loading
+//! (one voxelisation), live changes of the fluid numbers (in memory, no file
+//! read, no new voxels), checkpoints and exports.
+
+use std::path::Path;
+
+use super::error::SessionError;
+use super::history::History;
+use super::protocol::Mailbox;
+use super::publisher::Publisher;
+use super::select::{self, Backend, Geometry};
+use crate::io::checkpoint;
+use crate::scenario::Scenario;
+use crate::solver::Solver;
+
+pub(super) struct Engine {
+    pub(super) scenario: Scenario,
+    pub(super) solver: Box<dyn Solver>,
+    pub(super) geometry: Geometry,
+    pub(super) history: History,
+    pub(super) publisher: Publisher,
+}
+
+impl Engine {
+    /// Builds the solver for `scenario`; `generation` numbers the geometry
+    /// (frames of a new one replace the window's volumes).
+    pub(super) fn load(
+        scenario: Scenario,
+        backend: &Backend,
+        generation: u64,
+        limit: usize,
+        probe: [f32; 3],
+    ) -> Result<Engine, SessionError> {
+        let selected = select::build(backend, &scenario, crate::system::available_memory())?;
+        let history = History {
+            obstacle: selected.geometry.obstacles.first().map(|o| o.name.clone()),
+            ..Default::default()
+        };
+        let mut engine = Engine {
+            scenario,
+            solver: selected.solver,
+            geometry: selected.geometry,
+            history,
+            publisher: Publisher::new(generation, probe),
+        };
+        engine.set_display_limit(limit);
+        Ok(engine)
+    }
+
+    /// See [`Publisher::set_display_limit`].
+    pub(super) fn set_display_limit(&mut self, limit: usize) -> bool {
+        self.publisher
+            .set_display_limit(self.solver.as_ref(), limit)
+    }
+
+    /// See [`Publisher::publish`].
+    pub(super) fn publish(&mut self, mailbox: &Mailbox) -> Result<(), SessionError> {
+        (self.publisher).publish(self.solver.as_mut(), &mut self.history, mailbox)
+    }
+
+    /// See [`Publisher::begin_frame`].
+    pub(super) fn begin_frame(
+        &mut self,
+        mailbox: &Mailbox,
+        host: bool,
+    ) -> Result<(), SessionError> {
+        (self.publisher).begin_frame(self.solver.as_mut(), &mut self.history, mailbox, host)
+    }
+
+    /// See [`Publisher::deliver`].
+    pub(super) fn deliver(&mut self, mailbox: &Mailbox) -> Result<(), SessionError> {
+        (self.publisher).deliver(self.solver.as_mut(), &mut self.history, mailbox)
+    }
+
+    /// See [`Publisher::show_now`].
+    pub(super) fn show_now(&mut self, mailbox: &Mailbox) -> Result<(), SessionError> {
+        (self.publisher).show_now(self.solver.as_mut(), &mut self.history, mailbox)
+    }
+
+    /// Frontal area of the first obstacle, the reference of its coefficients.
+    pub(super) fn obstacle_area(&self) -> Option<f64> {
+        self.geometry
+            .obstacles
+            .first()
+            .map(|o| o.frontal_area.max(1.0))
+    }
+
+    /// Runs on with changed fluid numbers (same geometry): τ and the velocity
+    /// slots follow from the scenario in memory.
+    pub(super) fn retune(&mut self, scenario: Scenario) -> Result<(), SessionError> {
+        let params = scenario.params(&self.geometry.slots);
+        self.solver.set_params(params)?;
+        self.scenario = scenario;
+        Ok(())
+    }
+
+    pub(super) fn save_checkpoint(&mut self, path: &Path) -> Result<(), SessionError> {
+        let ckpt = checkpoint::Checkpoint {
+            size: self.solver.grid().size,
+            step: self.solver.time_step(),
+            flags_hash: checkpoint::flags_hash(self.solver.flags()),
+            populations: self.solver.populations()?,
+        };
+        Ok(checkpoint::save(path, &ckpt)?)
+    }
+
+    pub(super) fn load_checkpoint(&mut self, path: &Path) -> Result<(), SessionError> {
+        let c = checkpoint::load(path, self.scenario.size, self.solver.flags())?;
+        self.solver.set_populations(c.step, &c.populations)?;
+        // The steadiness criterion starts over from here.
+        self.solver.velocity_change()?;
+        Ok(())
+    }
+
+    pub(super) fn export_vti(&mut self, path: &Path) -> Result<(), SessionError> {
+        let fields = self.solver.fields()?;
+        crate::io::vti::write(path, &fields, self.solver.flags()).map_err(|source| {
+            SessionError::Write {
+                path: path.to_path_buf(),
+                source,
+            }
+        })
+    }
+}

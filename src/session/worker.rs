@@ -1,0 +1,594 @@
+//! The solver thread: owns the [`Engine`], obeys [`Command`]s, and publishes
+//! the newest field frame. It never waits for its driver, and the driver never
+//! waits for it: a frame not yet taken is replaced by the next one.
+//!
+//! Its loop takes the commands that arrived ([`Session::apply`]), then runs
+//! one chunk of steps and samples ([`Session::advance`]).
+
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::engine::Engine;
+use super::error::{one_line, SessionError};
+use super::protocol::{Command, Frame, LoopTiming, Mailbox, Status};
+use super::select::Backend;
+use crate::scenario::Scenario;
+
+/// Handle the driver keeps.
+pub struct Worker {
+    pub commands: Sender<Command>,
+    pub mailbox: Arc<Mailbox>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Where a worker starts.
+#[derive(Clone, Debug)]
+pub struct Start {
+    pub scenario: Scenario,
+    pub backend: Backend,
+    /// See [`Command::SetDisplayLimit`].
+    pub display_limit: usize,
+    /// See [`Command::SetProbe`].
+    pub probe: [f32; 3],
+}
+
+impl Worker {
+    /// Starts the solver thread on a scenario (the solver is built there, so
+    /// that the CUDA context belongs to that thread). `wake` is called after
+    /// each publish.
+    pub fn start(start: Start, wake: impl Fn() + Send + 'static) -> Worker {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mailbox = Arc::new(Mailbox::default());
+        let mb = mailbox.clone();
+        let thread = std::thread::Builder::new()
+            .name("solver".into())
+            .spawn(move || run(start, rx, mb, wake));
+        let thread = match thread {
+            Ok(t) => Some(t),
+            Err(e) => {
+                mailbox.report(one_line(&SessionError::Thread(e)));
+                None
+            }
+        };
+        Worker {
+            commands: tx,
+            mailbox,
+            thread,
+        }
+    }
+
+    /// Sends a command; a stopped worker has said why in its status.
+    pub fn send(&self, command: Command) {
+        if self.commands.send(command).is_err() {
+            if let Ok(mut s) = self.mailbox.status.lock() {
+                s.message
+                    .get_or_insert_with(|| "the solver thread has stopped".into());
+            }
+        }
+    }
+
+    pub fn take_frame(&self) -> Option<Frame> {
+        self.mailbox.frame.lock().ok().and_then(|mut f| f.take())
+    }
+
+    pub fn status(&self) -> Status {
+        self.mailbox
+            .status
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.commands.send(Command::Quit).is_ok() {
+            if let Some(t) = self.thread.take() {
+                if t.join().is_err() {
+                    eprintln!("the solver thread panicked while stopping");
+                }
+            }
+        }
+    }
+}
+
+/// How often (at most) the time series and the solver's statistics are
+/// sampled while it runs: every display frame would cost the solver a step's
+/// worth of work.
+pub(super) const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// The length of a chunk of steps the worker aims at: a field frame after
+/// each, though the window's share of the GPU and the frames it has not taken
+/// yet leave about one chunk in ten without one.
+const FRAME_SECONDS: f64 = 0.038;
+
+/// The solver thread's state between loop turns.
+struct Session {
+    engine: Engine,
+    backend: Backend,
+    mailbox: Arc<Mailbox>,
+    limit: usize,
+    share: Option<[u8; 16]>,
+    running: bool,
+    pending_steps: u64,
+    chunk: u64,
+    mlups: f64,
+    last_sample: Instant,
+    sample_every: Duration,
+    timing: LoopTiming,
+    looped: Instant,
+}
+
+/// Whether the loop goes on after a command.
+#[derive(PartialEq)]
+enum Flow {
+    Continue,
+    Quit,
+}
+
+fn run(start: Start, rx: Receiver<Command>, mailbox: Arc<Mailbox>, wake: impl Fn()) {
+    let Start {
+        scenario,
+        backend,
+        display_limit: limit,
+        mut probe,
+    } = start;
+    let mut share = None;
+    let mut loaded = Engine::load(scenario, &backend, 1, limit, probe);
+    let engine = loop {
+        match loaded {
+            Ok(engine) => break engine,
+            Err(e) => {
+                mailbox.report(one_line(&e));
+                wake();
+            }
+        }
+        // Nothing runs until a scenario loads.
+        loaded = loop {
+            match rx.recv() {
+                Ok(Command::Load(s)) => break Engine::load(*s, &backend, 1, limit, probe),
+                Ok(Command::Open(path)) => match Scenario::load(&path, &[]) {
+                    Ok(s) => break Engine::load(s, &backend, 1, limit, probe),
+                    Err(e) => break Err(e.into()),
+                },
+                Ok(Command::ShareDisplay(device)) => share = device,
+                Ok(Command::SetProbe(p)) => probe = p,
+                Ok(Command::Quit) | Err(_) => return,
+                Ok(_) => {}
+            }
+        };
+    };
+    let mut session = Session {
+        engine,
+        backend,
+        mailbox,
+        limit,
+        share,
+        running: true,
+        pending_steps: 0,
+        chunk: 2,
+        mlups: 0.0,
+        last_sample: Instant::now(),
+        sample_every: SAMPLE_EVERY,
+        timing: LoopTiming::default(),
+        looped: Instant::now(),
+    };
+    session.engine.solver.share_display(share);
+    if let Err(e) = session.engine.publish(&session.mailbox) {
+        session.fail(e);
+    }
+    loop {
+        // Commands first; block only while paused with nothing to do.
+        let busy = session.running || session.pending_steps > 0 || session.engine.publisher.copying;
+        let command = if busy {
+            match rx.try_recv() {
+                Ok(c) => Some(c),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        } else {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(c) => Some(c),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                Err(_) => return,
+            }
+        };
+        if let Some(command) = command {
+            match session.apply(command) {
+                Ok(Flow::Quit) => return,
+                Ok(Flow::Continue) => {
+                    if let Ok(mut s) = session.mailbox.status.lock() {
+                        s.message = None;
+                    }
+                }
+                Err(e) => session.fail(e),
+            }
+        }
+        if session.running || session.pending_steps > 0 {
+            session.advance();
+        } else if let Err(e) = session.engine.deliver(&session.mailbox) {
+            // Stopped: the last frame under way is the one to show.
+            session.fail(e);
+        }
+        session.report_status();
+        wake();
+    }
+}
+
+impl Session {
+    /// Shows why something failed.
+    fn fail(&self, e: SessionError) {
+        self.mailbox.report(one_line(&e));
+    }
+
+    /// Stops running and shows why.
+    fn stop(&mut self, e: SessionError) {
+        self.running = false;
+        self.pending_steps = 0;
+        self.fail(e);
+    }
+
+    fn apply(&mut self, command: Command) -> Result<Flow, SessionError> {
+        let mailbox = self.mailbox.clone();
+        let engine = &mut self.engine;
+        match command {
+            Command::Run => self.running = true,
+            Command::Pause => {
+                self.running = false;
+                engine.show_now(&mailbox)?;
+            }
+            Command::Step(n) => {
+                self.running = false;
+                self.pending_steps += n;
+            }
+            Command::Reset => {
+                engine.solver.reset()?;
+                engine.publish(&mailbox)?;
+            }
+            Command::SetReynolds(re) => {
+                let scenario = engine.scenario.with_reynolds(re)?;
+                engine.retune(scenario)?;
+            }
+            Command::SetVelocity(u) => {
+                let scenario = engine.scenario.with_velocity(u)?;
+                engine.retune(scenario)?;
+            }
+            Command::Open(path) => {
+                let scenario = Scenario::load(&path, &[])?;
+                return self.apply(Command::Load(Box::new(scenario)));
+            }
+            Command::Load(scenario) => {
+                let generation = engine.publisher.geometry + 1;
+                let probe = engine.publisher.probe;
+                *engine = Engine::load(*scenario, &self.backend, generation, self.limit, probe)?;
+                engine.solver.share_display(self.share);
+                self.running = true;
+                engine.publish(&mailbox)?;
+            }
+            Command::SaveCheckpoint(p) => engine.save_checkpoint(&p)?,
+            Command::LoadCheckpoint(p) => {
+                engine.load_checkpoint(&p)?;
+                engine.publish(&mailbox)?;
+            }
+            Command::ExportVti(p) => engine.export_vti(&p)?,
+            Command::SetDisplayLimit(0) => {
+                return Err(SessionError::Input(
+                    "the display limit must be at least 1 cell".into(),
+                ))
+            }
+            Command::SetDisplayLimit(limit) => {
+                self.limit = limit;
+                if engine.set_display_limit(limit) {
+                    // Frames under way are on the old grid.
+                    engine.deliver(&mailbox)?;
+                    engine.publish(&mailbox)?;
+                }
+            }
+            Command::SetProbe(p) => {
+                engine.publisher.probe = p;
+                engine.history.probe.clear();
+            }
+            Command::ShareDisplay(device) => {
+                self.share = device;
+                // Frames under way keep their host copies.
+                engine.deliver(&mailbox)?;
+                engine.solver.share_display(device);
+            }
+            Command::Quit => return Ok(Flow::Quit),
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Runs one chunk of steps (or the steps asked for), hands over the frame
+    /// begun after the last chunk meanwhile, samples the time series, and
+    /// begins the next frame.
+    fn advance(&mut self) {
+        let mailbox = self.mailbox.clone();
+        // Running chunks end on even steps, where the time series are
+        // sampled: near τ = ½ populations flip between the two AA layouts'
+        // steps, and so would the forces.
+        let n = if self.running {
+            self.chunk + self.engine.solver.time_step() % 2
+        } else {
+            self.pending_steps.min(self.chunk)
+        };
+        let began = Instant::now();
+        self.timing.other += began.duration_since(self.looped).as_secs_f64();
+        let overlapped = self.engine.publisher.copying;
+        let mut result = self.engine.solver.enqueue(n).map_err(SessionError::from);
+        // While the GPU steps: hand over the frame begun after the last
+        // chunk, waiting here for its copy (which overlaps these steps).
+        if result.is_ok() {
+            result = self.engine.deliver(&mailbox);
+        }
+        let delivered = Instant::now();
+        result = result.and_then(|_| Ok(self.engine.solver.finish()?));
+        let secs = began.elapsed().as_secs_f64();
+        // How long the steps outlasted the host's work on the last frame.
+        let waited = delivered.elapsed().as_secs_f64();
+        self.looped = Instant::now();
+        if self.running {
+            self.timing.chunks += 1;
+            self.timing.steps += n;
+            self.timing.stepping += secs;
+            self.timing.delivering += delivered.duration_since(began).as_secs_f64();
+        }
+        self.pending_steps = self.pending_steps.saturating_sub(n);
+        if let Err(e) = result {
+            self.stop(e);
+            return;
+        }
+        self.mlups = self.engine.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
+        // About 26 chunks and 22 frames of fields per second (each costs the
+        // GPU some work: fewer would be cheaper, but 20 is what looks live),
+        // with chunks of steps that outlast the host's work on a frame (else
+        // the GPU idles).
+        let host_bound = overlapped && waited < 0.1 * secs;
+        let mut scale = (FRAME_SECONDS / secs.max(1e-4)).clamp(0.5, 2.0);
+        if host_bound && secs < 0.1 {
+            scale = scale.max(1.25);
+        }
+        // Even, so that running chunks end on even steps.
+        self.chunk = (((self.chunk as f64 * scale / 2.0).round() as u64) * 2).clamp(2, 8192);
+        let mut stable = true;
+        if !self.running || self.last_sample.elapsed() >= self.sample_every {
+            self.last_sample = Instant::now();
+            let area = self.engine.obstacle_area();
+            let engine = &mut self.engine;
+            engine
+                .history
+                .record(engine.solver.as_mut(), &engine.scenario, area);
+            let stats = engine.solver.stats();
+            // Sampling takes the GPU from the solver (at 512³ about 8 ms a
+            // time): at most ~2% of its time, however large the grid.
+            self.sample_every = SAMPLE_EVERY.max(self.last_sample.elapsed() * 50);
+            self.timing.sampling += self.last_sample.elapsed().as_secs_f64();
+            match stats {
+                Ok(stats) => {
+                    if let Some(e) = stats.instability() {
+                        // Keep the last good frame on screen; say why it stopped.
+                        stable = false;
+                        self.stop(SessionError::Unstable(e));
+                    }
+                    if let Ok(mut s) = mailbox.status.lock() {
+                        s.max_speed = stats.max_speed;
+                    }
+                }
+                Err(e) => self.fail(e.into()),
+            }
+        }
+        // While it runs, a frame the driver has not taken yet is not worth
+        // replacing; a single step always shows.
+        let untaken = mailbox.frame.lock().is_ok_and(|f| f.is_some());
+        if stable && (!self.running || !untaken) {
+            // Host copies of shared frames only as often as the probe is
+            // sampled.
+            let host = !self.running || self.engine.publisher.host_copied.elapsed() >= SAMPLE_EVERY;
+            if let Err(e) = self.engine.begin_frame(&mailbox, host) {
+                self.stop(e);
+            }
+        }
+    }
+
+    fn report_status(&self) {
+        let engine = &self.engine;
+        let units = &engine.scenario.units;
+        if let Ok(mut s) = self.mailbox.status.lock() {
+            s.scenario = engine.scenario.name.clone();
+            s.solver = engine.solver.describe();
+            s.running = self.running;
+            s.step = engine.solver.time_step();
+            s.mlups = self.mlups;
+            s.reynolds = units.reynolds;
+            s.velocity = units.velocity_lattice;
+            s.tau = units.tau;
+            s.size = engine.scenario.size;
+            s.stride = engine.publisher.stride;
+            s.history = engine.history.clone();
+            s.timing = self.timing;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::solver::display;
+
+    #[test]
+    fn a_blow_up_pauses_the_run_with_the_cause_and_keeps_the_last_good_frame() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let overrides = [
+            "domain.size=[64,32,4]",
+            "obstacles.0.center=[16,15.5,0]",
+            "fluid.reynolds=65000",
+            "fluid.velocity=0.17",
+        ]
+        .map(String::from);
+        let scenario =
+            Scenario::load(&root.join("assets/scenarios/cylinder.toml"), &overrides).unwrap();
+        let worker = cpu_worker(scenario);
+        // Take frames as the window does until the run stops itself.
+        let mut shown = Vec::new();
+        let m = loop {
+            shown.extend(worker.take_frame());
+            if let Some(m) = worker.status().message {
+                break m;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        assert!(
+            m.starts_with("paused: the simulation became unstable"),
+            "{m}"
+        );
+        assert!(m.contains("Reynolds number"), "{m}");
+        assert!(!wait_for(&worker, |s| !s.running).running);
+        shown.extend(worker.take_frame());
+        assert!(shown.len() > 2 && shown.iter().all(|f| f.fields.is_stable()));
+        let last = shown.last().unwrap().step;
+        assert!(last > 0 && last < worker.status().step, "{last}");
+    }
+
+    /// A worker on the CPU solver at the default display limit.
+    fn cpu_worker(scenario: Scenario) -> Worker {
+        let start = Start {
+            scenario,
+            backend: Backend::cpu(),
+            display_limit: display::DEFAULT_LIMIT,
+            probe: [0.0; 3],
+        };
+        Worker::start(start, || {})
+    }
+
+    fn shipped(name: &str) -> Scenario {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        Scenario::load(&root.join("assets/scenarios").join(name), &[]).unwrap()
+    }
+
+    fn wait_for(worker: &Worker, what: impl Fn(&Status) -> bool) -> Status {
+        for _ in 0..600 {
+            let s = worker.status();
+            if what(&s) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("timed out; status {:?}", worker.status());
+    }
+
+    #[test]
+    fn worker_runs_pauses_steps_and_reports_bad_input_without_dying() {
+        let worker = cpu_worker(shipped("cavity.toml"));
+        // Steadiness points need two even-step chunks.
+        let s = wait_for(&worker, |s| s.step > 20 && s.history.change.len() >= 2);
+        assert!(s.solver.contains("CPU"));
+        assert!(s
+            .history
+            .change
+            .iter()
+            .all(|p| p[1].is_finite() && p[1] < 0.0));
+        let frame = worker.take_frame().unwrap();
+        assert_eq!((frame.stride, frame.fields.size), (1, s.size));
+        // A lower display limit: frames of block means on a coarser grid.
+        worker.send(Command::SetDisplayLimit(10));
+        let s = wait_for(&worker, |s| s.stride > 1);
+        let stride = display::stride_for(s.size, 10);
+        assert_eq!(s.stride, stride);
+        let coarse = loop {
+            match worker.take_frame() {
+                Some(f) if f.stride == stride => break f,
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        let size = display::coarse_size(s.size, stride);
+        assert!(size.iter().product::<usize>() <= 1000);
+        assert_eq!(coarse.fields.size, size);
+        assert_eq!(coarse.flags.len(), coarse.fields.rho.len());
+        assert_ne!(coarse.geometry, frame.geometry);
+        worker.send(Command::SetDisplayLimit(0));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("display limit"))
+        });
+        worker.send(Command::SetDisplayLimit(display::DEFAULT_LIMIT));
+        wait_for(&worker, |s| s.stride == 1);
+        worker.send(Command::Pause);
+        let paused = wait_for(&worker, |s| !s.running).step;
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(worker.status().step, paused);
+        // A paused run shows the step it stopped at.
+        assert_eq!(worker.take_frame().map(|f| f.step), Some(paused));
+        worker.send(Command::Step(3));
+        wait_for(&worker, |s| s.step == paused + 3);
+        worker.send(Command::SetReynolds(-5.0));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("not a positive number"))
+        });
+        worker.send(Command::SetReynolds(1e13));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("is not above 0.5"))
+        });
+        worker.send(Command::SetReynolds(50.0));
+        let s = wait_for(&worker, |s| (s.reynolds - 50.0).abs() < 1e-9);
+        assert!(s.message.is_none());
+        // A checkpoint saved, the run moved on, the checkpoint restored.
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("w.ckpt");
+        worker.send(Command::Pause);
+        let at = wait_for(&worker, |s| !s.running).step;
+        worker.send(Command::SaveCheckpoint(ckpt.clone()));
+        worker.send(Command::Step(4));
+        wait_for(&worker, |s| s.step == at + 4);
+        worker.send(Command::LoadCheckpoint(ckpt));
+        wait_for(&worker, |s| s.step == at);
+        worker.send(Command::LoadCheckpoint("no/such.ckpt".into()));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("cannot read checkpoint"))
+        });
+        worker.send(Command::Open("no/such.toml".into()));
+        wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("cannot read"))
+        });
+        worker.send(Command::Reset);
+        wait_for(&worker, |s| s.step == 0);
+    }
+
+    #[test]
+    fn a_live_reynolds_or_speed_change_sets_tau_without_touching_the_file_system() {
+        // A scenario whose file does not exist: reading it again would fail.
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenarios/cavity.toml"),
+        )
+        .unwrap();
+        let nowhere = Path::new("/nonexistent/flowscope/cavity.toml");
+        let scenario =
+            Scenario::from_text(nowhere, &text, &["domain.size=[12,12,12]".into()]).unwrap();
+        let (length, speed) = (scenario.units.length_cells, scenario.units.velocity_lattice);
+        let worker = cpu_worker(scenario);
+        wait_for(&worker, |s| s.step > 0);
+        worker.send(Command::SetReynolds(37.5));
+        let s = wait_for(&worker, |s| s.reynolds == 37.5);
+        assert!(s.message.is_none(), "{:?}", s.message);
+        assert_eq!(s.tau, 3.0 * (speed * length / 37.5) + 0.5);
+        worker.send(Command::SetVelocity(speed / 2.0));
+        let s = wait_for(&worker, |s| s.velocity == speed / 2.0);
+        assert!(s.message.is_none(), "{:?}", s.message);
+        assert_eq!(s.reynolds, 37.5);
+        assert_eq!(s.tau, 3.0 * (speed / 2.0 * length / 37.5) + 0.5);
+        // And the run goes on at the new τ.
+        let at = s.step;
+        wait_for(&worker, |s| s.step > at + 10 && s.message.is_none());
+    }
+}

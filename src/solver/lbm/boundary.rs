@@ -1,0 +1,106 @@
+//! The boundary rules of the odd step that more than one part needs: the
+//! specular reflection of free-slip walls, and which halo slots the odd step
+//! writes (the CPU solver streams by them; the slab exchange maps send exactly
+//! those slots back).
+
+use super::lattice::{E, Q};
+use crate::solver::flags::{self, CellType};
+use crate::solver::Grid;
+
+/// `MIRROR[axis][i]`: direction `i` with its component along `axis` negated.
+pub const MIRROR: [[usize; Q]; 3] = mirror_table();
+
+const fn mirror_table() -> [[usize; Q]; 3] {
+    let mut table = [[0usize; Q]; 3];
+    let mut axis = 0;
+    while axis < 3 {
+        let mut i = 0;
+        while i < Q {
+            let mut want = E[i];
+            want[axis] = -want[axis];
+            let mut k = 0;
+            while k < Q {
+                if E[k][0] == want[0] && E[k][1] == want[1] && E[k][2] == want[2] {
+                    table[axis][i] = k;
+                }
+                k += 1;
+            }
+            i += 1;
+        }
+        axis += 1;
+    }
+    table
+}
+
+/// The running cell that a population leaving `p` along `e` reaches by
+/// specular reflection at a free-slip wall normal to `axis`, if the wall is
+/// there (see [`super::cpu::CpuSolver`]'s odd step).
+#[inline]
+pub fn specular_partner(
+    g: &Grid,
+    cell_flags: &[u8],
+    p: [usize; 3],
+    e: [i32; 3],
+    axis: usize,
+) -> Option<usize> {
+    let mut tangential = e;
+    tangential[axis] = 0;
+    let mut normal = [0; 3];
+    normal[axis] = e[axis];
+    let free_slip = |d: [i32; 3]| {
+        g.neighbour(p[0], p[1], p[2], d)
+            .is_some_and(|m| CellType::of(cell_flags[m]) == CellType::FreeSlip)
+    };
+    if e[axis] == 0 || !free_slip(e) || !free_slip(normal) {
+        return None;
+    }
+    g.neighbour(p[0], p[1], p[2], tangential)
+        .filter(|&t| flags::runs(cell_flags[t]))
+}
+
+/// The slots of layer `halo` that the odd step of the running cells in the
+/// adjacent layer `edge` writes, as (direction, cell within the layer), in the
+/// order of `write_odd`. The write pattern depends on the flags only (the same
+/// in the kernels), so this is the exact set a slab must send back to the
+/// neighbour that owns `halo`: the other slots there were written by that
+/// neighbour itself (bounce-back) or by nobody.
+pub fn odd_writes_into(
+    grid: &Grid,
+    cell_flags: &[u8],
+    edge: usize,
+    halo: usize,
+) -> Vec<(usize, usize)> {
+    let [nx, ny, _] = grid.size;
+    let nxy = nx * ny;
+    let mut out = Vec::new();
+    for y in 0..ny {
+        for x in 0..nx {
+            let c = grid.index(x, y, edge);
+            if !flags::runs(cell_flags[c]) {
+                continue;
+            }
+            for i in 1..Q {
+                let Some(m) = grid.neighbour(x, y, edge, E[i]) else {
+                    continue;
+                };
+                let mf = cell_flags[m];
+                let (slot, target) = match CellType::of(mf) {
+                    CellType::Fluid | CellType::Outlet => (i, m),
+                    CellType::FreeSlip => {
+                        let axis = flags::tag(mf) as usize;
+                        let ir = MIRROR[axis][i];
+                        match specular_partner(grid, cell_flags, [x, y, edge], E[i], axis) {
+                            Some(t) if ir != i => (ir, t),
+                            _ => continue,
+                        }
+                    }
+                    _ => continue,
+                };
+                if target / nxy == halo {
+                    out.push((slot, target % nxy));
+                }
+            }
+        }
+    }
+    out
+}

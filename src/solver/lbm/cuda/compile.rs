@@ -1,0 +1,124 @@
+//! Run-time compilation of `kernels/lbm/d3q19.cu` with NVRTC: the source with
+//! its storage define and the developer's `#define`s, and the options that keep
+//! FP32 results bit for bit equal to the CPU reference.
+
+use crate::solver::Precision;
+use crate::system::Tuning;
+
+/// The kernel source, embedded so the binary needs no files at run time.
+pub const KERNEL_SOURCE: &str = include_str!("../../../../kernels/lbm/d3q19.cu");
+
+/// NVRTC source for a storage precision (a define picks the storage type),
+/// after the developer's `#define`s ([`defines`]).
+pub fn kernel_source(precision: Precision, defines_text: &str) -> String {
+    let define = match precision {
+        Precision::Fp32 => "",
+        Precision::Fp16 => "#define STORAGE_FP16\n",
+    };
+    format!("{}{define}{KERNEL_SOURCE}", defines(defines_text))
+}
+
+/// `#define` lines for a developer's tuning string such as `ODD_PAIR_BLOCKS=3`
+/// ([`Tuning::kernel_defines`], for benchmarks of kernel variants without a
+/// rebuild).
+fn defines(tuning: &str) -> String {
+    tuning
+        .split_whitespace()
+        .map(|d| match d.split_once('=') {
+            Some((name, value)) => format!("#define {name} {value}\n"),
+            None => format!("#define {d}\n"),
+        })
+        .collect()
+}
+
+/// NVRTC options for a device of compute capability `major.minor`. FP32: no
+/// FMA contraction, since the CPU reference rounds every product and the two
+/// agree bit for bit. 16-bit storage rounds far more than FMA changes, and its
+/// kernels are bound by instruction issue: contraction is allowed there.
+pub fn compile_options(major: i32, minor: i32, precision: Precision) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture=compute_{major}{minor}"),
+        match precision {
+            Precision::Fp32 => "--fmad=false".into(),
+            Precision::Fp16 => "--fmad=true".into(),
+        },
+        "--std=c++17".into(),
+        "-default-device".into(),
+    ]
+}
+
+/// Compiles the kernels for one storage precision with NVRTC (needs only the
+/// NVRTC library, no GPU).
+pub fn compile(
+    precision: Precision,
+    major: i32,
+    minor: i32,
+    tuning: &Tuning,
+) -> Result<cudarc::nvrtc::Ptx, String> {
+    // SAFETY: only tries to open the shared library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(super::device::availability(true, false, Ok(1))
+            .err()
+            .map_or_else(String::new, |e| e.0));
+    }
+    let options = cudarc::nvrtc::CompileOptions {
+        options: compile_options(major, minor, precision),
+        ..Default::default()
+    };
+    let source = kernel_source(precision, &tuning.kernel_defines);
+    match std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(source, options)) {
+        Ok(Ok(ptx)) => Ok(ptx),
+        Ok(Err(cudarc::nvrtc::CompileError::CompileError { log, .. })) => Err(format!(
+            "NVRTC could not compile kernels/lbm/d3q19.cu ({}):\n{}",
+            precision.name(),
+            log.to_string_lossy()
+        )),
+        Ok(Err(other)) => Err(format!("NVRTC failed: {other:?}")),
+        Err(_) => Err(
+            "NVRTC failed (a symbol is missing from libnvrtc.so: is it older than CUDA 12?)".into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuning_defines_become_define_lines() {
+        assert_eq!(defines(""), "");
+        assert_eq!(
+            defines(" ODD_PAIR_BLOCKS=3  FOO "),
+            "#define ODD_PAIR_BLOCKS 3\n#define FOO\n"
+        );
+    }
+
+    #[test]
+    fn kernel_source_selects_storage_and_options_disable_fma() {
+        assert!(kernel_source(Precision::Fp16, "").starts_with("#define STORAGE_FP16\n"));
+        assert!(!kernel_source(Precision::Fp32, "").contains("#define STORAGE_FP16\n"));
+        for name in [
+            "aa_even(",
+            "aa_odd(",
+            "aa_even2(",
+            "aa_odd2(",
+            "aa_odd4(",
+            "aa_boundary(",
+            "fields(",
+            "stats(",
+            "forces(",
+            "init_uniform(",
+            "fill_f32(",
+        ] {
+            assert!(
+                KERNEL_SOURCE.contains(&format!("__global__ void {name}"))
+                    || KERNEL_SOURCE.contains(name),
+                "{name}"
+            );
+        }
+        let o = compile_options(9, 0, Precision::Fp32);
+        assert!(o.contains(&"--gpu-architecture=compute_90".to_string()));
+        assert!(o.contains(&"--fmad=false".to_string()));
+        assert!(compile_options(9, 0, Precision::Fp16).contains(&"--fmad=true".to_string()));
+    }
+}

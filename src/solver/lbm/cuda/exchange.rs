@@ -1,0 +1,403 @@
+//! The halo exchange of a CUDA solver that is one slab of a domain over
+//! several GPUs (see [`crate::solver::lbm::slabs`]): NCCL or CUDA peer copies on a
+//! stream of each slab's own, overlapped with the update of its interior.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::{
+    sys, CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+
+use super::launch::REDUCTION_BLOCKS;
+use super::{dev, CudaSolver};
+use crate::solver::lbm::slabs::{Part, SlabLattice, Transfer};
+use crate::solver::{ChangeSums, SolverError};
+
+/// A slab's side of the halo exchange (see [`super::slabs`]): its own stream,
+/// so that the exchange overlaps the update of the slab's interior.
+pub(super) struct SlabLink {
+    pub(super) comm: Arc<CudaStream>,
+    /// The layers next to the halos are updated (recorded on the solver's stream).
+    pub(super) edges_done: CudaEvent,
+    /// This slab's incoming transfers are done (recorded on `comm`).
+    pub(super) comm_done: CudaEvent,
+    /// The solver's stream must wait for `comm_done` before it touches the edges.
+    pub(super) pending: bool,
+}
+
+/// How the slabs of a domain on several GPUs exchange their halos.
+pub enum Transport {
+    /// NCCL point-to-point sends and receives, grouped per exchange (one
+    /// communicator per GPU, ranks in slab order).
+    Nccl(Vec<NcclComm>),
+    /// CUDA peer-to-peer copies (`cuMemcpyPeerAsync`), where NCCL is missing.
+    Peer,
+}
+
+/// A masked write-back lands here first (on the receiving GPU), then
+/// `unpack_planes` scatters the listed entries.
+struct Staging {
+    planes: CudaSlice<u8>,
+    positions: CudaSlice<u32>,
+    count: u32,
+}
+
+/// The exchange state of a [`super::slabs::SlabSolver`] on CUDA GPUs.
+pub struct CudaLink {
+    pub transport: Transport,
+    /// One per write-back transfer, in order (None: unmasked).
+    staging: Vec<Option<Staging>>,
+}
+
+impl CudaLink {
+    pub fn name(&self) -> &'static str {
+        match self.transport {
+            Transport::Nccl(_) => "NCCL",
+            Transport::Peer => "CUDA peer copies",
+        }
+    }
+}
+
+/// An NCCL communicator, destroyed on drop.
+pub struct NcclComm(cudarc::nccl::sys::ncclComm_t);
+
+// SAFETY: a communicator is a handle NCCL allows to be used from any one
+// thread at a time; the solver that owns it is used by one thread at a time.
+unsafe impl Send for NcclComm {}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        // SAFETY: created by ncclCommInitAll, destroyed once.
+        unsafe {
+            let _ = cudarc::nccl::result::comm_destroy(self.0);
+        }
+    }
+}
+
+/// Which exchange to use: NCCL when its library loads, peer copies otherwise;
+/// [`Tuning::exchange`] (`FLOWSCOPE_EXCHANGE=peer` or `=nccl`) forces one.
+pub fn exchange_choice(forced: Option<&str>, nccl_present: bool) -> Result<bool, SolverError> {
+    match forced {
+        Some("peer") => Ok(false),
+        Some("nccl") if nccl_present => Ok(true),
+        Some("nccl") => Err(SolverError::Device(
+            "FLOWSCOPE_EXCHANGE=nccl, but the NCCL library (libnccl.so.2) was not found; \
+             install NCCL or unset FLOWSCOPE_EXCHANGE to use peer copies"
+                .into(),
+        )),
+        Some(other) => Err(SolverError::InvalidParams(format!(
+            "FLOWSCOPE_EXCHANGE={other}: use nccl or peer"
+        ))),
+        None => Ok(nccl_present),
+    }
+}
+
+fn nccl_err(e: impl std::fmt::Debug) -> SolverError {
+    SolverError::Device(format!("NCCL: {e:?}"))
+}
+
+impl CudaSolver {
+    /// Device address of slot `slot`, layer `layer` of the lattice, and the
+    /// bytes of one layer of one slot.
+    pub(super) fn plane(&self, slot: usize, layer: usize) -> (sys::CUdeviceptr, usize) {
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        let bytes = self.precision.bytes_per_population();
+        let offset = (slot * self.grid.cells() + layer * nxy) * bytes;
+        (self.lattice_ptr() + offset as u64, nxy * bytes)
+    }
+
+    pub(super) fn link(&self) -> &SlabLink {
+        self.link.as_ref().expect("a slab solver has a link")
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+}
+
+impl SlabLattice for CudaSolver {
+    type Link = CudaLink;
+
+    fn link(
+        slabs: &mut [Self],
+        _fill: &[Transfer],
+        write_back: &[Transfer],
+    ) -> Result<CudaLink, SolverError> {
+        let mut staging = Vec::with_capacity(write_back.len());
+        for t in write_back {
+            staging.push(match &t.mask {
+                None => None,
+                Some(mask) => {
+                    let to = &slabs[t.to];
+                    let (_, bytes) = to.plane(0, 0);
+                    let stream = &to.stream;
+                    Some(Staging {
+                        planes: stream.alloc_zeros::<u8>(5 * bytes).map_err(dev)?,
+                        positions: stream
+                            .clone_htod(if mask.is_empty() {
+                                &[0u32][..]
+                            } else {
+                                &mask[..]
+                            })
+                            .map_err(dev)?,
+                        count: mask.len() as u32,
+                    })
+                }
+            });
+        }
+        for s in slabs.iter() {
+            s.stream.synchronize().map_err(dev)?;
+        }
+        // SAFETY: only tries to open the library.
+        let present = unsafe { cudarc::nccl::sys::is_culib_present() };
+        let forced = slabs.first().and_then(|s| s.exchange.clone());
+        if !exchange_choice(forced.as_deref(), present)? {
+            for a in 0..slabs.len() {
+                for b in 0..slabs.len() {
+                    if a == b {
+                        continue;
+                    }
+                    let peer = slabs[b].ctx.cu_ctx();
+                    slabs[a].ctx.bind_to_thread().map_err(dev)?;
+                    // SAFETY: both contexts are alive. "Already enabled" is fine,
+                    // and without peer access the copies still work (staged by
+                    // the driver), so the result is not an error.
+                    let _ = unsafe { sys::cuCtxEnablePeerAccess(peer, 0) };
+                }
+            }
+            return Ok(CudaLink {
+                transport: Transport::Peer,
+                staging,
+            });
+        }
+        // NVLink multicast (NVLS) stays off: this program never needs it, and the
+        // lent machines must not create multicast objects.
+        std::env::set_var("NCCL_NVLS_ENABLE", "0");
+        let ordinals: Vec<i32> = slabs.iter().map(|s| s.ordinal() as i32).collect();
+        let mut comms = vec![std::ptr::null_mut(); slabs.len()];
+        // SAFETY: `comms` has one slot per device in `ordinals`.
+        unsafe {
+            cudarc::nccl::result::comm_init_all(
+                comms.as_mut_ptr(),
+                ordinals.len() as i32,
+                ordinals.as_ptr(),
+            )
+        }
+        .map_err(nccl_err)?;
+        Ok(CudaLink {
+            transport: Transport::Nccl(comms.into_iter().map(NcclComm).collect()),
+            staging,
+        })
+    }
+
+    fn update(&mut self, part: Part, layers: &[Range<usize>]) -> Result<(), SolverError> {
+        if part == Part::Edges {
+            let link = self.link.as_mut().expect("a slab solver has a link");
+            if link.pending {
+                self.stream.wait(&link.comm_done).map_err(dev)?;
+                link.pending = false;
+            }
+        }
+        for l in layers {
+            self.launch_layers(l.clone())?;
+        }
+        Ok(())
+    }
+
+    fn exchange(
+        link: &mut CudaLink,
+        slabs: &mut [Self],
+        transfers: &[Transfer],
+        after_even: bool,
+    ) -> Result<(), SolverError> {
+        for s in slabs.iter() {
+            let l = s.link();
+            l.edges_done.record(&s.stream).map_err(dev)?;
+            l.comm.wait(&l.edges_done).map_err(dev)?;
+        }
+        // Where each transfer lands: the lattice plane, or the staging planes of
+        // a masked write-back.
+        let target = |slabs: &[Self], t: &Transfer, i: usize, k: usize| -> sys::CUdeviceptr {
+            match link
+                .staging
+                .get(i)
+                .and_then(|s| s.as_ref())
+                .filter(|_| !after_even)
+            {
+                Some(st) => {
+                    let (_, bytes) = slabs[t.to].plane(0, 0);
+                    st.planes.device_ptr(&slabs[t.to].stream).0 + (k * bytes) as u64
+                }
+                None => slabs[t.to].plane(t.slots[k], t.to_layer).0,
+            }
+        };
+        match &link.transport {
+            Transport::Nccl(comms) => {
+                use cudarc::nccl::{result, sys::ncclDataType_t::ncclUint8};
+                result::group_start().map_err(nccl_err)?;
+                for (i, t) in transfers.iter().enumerate() {
+                    for k in 0..5 {
+                        let (src, bytes) = slabs[t.from].plane(t.slots[k], t.from_layer);
+                        let dst = target(slabs, t, i, k);
+                        // SAFETY: both planes lie inside live buffers; each rank's
+                        // operations go to its own comm stream.
+                        unsafe {
+                            result::send(
+                                src as *const _,
+                                bytes,
+                                ncclUint8,
+                                t.to as i32,
+                                comms[t.from].0,
+                                slabs[t.from].link().comm.cu_stream() as _,
+                            )
+                            .map_err(nccl_err)?;
+                            result::recv(
+                                dst as *mut _,
+                                bytes,
+                                ncclUint8,
+                                t.from as i32,
+                                comms[t.to].0,
+                                slabs[t.to].link().comm.cu_stream() as _,
+                            )
+                            .map_err(nccl_err)?;
+                        }
+                    }
+                }
+                result::group_end().map_err(nccl_err)?;
+            }
+            Transport::Peer => {
+                for (i, t) in transfers.iter().enumerate() {
+                    // The copy runs on the receiver's stream, after the sender's edges.
+                    let to = slabs[t.to].link();
+                    to.comm
+                        .wait(&slabs[t.from].link().edges_done)
+                        .map_err(dev)?;
+                    for k in 0..5 {
+                        let (src, bytes) = slabs[t.from].plane(t.slots[k], t.from_layer);
+                        let dst = target(slabs, t, i, k);
+                        slabs[t.to].ctx.bind_to_thread().map_err(dev)?;
+                        // SAFETY: both planes lie inside live buffers of these contexts.
+                        unsafe {
+                            cudarc::driver::result::memcpy_peer_async(
+                                slabs[t.to].ctx.cu_ctx(),
+                                dst,
+                                slabs[t.from].ctx.cu_ctx(),
+                                src,
+                                bytes,
+                                slabs[t.to].link().comm.cu_stream(),
+                            )
+                        }
+                        .map_err(dev)?;
+                    }
+                }
+            }
+        }
+        if !after_even {
+            for (t, st) in transfers.iter().zip(&link.staging) {
+                let Some(st) = st else { continue };
+                if st.count == 0 {
+                    continue;
+                }
+                let to = &mut slabs[t.to];
+                let n = to.grid.cells() as u64;
+                let nxy = (to.grid.size[0] * to.grid.size[1]) as u32;
+                let layer = t.to_layer as u32;
+                let s = t.slots.map(|v| v as u32);
+                let cfg = LaunchConfig {
+                    grid_dim: (st.count.div_ceil(256), 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let comm = to.link().comm.clone();
+                let mut b = comm.launch_builder(&to.kernels.unpack);
+                to.lattice.arg_mut(&mut b);
+                b.arg(&st.planes)
+                    .arg(&st.positions)
+                    .arg(&st.count)
+                    .arg(&n)
+                    .arg(&nxy)
+                    .arg(&layer)
+                    .arg(&s[0])
+                    .arg(&s[1])
+                    .arg(&s[2])
+                    .arg(&s[3])
+                    .arg(&s[4]);
+                // SAFETY: signature of unpack_planes; positions index the five
+                // staged planes and land inside the lattice.
+                unsafe { b.launch(cfg) }.map_err(dev)?;
+            }
+        }
+        for s in slabs.iter_mut() {
+            let l = s.link.as_mut().expect("a slab solver has a link");
+            l.comm_done.record(&l.comm).map_err(dev)?;
+            l.pending = true;
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self) {
+        self.t += 1;
+    }
+
+    fn settle(slabs: &mut [Self]) -> Result<(), SolverError> {
+        for s in slabs.iter_mut() {
+            let l = s.link.as_mut().expect("a slab solver has a link");
+            if l.pending {
+                s.stream.wait(&l.comm_done).map_err(dev)?;
+                l.pending = false;
+            }
+        }
+        for s in slabs.iter() {
+            s.stream.synchronize().map_err(dev)?;
+            s.link().comm.synchronize().map_err(dev)?;
+        }
+        Ok(())
+    }
+
+    fn change_sums(&mut self) -> Result<Option<ChangeSums>, SolverError> {
+        let n = self.grid.cells() as u64;
+        if self.snapshot_dev.is_none() {
+            let buf = self
+                .stream
+                .alloc_zeros::<f32>(3 * n as usize)
+                .map_err(dev)?;
+            self.snapshot_dev = Some((u64::MAX, buf));
+        }
+        let stream = self.stream.clone();
+        let cfg = self.reduction_config();
+        let t = self.t;
+        let (c0, c1) = self.owned_cells();
+        self.compute_fields()?;
+        let fields = self.fields_dev.as_ref().expect("computed");
+        let (since, snapshot) = self.snapshot_dev.as_mut().expect("allocated");
+        let has_prev = (*since < t) as u32;
+        let mut partials = stream
+            .alloc_zeros::<f64>(2 * REDUCTION_BLOCKS as usize)
+            .map_err(dev)?;
+        let mut b = stream.launch_builder(&self.kernels.velocity_change);
+        b.arg(fields)
+            .arg(snapshot)
+            .arg(&n)
+            .arg(&c0)
+            .arg(&c1)
+            .arg(&has_prev)
+            .arg(&mut partials);
+        // SAFETY: signature of `velocity_change`; fields 4n, snapshot 3n, 2 doubles per block.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        let sums = stream.clone_dtoh(&partials).map_err(dev)?;
+        let steps = t.wrapping_sub(*since);
+        *since = t;
+        if has_prev == 0 {
+            return Ok(None);
+        }
+        let (diff, norm) = sums
+            .chunks_exact(2)
+            .fold((0.0, 0.0), |(d, m), p| (d + p[0], m + p[1]));
+        Ok(Some(ChangeSums { diff, norm, steps }))
+    }
+
+    fn set_time(&mut self, t: u64) {
+        self.t = t;
+    }
+}

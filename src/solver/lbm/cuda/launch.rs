@@ -1,0 +1,562 @@
+//! Launching the step kernels: the kernel parameters' C mirror, the choice of
+//! bulk kernel and its launch shape (a pure function, tested on the CPU), and
+//! launches as programmatic dependents on Hopper and newer.
+
+use std::ffi::c_void;
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::{
+    sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+
+use super::{dev, CudaSolver};
+use crate::solver::lbm::lattice;
+use crate::solver::{Grid, Params, SolverError, VELOCITY_SLOTS};
+
+/// Threads per block along x for the lattice kernels (tunable by `bench --block`).
+pub const DEFAULT_BLOCK: u32 = 128;
+/// Blocks of the grid-stride reduction kernels (`stats`, `forces`).
+pub(super) const REDUCTION_BLOCKS: u32 = 1024;
+pub(super) const REDUCTION_THREADS: u32 = 256;
+
+/// Kernel parameters, by value. Keep in sync with `struct Params` in
+/// kernels/lbm/d3q19.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct CudaParams {
+    pub nx: u32,
+    pub ny: u32,
+    pub nz: u32,
+    /// Bit a set when axis a is periodic.
+    pub periodic: u32,
+    pub omega_plus: f32,
+    pub omega_minus: f32,
+    pub force: [f32; 3],
+    pub has_force: u32,
+    pub velocities: [[f32; 3]; VELOCITY_SLOTS],
+}
+const _: () = assert!(std::mem::size_of::<CudaParams>() == 4 * 10 + 4 * 3 * VELOCITY_SLOTS);
+
+// SAFETY: plain old data with the C layout of the kernel's `Params`.
+unsafe impl DeviceRepr for CudaParams {}
+
+impl CudaParams {
+    pub fn new(grid: &Grid, p: &Params) -> CudaParams {
+        let (omega_plus, omega_minus) = lattice::relaxation_rates(p.collision, p.tau);
+        CudaParams {
+            nx: grid.size[0] as u32,
+            ny: grid.size[1] as u32,
+            nz: grid.size[2] as u32,
+            periodic: (0..3)
+                .filter(|&a| grid.periodic[a])
+                .map(|a| 1u32 << a)
+                .sum(),
+            omega_plus,
+            omega_minus,
+            force: p.force,
+            has_force: (p.force != [0.0; 3]) as u32,
+            velocities: p.velocities,
+        }
+    }
+}
+
+pub(super) enum Lattice {
+    Fp32(CudaSlice<f32>),
+    Fp16(CudaSlice<u16>),
+}
+
+impl Lattice {
+    /// Pushes the population array as a kernel argument the kernel reads.
+    pub(super) fn arg<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        match self {
+            Lattice::Fp32(f) => b.arg(f),
+            Lattice::Fp16(f) => b.arg(f),
+        };
+    }
+
+    /// Pushes the population array as a kernel argument the kernel writes.
+    pub(super) fn arg_mut<'a>(&'a mut self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        match self {
+            Lattice::Fp32(f) => b.arg(f),
+            Lattice::Fp16(f) => b.arg(f),
+        };
+    }
+}
+
+/// Launches a bulk step kernel. With `overlapped` (Hopper and newer) it is a
+/// programmatic dependent of the kernel before it in the stream: it may start
+/// while that kernel's last blocks run, and its blocks wait (`griddepcontrol.wait`
+/// in the kernel) until that kernel's writes are visible. Steps at 256³ take
+/// under a millisecond, so the launch latency otherwise costs about 0.6%.
+///
+/// # Safety
+/// `args` must point to values matching the kernel's parameters.
+unsafe fn launch_step_kernel(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    cfg: LaunchConfig,
+    overlapped: bool,
+    args: &mut [*mut c_void],
+) -> Result<(), SolverError> {
+    // The raw launch uses the thread's current context, which with several
+    // GPUs may be another device's (cudarc's launches bind it the same way).
+    stream.context().bind_to_thread().map_err(dev)?;
+    // SAFETY: an all-zero attribute is a valid value of the C struct.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &raw mut attr,
+        numAttrs: u32::from(overlapped),
+    };
+    // SAFETY: the caller vouches for the arguments; the config and attribute
+    // live until the call returns.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            function.cu_function(),
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(dev)
+}
+
+/// Largest share of `aa_odd4` warps with partly bulk quads
+/// (`flags::mixed_quad_share`) for which it is chosen over `aa_odd2`.
+const MIXED_QUAD_LIMIT: f64 = 0.1;
+
+/// Threads per block of `aa_even2` and `aa_odd2` (their `__launch_bounds__`).
+const PAIR_BLOCK: u32 = 128;
+
+/// Most threads per block of `aa_odd4` (its `__launch_bounds__`).
+const QUAD_BLOCK: u32 = 256;
+
+pub(super) struct Kernels {
+    pub(super) even: CudaFunction,
+    /// Two cells per thread with accesses twice as wide, where the grid allows.
+    pub(super) even2: CudaFunction,
+    pub(super) odd2: CudaFunction,
+    /// Four cells per thread (FP32 only).
+    pub(super) odd4: Option<CudaFunction>,
+    pub(super) odd: CudaFunction,
+    pub(super) boundary: CudaFunction,
+    pub(super) fields: CudaFunction,
+    pub(super) display: CudaFunction,
+    pub(super) stats: CudaFunction,
+    pub(super) forces: CudaFunction,
+    pub(super) init_uniform: CudaFunction,
+    pub(super) fill_f32: CudaFunction,
+    pub(super) velocity_change: CudaFunction,
+    pub(super) unpack: CudaFunction,
+}
+
+/// The bulk kernel of a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKernel {
+    /// One cell per thread (`aa_even`).
+    Even,
+    /// Two cells per thread with accesses twice as wide (`aa_even2`).
+    Even2,
+    Odd,
+    Odd2,
+    /// Four cells per thread, FP32 only (`aa_odd4`).
+    Odd4,
+}
+
+impl Kernels {
+    pub(super) fn step(&self, kernel: StepKernel) -> &CudaFunction {
+        match kernel {
+            StepKernel::Even => &self.even,
+            StepKernel::Even2 => &self.even2,
+            StepKernel::Odd => &self.odd,
+            StepKernel::Odd2 => &self.odd2,
+            // `odd_quads` is only set where `aa_odd4` was loaded.
+            StepKernel::Odd4 => self.odd4.as_ref().unwrap_or(&self.odd2),
+        }
+    }
+}
+
+/// Whether the odd step should take `aa_odd4`: it needs rows of a multiple of
+/// 4 cells, and where walls or inlets end the rows (a share of its warps
+/// above [`MIXED_QUAD_LIMIT`] holds partly bulk quads, whose lanes diverge)
+/// `aa_odd2` is faster.
+pub fn prefers_odd_quads(loaded: bool, nx: usize, mixed_quad_share: f64) -> bool {
+    loaded && nx.is_multiple_of(4) && mixed_quad_share <= MIXED_QUAD_LIMIT
+}
+
+/// Blocks of `block` threads along x (at most the row rounded up to a warp),
+/// one grid row per (y, z).
+pub fn lattice_config(size: [usize; 3], block: u32) -> LaunchConfig {
+    let [nx, ny, nz] = size;
+    let bx = block.min((nx as u32).div_ceil(32) * 32);
+    LaunchConfig {
+        grid_dim: ((nx as u32).div_ceil(bx), ny as u32, nz as u32),
+        block_dim: (bx, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The bulk kernel and its launch shape for a step of `parity` over the
+/// layers `layers` of a grid of `size`; `block` is the single-cell kernels'
+/// block and `odd_quads` whether `aa_odd4` is in use.
+pub fn step_launch(
+    size: [usize; 3],
+    parity: u32,
+    layers: Range<usize>,
+    block: u32,
+    odd_quads: bool,
+) -> (StepKernel, LaunchConfig) {
+    let [nx, ny, _] = size;
+    if parity == 0 {
+        // The paired kernel needs aligned pairs in every slot; with an
+        // even layer every layer range pairs the same cells (slabs must match
+        // one GPU bit for bit).
+        let cells = (layers.len() * nx * ny) as u64;
+        let paired = (nx * ny).is_multiple_of(2);
+        // The paired kernels are compiled for blocks of PAIR_BLOCK threads.
+        let (kernel, threads, block) = if paired {
+            (StepKernel::Even2, cells / 2, PAIR_BLOCK)
+        } else {
+            (StepKernel::Even, cells, block)
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (threads.div_ceil(block as u64) as u32, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        return (kernel, cfg);
+    }
+    let mut cfg = lattice_config(size, block);
+    let kernel = if odd_quads {
+        // A row in one block up to QUAD_BLOCK threads (rows split into
+        // blocks of 128 left warps idle); short rows several to a block.
+        let threads = nx as u32 / 4;
+        cfg.block_dim.0 = QUAD_BLOCK.min(threads.div_ceil(32) * 32);
+        cfg.grid_dim.0 = threads.div_ceil(cfg.block_dim.0);
+        if PAIR_BLOCK.is_multiple_of(cfg.block_dim.0) {
+            cfg.block_dim.1 = PAIR_BLOCK / cfg.block_dim.0;
+            cfg.grid_dim.1 = (ny as u32).div_ceil(cfg.block_dim.1);
+        }
+        StepKernel::Odd4
+    } else if nx.is_multiple_of(2) {
+        let threads = nx as u32 / 2;
+        cfg.block_dim.0 = PAIR_BLOCK.min(threads.div_ceil(32) * 32);
+        cfg.grid_dim.0 = threads.div_ceil(cfg.block_dim.0);
+        StepKernel::Odd2
+    } else {
+        StepKernel::Odd
+    };
+    cfg.grid_dim.2 = layers.len() as u32;
+    (kernel, cfg)
+}
+
+/// Poisons a buffer with NaN (checks), with the `fill_f32` kernel.
+pub(super) fn fill_nan(
+    stream: &Arc<CudaStream>,
+    fill_f32: &CudaFunction,
+    buf: &mut CudaSlice<f32>,
+    cfg: LaunchConfig,
+) -> Result<(), SolverError> {
+    let (count, nan) = (buf.len() as u64, f32::NAN);
+    // SAFETY: fill_f32(out, count, value) over a buffer of `count` floats.
+    unsafe {
+        stream
+            .launch_builder(fill_f32)
+            .arg(buf)
+            .arg(&count)
+            .arg(&nan)
+            .launch(cfg)
+    }
+    .map_err(dev)?;
+    Ok(())
+}
+
+impl CudaSolver {
+    pub(super) fn lattice_config(&self) -> LaunchConfig {
+        lattice_config(self.grid.size, self.block)
+    }
+
+    pub(super) fn reduction_config(&self) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (REDUCTION_BLOCKS, 1, 1),
+            block_dim: (REDUCTION_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Runs the current step on layers `layers` (time does not advance).
+    pub(super) fn launch_layers(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
+        if layers.is_empty() {
+            return Ok(());
+        }
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        let n = self.grid.cells() as u64;
+        let parity = self.parity();
+        let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
+        let mut f = self.lattice_ptr();
+        let mut flags = self.flags_dev.device_ptr(&self.stream).0;
+        let mut params = self.kparams;
+        let (kernel, cfg) = step_launch(
+            self.grid.size,
+            parity,
+            layers.clone(),
+            self.block,
+            self.odd_quads,
+        );
+        let function = self.kernels.step(kernel);
+        let (mut n, mut c0, mut c1, mut z0) = (n, c0, c1, layers.start as u32);
+        let mut args = [
+            (&raw mut f).cast::<c_void>(),
+            (&raw mut flags).cast(),
+            (&raw mut params).cast(),
+            (&raw mut n).cast(),
+            (&raw mut c0).cast(),
+            (&raw mut c1).cast(),
+        ];
+        if parity == 1 {
+            args[3] = (&raw mut z0).cast();
+        }
+        let args = if parity == 0 {
+            &mut args[..]
+        } else {
+            &mut args[..4]
+        };
+        // SAFETY: (f, flags, params, n, c_begin, c_end) is the even kernels'
+        // signature, (f, flags, params, z0) the odd ones'; the even kernels
+        // bound-check against c_end <= n, the odd grid covers layers z0 .. z0 +
+        // len within the lattice. The argument values outlive the call, which
+        // copies them.
+        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, args) }?;
+        let a = self.near.partition_point(|&c| (c as u64) < c0);
+        let z = self.near.partition_point(|&c| (c as u64) < c1);
+        if z > a {
+            let count = (z - a) as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (count.div_ceil(128), 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let cells = self.near_dev.slice(a..z);
+            let mut b = self.stream.launch_builder(&self.kernels.boundary);
+            self.lattice.arg_mut(&mut b);
+            b.arg(&self.flags_dev)
+                .arg(&self.kparams)
+                .arg(&parity)
+                .arg(&cells)
+                .arg(&count);
+            // SAFETY: signature of aa_boundary; `cells` holds `count` cells.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn launch_step(&mut self) -> Result<(), SolverError> {
+        self.launch_layers(self.owned.clone())?;
+        self.t += 1;
+        Ok(())
+    }
+
+    /// Cells of the owned layers, as a range of cell indices.
+    pub(super) fn owned_cells(&self) -> (u64, u64) {
+        let nxy = (self.grid.size[0] * self.grid.size[1]) as u64;
+        (self.owned.start as u64 * nxy, self.owned.end as u64 * nxy)
+    }
+
+    /// Launches `n` steps without waiting (benchmarks time them with events).
+    pub fn enqueue_steps(&mut self, n: u64) -> Result<(), SolverError> {
+        for _ in 0..n {
+            self.launch_step()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn parity(&self) -> u32 {
+        (self.t % 2) as u32
+    }
+
+    /// Whether the odd step uses `aa_odd4` (FP32, nx a multiple of 4); by
+    /// default only where few of its warps hold partly bulk quads. Checks turn
+    /// it on to compare both kernels with the CPU.
+    pub fn set_odd_quads(&mut self, on: bool) {
+        self.odd_quads = on && self.kernels.odd4.is_some() && self.grid.size[0].is_multiple_of(4);
+    }
+
+    pub(super) fn lattice_ptr(&self) -> sys::CUdeviceptr {
+        match &self.lattice {
+            Lattice::Fp32(f) => f.device_ptr(&self.stream).0,
+            Lattice::Fp16(f) => f.device_ptr(&self.stream).0,
+        }
+    }
+}
+
+/// Decodes the 16-bit storage format of `kernels/lbm/d3q19.cu` (sign, 4 exponent
+/// bits of bias 15, 11 mantissa bits; subnormals below 2^-14). Exact; the same
+/// operations as the kernel.
+pub fn fp16c_decode(h: u16) -> f32 {
+    let h = h as u32;
+    f32::from_bits(((h & 0x8000) << 16) | ((h & 0x7fff) << 12)) * f32::from_bits(0x7780_0000)
+    // 2^112
+}
+
+/// Encodes to the 16-bit storage format as the kernel does: round to nearest,
+/// ties away from zero (twice in the subnormal range), saturating at |v| ≥ 2
+/// and for NaN.
+pub fn fp16c_encode(v: f32) -> u16 {
+    let a = (v.abs() * f32::from_bits(0x0780_0000)).to_bits(); // 2^-112
+    let r = (a + 0x800).min(0x7ff_f000) >> 12;
+    (((v.to_bits() >> 16) & 0x8000) | r) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Shape = (StepKernel, (u32, u32, u32), (u32, u32, u32));
+
+    /// The kernel and the grid and block dimensions of a launch.
+    fn launch(
+        size: [usize; 3],
+        parity: u32,
+        layers: Range<usize>,
+        block: u32,
+        quads: bool,
+    ) -> Shape {
+        let (k, c) = step_launch(size, parity, layers, block, quads);
+        assert_eq!(c.shared_mem_bytes, 0);
+        (k, c.grid_dim, c.block_dim)
+    }
+
+    #[test]
+    fn even_steps_pair_cells_where_the_layers_hold_an_even_count() {
+        assert_eq!(
+            launch([64, 64, 64], 0, 0..64, 128, true),
+            (StepKernel::Even2, (1024, 1, 1), (128, 1, 1))
+        );
+        // A slab's layers: the same pairs as one lattice.
+        assert_eq!(
+            launch([64, 64, 64], 0, 10..20, 96, false),
+            (StepKernel::Even2, (160, 1, 1), (128, 1, 1))
+        );
+        assert_eq!(
+            launch([5, 3, 7], 0, 0..7, 96, false),
+            (StepKernel::Even, (2, 1, 1), (96, 1, 1))
+        );
+    }
+
+    #[test]
+    fn odd_steps_take_the_widest_kernel_the_rows_allow() {
+        // Long rows: one row of quads per block of up to 256 threads.
+        assert_eq!(
+            launch([640, 8, 8], 1, 0..8, 128, true),
+            (StepKernel::Odd4, (1, 8, 8), (160, 1, 1))
+        );
+        assert_eq!(
+            launch([2048, 4, 4], 1, 1..3, 128, true),
+            (StepKernel::Odd4, (2, 4, 2), (256, 1, 1))
+        );
+        // Short rows: several rows to a block of 128.
+        assert_eq!(
+            launch([68, 10, 6], 1, 0..6, 128, true),
+            (StepKernel::Odd4, (1, 3, 6), (32, 4, 1))
+        );
+        assert_eq!(
+            launch([66, 10, 6], 1, 2..5, 128, false),
+            (StepKernel::Odd2, (1, 10, 3), (64, 1, 1))
+        );
+        assert_eq!(
+            launch([65, 10, 6], 1, 0..6, 128, false),
+            (StepKernel::Odd, (1, 10, 6), (96, 1, 1))
+        );
+    }
+
+    #[test]
+    fn odd_quads_only_where_few_warps_hold_partly_bulk_quads() {
+        assert!(prefers_odd_quads(true, 256, 0.0));
+        assert!(prefers_odd_quads(true, 256, MIXED_QUAD_LIMIT));
+        assert!(!prefers_odd_quads(true, 256, 0.5));
+        assert!(!prefers_odd_quads(true, 258, 0.0));
+        assert!(!prefers_odd_quads(false, 256, 0.0));
+    }
+
+    #[test]
+    fn storage_format_round_trips_and_rounds_to_nearest() {
+        for h in 0u16..=0xffff {
+            let f = fp16c_decode(h);
+            // Negative zero decodes to -0.0 and encodes back to 0x8000.
+            assert_eq!(fp16c_encode(f), h, "{h:#06x} -> {f}");
+        }
+        // Ordered: positive codes decode to increasing values.
+        for h in 0u16..0x7fff {
+            assert!(fp16c_decode(h) < fp16c_decode(h + 1));
+        }
+        // Nearest: the error is at most half the spacing of neighbouring codes.
+        let mut seed = 12345u64;
+        for _ in 0..100_000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+                * 2f32.powi(-(((seed >> 20) % 20) as i32));
+            let h = fp16c_encode(v);
+            let d = fp16c_decode(h);
+            let mag = h & 0x7fff;
+            let up = fp16c_decode((mag + 1).min(0x7fff)) - fp16c_decode(mag);
+            let down = if mag > 0 {
+                fp16c_decode(mag) - fp16c_decode(mag - 1)
+            } else {
+                up
+            };
+            // Double rounding in the subnormal range may add up to 2^-38.
+            assert!(
+                (d - v).abs() <= 0.5 * up.max(down) * 1.0000001 + 2f32.powi(-38),
+                "{v} -> {d}"
+            );
+        }
+        // 11 mantissa bits: relative spacing 2^-11 in the normal range.
+        // Ties round away from zero.
+        assert_eq!(
+            fp16c_decode(fp16c_encode(1.0 + 1.0 / 4096.0)),
+            1.0 + 1.0 / 2048.0
+        );
+        assert_eq!(
+            fp16c_decode(fp16c_encode(-1.0 - 1.0 / 4096.0)),
+            -1.0 - 1.0 / 2048.0
+        );
+        assert_eq!(fp16c_decode(fp16c_encode(1.0 + 0.99 / 4096.0)), 1.0);
+        assert_eq!(
+            fp16c_decode(fp16c_encode(1.0 + 3.0 / 4096.0)),
+            1.0 + 2.0 / 2048.0
+        );
+        assert_eq!(fp16c_encode(5.0), 0x7fff);
+        assert_eq!(fp16c_encode(f32::NAN), 0x7fff);
+    }
+
+    #[test]
+    fn params_mirror_the_kernel_struct() {
+        let grid = Grid {
+            size: [8, 9, 10],
+            periodic: [true, false, true],
+        };
+        let mut p = Params::new(0.8, lattice::Collision::Bgk);
+        p.force = [1e-5, 0.0, 0.0];
+        let k = CudaParams::new(&grid, &p);
+        assert_eq!(
+            (k.nx, k.ny, k.nz, k.periodic, k.has_force),
+            (8, 9, 10, 0b101, 1)
+        );
+        assert_eq!(k.omega_plus, k.omega_minus);
+        // The kernel's Params: 4 u32, 2 f32, 3 f32, u32, 16x3 f32.
+        assert_eq!(std::mem::size_of::<CudaParams>(), 232);
+    }
+}

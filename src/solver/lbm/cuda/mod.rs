@@ -1,0 +1,590 @@
+//! The CUDA solver: `kernels/lbm/d3q19.cu` compiled at run time by NVRTC and launched
+//! through cudarc (dynamic loading, so the program builds and runs its CPU path
+//! on machines without CUDA).
+//!
+//! Same layout, streaming scheme, boundary rules and arithmetic order as the CPU
+//! reference solver; the FP32 kernels are compiled without FMA contraction so
+//! that their results agree with it bit for bit. Every CUDA call's error is checked, and
+//! `step` synchronises and checks once per batch of launches.
+//!
+//! By job: [`compile`] (NVRTC), [`device`] (probing, memory budget), [`launch`]
+//! (kernel parameters, kernel choice, launches), [`display`] (display frames
+//! and their export to Vulkan), [`exchange`] (halos between GPUs); the
+//! [`Solver`] implementation is here.
+
+mod compile;
+mod device;
+mod display;
+mod exchange;
+mod launch;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+
+pub use compile::{compile, compile_options, kernel_source, KERNEL_SOURCE};
+pub use device::{
+    availability, check_fits, device_count, largest_cube, probe, probe_device, CudaUnavailable,
+    DeviceInfo,
+};
+pub use exchange::{exchange_choice, CudaLink, NcclComm, Transport};
+pub use launch::{
+    fp16c_decode, fp16c_encode, lattice_config, prefers_odd_quads, step_launch, CudaParams,
+    StepKernel, DEFAULT_BLOCK,
+};
+
+use super::lattice::Q;
+use super::slabs::SlabLattice;
+use crate::solver::{
+    check_params, flags, Fields, Grid, Initial, Params, Precision, Solver, SolverError, Stats,
+    TakenFrame,
+};
+use crate::system::Tuning;
+use device::{guarded, lattice_bytes};
+use display::Display;
+use exchange::SlabLink;
+use launch::{fill_nan, Kernels, Lattice, REDUCTION_BLOCKS};
+
+/// Per-block partial of the `stats` kernel. Keep in sync with `StatsPartial`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct StatsPartial {
+    mass: f64,
+    momentum: [f64; 3],
+    count: f64,
+    max_speed: f32,
+    pad: u32,
+    max_cell: u64,
+    bad_cell: u64,
+}
+const _: () = assert!(std::mem::size_of::<StatsPartial>() == 64);
+
+/// Where a solver runs: its GPU, and the layers it updates when it is one
+/// slab of a domain over several GPUs (the others are halos).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub ordinal: usize,
+    pub owned: Option<Range<usize>>,
+}
+
+impl Placement {
+    /// Slab `s` on GPU `s`, updating the layers `owned`.
+    pub fn slab(s: usize, owned: Range<usize>) -> Placement {
+        Placement {
+            ordinal: s,
+            owned: Some(owned),
+        }
+    }
+}
+
+/// D3Q19 on one CUDA GPU, or on one slab of a domain spread over several.
+pub struct CudaSolver {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Kernels,
+    lattice: Lattice,
+    /// Cell flags and bulk bits (`flags::with_bulk_bits`).
+    flags_dev: CudaSlice<u8>,
+    /// Cells with the NEAR flag (boundary kernel), sorted, on the device and here.
+    near_dev: CudaSlice<u32>,
+    near: Vec<u32>,
+    /// Layers (z) this solver updates; the others are halos of a slab.
+    owned: Range<usize>,
+    link: Option<SlabLink>,
+    fields_dev: Option<CudaSlice<f32>>,
+    display: Option<Display>,
+    /// This GPU's UUID once a graphics device on it asked for shared display
+    /// frames ([`Solver::share_display`]).
+    share: Option<[u8; 16]>,
+    /// Velocity snapshot of `velocity_change` (3n floats) and its step.
+    snapshot_dev: Option<(u64, CudaSlice<f32>)>,
+    stats_dev: CudaSlice<u8>,
+    forces_dev: CudaSlice<f64>,
+    grid: Grid,
+    flags: Vec<u8>,
+    params: Params,
+    kparams: CudaParams,
+    initial: Initial,
+    precision: Precision,
+    t: u64,
+    block: u32,
+    /// Bulk step kernels launched as programmatic dependents (compute
+    /// capability 9.0 and newer, unless [`Tuning::overlap_steps`] is off).
+    overlap_steps: bool,
+    /// [`Tuning::exchange`]: how slabs exchange halos.
+    exchange: Option<String>,
+    device_name: String,
+    /// Fill output buffers with NaN before each use (checks).
+    pub poison: bool,
+    /// The odd step's bulk kernel is `aa_odd4` (see `set_odd_quads`).
+    odd_quads: bool,
+}
+
+fn dev(e: impl std::fmt::Display) -> SolverError {
+    SolverError::Device(e.to_string())
+}
+
+impl CudaSolver {
+    /// Compiles the kernels, checks memory, uploads flags and the initial state.
+    pub fn new(
+        grid: Grid,
+        cell_flags: Vec<u8>,
+        params: Params,
+        initial: Initial,
+        precision: Precision,
+        tuning: &Tuning,
+    ) -> Result<CudaSolver, SolverError> {
+        let whole = Placement {
+            ordinal: 0,
+            owned: None,
+        };
+        Self::on_device(whole, grid, cell_flags, params, initial, precision, tuning)
+    }
+
+    /// As [`CudaSolver::new`] where `placement` says: on its device, updating
+    /// only its layers (one slab of a [`crate::solver::lbm::slabs::SlabSolver`]).
+    pub fn on_device(
+        placement: Placement,
+        grid: Grid,
+        mut cell_flags: Vec<u8>,
+        params: Params,
+        initial: Initial,
+        precision: Precision,
+        tuning: &Tuning,
+    ) -> Result<CudaSolver, SolverError> {
+        let Placement { ordinal, owned } = placement;
+        check_params(&params)?;
+        let info = probe_device(ordinal).map_err(|e| SolverError::Device(e.0))?;
+        if cell_flags.len() != grid.cells() {
+            return Err(SolverError::StateMismatch(format!(
+                "{} flags for a grid of {} cells",
+                cell_flags.len(),
+                grid.cells()
+            )));
+        }
+        // The kernels index cells with 32 bits and launch y and z as grid rows.
+        if grid.cells() as u64 >= 1u64 << 32 || grid.size[1] > 65535 || grid.size[2] > 65535 {
+            return Err(SolverError::InvalidParams(format!(
+                "grid {grid}: the CUDA solver takes fewer than 2^32 cells and at most 65535 cells along y and z"
+            )));
+        }
+        check_fits(grid.size, precision, info.free_bytes)?;
+        flags::mark_near_cells(&grid, &mut cell_flags);
+
+        let ctx = guarded("creating the CUDA context", || CudaContext::new(ordinal))
+            .map_err(SolverError::Device)?;
+        // The solver orders its streams (the halo exchange of a slab, the copies
+        // of display frames) with its own events; cudarc's per-argument event
+        // tracking would add records to every launch.
+        // SAFETY: every buffer is used on `stream` only, except the exchange on
+        // `comm`, ordered by `edges_done` / `comm_done`, and the display copies,
+        // ordered by each slot's `computed` / `copied`.
+        unsafe { ctx.disable_event_tracking() };
+        let link = if owned.is_some() {
+            let comm = ctx.new_stream().map_err(dev)?;
+            Some(SlabLink {
+                comm,
+                edges_done: ctx.new_event(None).map_err(dev)?,
+                comm_done: ctx.new_event(None).map_err(dev)?,
+                pending: false,
+            })
+        } else {
+            None
+        };
+        let stream = ctx.default_stream();
+        let (major, minor) = info.compute_capability;
+        let ptx = compile(precision, major, minor, tuning).map_err(SolverError::Device)?;
+        let module = ctx.load_module(ptx).map_err(dev)?;
+        let load = |name: &str| module.load_function(name).map_err(dev);
+        let kernels = Kernels {
+            even: load("aa_even")?,
+            even2: load("aa_even2")?,
+            odd2: load("aa_odd2")?,
+            odd4: match precision {
+                // Absent when compiled with NO_ODD_QUAD (Tuning::kernel_defines,
+                // for benchmarks against aa_odd2).
+                Precision::Fp32 => module.load_function("aa_odd4").ok(),
+                Precision::Fp16 => None,
+            },
+            odd: load("aa_odd")?,
+            boundary: load("aa_boundary")?,
+            fields: load("fields")?,
+            display: load("display_fields")?,
+            stats: load("stats")?,
+            forces: load("forces")?,
+            init_uniform: load("init_uniform")?,
+            fill_f32: load("fill_f32")?,
+            velocity_change: load("velocity_change")?,
+            unpack: load("unpack_planes")?,
+        };
+        let n = grid.cells();
+        let lattice = match precision {
+            Precision::Fp32 => Lattice::Fp32(stream.alloc_zeros::<f32>(Q * n).map_err(dev)?),
+            Precision::Fp16 => Lattice::Fp16(stream.alloc_zeros::<u16>(Q * n).map_err(dev)?),
+        };
+        let flags_dev = stream
+            .clone_htod(&flags::with_bulk_bits(&cell_flags))
+            .map_err(dev)?;
+        let odd_quads = prefers_odd_quads(
+            kernels.odd4.is_some(),
+            grid.size[0],
+            flags::mixed_quad_share(&cell_flags, grid.size[0]),
+        );
+        let near: Vec<u32> = (0..n)
+            .filter(|&c| cell_flags[c] & flags::NEAR != 0)
+            .map(|c| c as u32)
+            .collect();
+        // cudarc cannot allocate zero elements; an empty list keeps one dummy entry.
+        let near_dev = stream
+            .clone_htod(if near.is_empty() {
+                &[0u32][..]
+            } else {
+                &near[..]
+            })
+            .map_err(dev)?;
+        let stats_dev = stream
+            .alloc_zeros::<u8>(REDUCTION_BLOCKS as usize * std::mem::size_of::<StatsPartial>())
+            .map_err(dev)?;
+        let forces_dev = stream
+            .alloc_zeros::<f64>(REDUCTION_BLOCKS as usize * 48)
+            .map_err(dev)?;
+        let kparams = CudaParams::new(&grid, &params);
+        let mut solver = CudaSolver {
+            ctx,
+            stream,
+            kernels,
+            lattice,
+            flags_dev,
+            near_dev,
+            near,
+            owned: owned.unwrap_or(0..grid.size[2]),
+            link,
+            fields_dev: None,
+            display: None,
+            share: None,
+            snapshot_dev: None,
+            stats_dev,
+            forces_dev,
+            grid,
+            flags: cell_flags,
+            params,
+            kparams,
+            initial,
+            precision,
+            t: 0,
+            block: DEFAULT_BLOCK,
+            overlap_steps: major >= 9 && tuning.overlap_steps,
+            exchange: tuning.exchange.clone(),
+            device_name: info.name,
+            poison: false,
+            odd_quads,
+        };
+        solver.initialise()?;
+        Ok(solver)
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Threads per block along x for the lattice kernels.
+    pub fn set_block(&mut self, block: u32) {
+        // The lattice kernels are compiled with __launch_bounds__(128, 8).
+        self.block = block.clamp(32, 128);
+    }
+
+    pub fn block(&self) -> u32 {
+        self.block
+    }
+
+    pub(super) fn initialise(&mut self) -> Result<(), SolverError> {
+        match &self.initial {
+            Initial::Uniform(u) => {
+                let cfg = self.lattice_config();
+                let (ux, uy, uz) = (u[0], u[1], u[2]);
+                let mut b = self.stream.launch_builder(&self.kernels.init_uniform);
+                self.lattice.arg_mut(&mut b);
+                b.arg(&self.flags_dev)
+                    .arg(&self.kparams)
+                    .arg(&ux)
+                    .arg(&uy)
+                    .arg(&uz);
+                // SAFETY: argument list matches `init_uniform`; the grid covers the lattice.
+                unsafe { b.launch(cfg) }.map_err(dev)?;
+                self.stream.synchronize().map_err(dev)?;
+            }
+            Initial::Fields(_) => {
+                let host = super::initial_populations(
+                    &self.grid,
+                    &self.flags,
+                    &self.params,
+                    &self.initial,
+                );
+                self.upload(&host)?;
+            }
+        }
+        self.t = 0;
+        Ok(())
+    }
+
+    pub(super) fn upload(&mut self, populations: &[f32]) -> Result<(), SolverError> {
+        match &mut self.lattice {
+            Lattice::Fp32(f) => self.stream.memcpy_htod(populations, f).map_err(dev)?,
+            Lattice::Fp16(f) => {
+                let half: Vec<u16> = populations.iter().map(|&v| fp16c_encode(v)).collect();
+                self.stream.memcpy_htod(&half, f).map_err(dev)?
+            }
+        }
+        self.stream.synchronize().map_err(dev)
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub(super) fn fields_buffer(&mut self) -> Result<(), SolverError> {
+        if self.fields_dev.is_none() {
+            let n = self.grid.cells();
+            let buf = self.stream.alloc_zeros::<f32>(4 * n).map_err(|e| {
+                SolverError::Device(format!(
+                    "no GPU memory left for the field output ({} needed): {e}",
+                    crate::system::human_bytes(16 * n as u64)
+                ))
+            })?;
+            self.fields_dev = Some(buf);
+        }
+        if self.poison {
+            let cfg = self.reduction_config();
+            let buf = self.fields_dev.as_mut().expect("allocated above");
+            fill_nan(&self.stream, &self.kernels.fill_f32, buf, cfg)?;
+        }
+        Ok(())
+    }
+
+    /// Computes ρ, ux, uy, uz into the device buffer (four planes of n floats).
+    pub fn compute_fields(&mut self) -> Result<&CudaSlice<f32>, SolverError> {
+        self.fields_buffer()?;
+        let cfg = self.lattice_config();
+        let parity = self.parity();
+        let out = self.fields_dev.as_mut().expect("allocated");
+        let mut b = self.stream.launch_builder(&self.kernels.fields);
+        self.lattice.arg(&mut b);
+        b.arg(&self.flags_dev)
+            .arg(&self.kparams)
+            .arg(&parity)
+            .arg(out);
+        // SAFETY: signature of `fields`; `out` holds 4n floats.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        Ok(self.fields_dev.as_ref().expect("allocated"))
+    }
+}
+
+impl Solver for CudaSolver {
+    fn describe(&self) -> String {
+        format!(
+            "CUDA solver on {} ({} storage)",
+            self.device_name,
+            self.precision.name()
+        )
+    }
+
+    fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    fn flags(&self) -> &[u8] {
+        &self.flags
+    }
+
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
+        check_params(&params)?;
+        self.kparams = CudaParams::new(&self.grid, &params);
+        self.params = params;
+        Ok(())
+    }
+
+    fn step(&mut self, n: u64) -> Result<(), SolverError> {
+        self.enqueue_steps(n)?;
+        self.stream.synchronize().map_err(dev)
+    }
+
+    fn enqueue(&mut self, n: u64) -> Result<(), SolverError> {
+        self.enqueue_steps(n)
+    }
+
+    fn finish(&mut self) -> Result<(), SolverError> {
+        self.stream.synchronize().map_err(dev)
+    }
+
+    fn begin_display(&mut self, stride: usize, host: bool) -> Result<bool, SolverError> {
+        self.begin_display_frame(stride, host)
+    }
+
+    fn take_display(&mut self, out: &mut Fields) -> Result<Option<TakenFrame>, SolverError> {
+        self.take_display_frame(out)
+    }
+
+    fn time_step(&self) -> u64 {
+        self.t
+    }
+
+    fn share_display(&mut self, device: Option<[u8; 16]>) {
+        self.set_shared_display(device)
+    }
+
+    fn reset(&mut self) -> Result<(), SolverError> {
+        self.drop_display_frames()?;
+        self.initialise()
+    }
+
+    fn fields(&mut self) -> Result<Fields, SolverError> {
+        let (n, size) = (self.grid.cells(), self.grid.size);
+        let stream = self.stream.clone();
+        let buf = self.compute_fields()?;
+        // One copy per plane, straight into its own vector.
+        let plane = |k: usize| {
+            stream
+                .clone_dtoh(&buf.slice(k * n..(k + 1) * n))
+                .map_err(dev)
+        };
+        let mut out = Fields {
+            size,
+            rho: plane(0)?,
+            ux: plane(1)?,
+            uy: plane(2)?,
+            uz: plane(3)?,
+        };
+        if self.poison && out.rho.iter().any(|v| v.is_nan()) {
+            // A running cell can legitimately be NaN after a blow-up, but a
+            // non-running one never is: NaN there means a cell was not written.
+            let unwritten = (0..n).find(|&c| !flags::runs(self.flags[c]) && out.rho[c].is_nan());
+            if let Some(c) = unwritten {
+                return Err(SolverError::Device(format!(
+                    "the fields kernel did not write cell {:?}",
+                    self.grid.coords(c)
+                )));
+            }
+        }
+        out.size = self.grid.size;
+        Ok(out)
+    }
+
+    fn stats(&mut self) -> Result<Stats, SolverError> {
+        let cfg = self.reduction_config();
+        let parity = self.parity();
+        let (c0, c1) = self.owned_cells();
+        let mut b = self.stream.launch_builder(&self.kernels.stats);
+        self.lattice.arg(&mut b);
+        b.arg(&self.flags_dev)
+            .arg(&self.kparams)
+            .arg(&parity)
+            .arg(&c0)
+            .arg(&c1)
+            .arg(&mut self.stats_dev);
+        // SAFETY: signature of `stats`; one partial of 64 bytes per block.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        let bytes = self.stream.clone_dtoh(&self.stats_dev).map_err(dev)?;
+        let partials: &[StatsPartial] = bytemuck::cast_slice(&bytes);
+        let (mut mass, mut mom, mut count) = (0.0f64, [0.0f64; 3], 0.0f64);
+        let (mut best, mut best_cell, mut bad) = (0.0f32, 0u64, u64::MAX);
+        for p in partials {
+            mass += p.mass;
+            for d in 0..3 {
+                mom[d] += p.momentum[d];
+            }
+            count += p.count;
+            if p.max_speed > best {
+                best = p.max_speed;
+                best_cell = p.max_cell;
+            }
+            bad = bad.min(p.bad_cell);
+        }
+        let cells = count as u64;
+        let count = count.max(1.0);
+        Ok(Stats {
+            step: self.t,
+            mass,
+            cells,
+            mean_velocity: mom.map(|m| m / count),
+            max_speed: best,
+            max_speed_cell: self.grid.coords(best_cell as usize),
+            non_finite_cell: (bad != u64::MAX).then(|| self.grid.coords(bad as usize)),
+        })
+    }
+
+    fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
+        let cfg = self.reduction_config();
+        let parity = self.parity();
+        let (c0, c1) = self.owned_cells();
+        let mut b = self.stream.launch_builder(&self.kernels.forces);
+        self.lattice.arg(&mut b);
+        b.arg(&self.flags_dev)
+            .arg(&self.kparams)
+            .arg(&parity)
+            .arg(&c0)
+            .arg(&c1)
+            .arg(&mut self.forces_dev);
+        // SAFETY: signature of `forces`; 48 doubles per block.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        let partials = self.stream.clone_dtoh(&self.forces_dev).map_err(dev)?;
+        let mut total = vec![[0.0f64; 3]; flags::MAX_TAG as usize + 1];
+        for block in partials.chunks_exact(48) {
+            for tag in 0..16 {
+                for d in 0..3 {
+                    total[tag][d] += block[tag * 3 + d];
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    fn populations(&mut self) -> Result<Vec<f32>, SolverError> {
+        let out = match &self.lattice {
+            Lattice::Fp32(f) => self.stream.clone_dtoh(f).map_err(dev)?,
+            Lattice::Fp16(f) => self
+                .stream
+                .clone_dtoh(f)
+                .map_err(dev)?
+                .into_iter()
+                .map(fp16c_decode)
+                .collect(),
+        };
+        Ok(out)
+    }
+
+    fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError> {
+        if populations.len() != Q * self.grid.cells() {
+            return Err(SolverError::StateMismatch(format!(
+                "{} populations for a lattice of {}",
+                populations.len(),
+                Q * self.grid.cells()
+            )));
+        }
+        self.drop_display_frames()?;
+        self.upload(populations)?;
+        self.t = step;
+        Ok(())
+    }
+
+    fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        Ok(self.change_sums()?.map(|c| c.ratio()))
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        let n = self.grid.cells() as u64;
+        let display = self
+            .display
+            .as_ref()
+            .map_or(0, |d| 2 * 16 * d.size.iter().product::<usize>() as u64);
+        lattice_bytes(self.precision, n) + self.fields_dev.as_ref().map_or(0, |_| 16 * n) + display
+    }
+}

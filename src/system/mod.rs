@@ -1,0 +1,105 @@
+//! Facts about the machine and the process, below everything else: the memory
+//! the system can give, how to print byte counts, and the developer knobs of
+//! the environment, read once at start-up into one [`Tuning`] value that is
+//! passed down (library code never reads the environment itself).
+
+use std::path::PathBuf;
+
+/// Memory the system can give us now (Linux `MemAvailable`), if known.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// "12.3 MiB" style sizes.
+pub fn human_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.1} KiB", b / 1024.0)
+    }
+}
+
+/// Developer knobs for benchmarks of variants without a rebuild. Users never
+/// need them; the README's developer section lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// `FLOWSCOPE_KERNEL_DEFINES`: `NAME=VALUE` words prepended to the CUDA
+    /// kernels as `#define`s.
+    pub kernel_defines: String,
+    /// `FLOWSCOPE_OVERLAP_STEPS=0` turns off programmatic dependent launches
+    /// of the bulk step kernels (on by default where the GPU has them).
+    pub overlap_steps: bool,
+    /// `FLOWSCOPE_EXCHANGE=nccl|peer`: how the slabs of several GPUs exchange
+    /// halos (NCCL where its library loads when unset).
+    pub exchange: Option<String>,
+    /// `FLOWSCOPE_SHADER_DIR`: read the WGSL shaders from this directory
+    /// instead of the copies built into the binary.
+    pub shader_dir: Option<PathBuf>,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            kernel_defines: String::new(),
+            overlap_steps: true,
+            exchange: None,
+            shader_dir: None,
+        }
+    }
+}
+
+impl Tuning {
+    /// The knobs as the environment sets them (called once, by `main`).
+    pub fn from_env() -> Tuning {
+        Tuning::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// The knobs from a lookup of variables by name.
+    pub fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Tuning {
+        let text = |name: &str| var(name).map(|v| v.to_string_lossy().into_owned());
+        Tuning {
+            kernel_defines: text("FLOWSCOPE_KERNEL_DEFINES").unwrap_or_default(),
+            overlap_steps: text("FLOWSCOPE_OVERLAP_STEPS").is_none_or(|v| v != "0"),
+            exchange: text("FLOWSCOPE_EXCHANGE").filter(|v| !v.is_empty()),
+            shader_dir: var("FLOWSCOPE_SHADER_DIR").map(PathBuf::from),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuning_reads_each_knob_and_defaults_without_them() {
+        assert_eq!(Tuning::from_vars(|_| None), Tuning::default());
+        let t = Tuning::from_vars(|name| {
+            Some(
+                match name {
+                    "FLOWSCOPE_KERNEL_DEFINES" => "NO_ODD_QUAD",
+                    "FLOWSCOPE_OVERLAP_STEPS" => "0",
+                    "FLOWSCOPE_EXCHANGE" => "peer",
+                    _ => "/tmp/shaders",
+                }
+                .into(),
+            )
+        });
+        assert_eq!(t.kernel_defines, "NO_ODD_QUAD");
+        assert!(!t.overlap_steps);
+        assert_eq!(t.exchange.as_deref(), Some("peer"));
+        assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
+    }
+
+    #[test]
+    fn human_bytes_picks_the_unit() {
+        assert_eq!(human_bytes(512), "0.5 KiB");
+        assert_eq!(human_bytes(3 * 1024 * 1024), "3.0 MiB");
+        assert_eq!(human_bytes(5 << 30), "5.00 GiB");
+    }
+}
