@@ -83,7 +83,7 @@ impl Outputs<'_> {
             }
             if let (Some(line), Some(path)) = (&args.probe, &args.probe_out) {
                 let csv = probe::to_csv(solver.time_step(), &line.sample(&fields));
-                std::fs::write(path, csv)
+                crate::io::write_atomically(path, |w| w.write_all(csv.as_bytes()))
                     .with_context(|| format!("cannot write {}", path.display()))?;
                 eprintln!("wrote {}", path.display());
             }

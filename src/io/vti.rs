@@ -2,13 +2,13 @@
 //! `pressure` (p − p0, lattice units), `velocity` (3 components) and `flags`
 //! (cell type in bits 0–2, tag in bits 3–6), raw appended binary.
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::solver::flags::NEAR;
 use crate::solver::Fields;
 
-/// Writes `fields` and `flags` to `path`. Spacing is one cell, origin 0.
+/// Writes `fields` and `flags` to `path` (whole or not at all, see
+/// [`super::write_atomically`]). Spacing is one cell, origin 0.
 pub fn write(path: &Path, fields: &Fields, flags: &[u8]) -> std::io::Result<()> {
     let [nx, ny, nz] = fields.size;
     let n = nx * ny * nz;
@@ -41,12 +41,12 @@ pub fn write(path: &Path, fields: &Fields, flags: &[u8]) -> std::io::Result<()> 
     xml.push_str(
         "      </PointData>\n    </Piece>\n  </ImageData>\n  <AppendedData encoding=\"raw\">\n   _",
     );
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    file.write_all(xml.as_bytes())?;
-    for (_, _, _, bytes) in &blocks {
-        file.write_all(&(bytes.len() as u64).to_le_bytes())?;
-        file.write_all(bytes)?;
-    }
-    file.write_all(b"\n  </AppendedData>\n</VTKFile>\n")?;
-    file.flush()
+    super::write_atomically(path, |file| {
+        file.write_all(xml.as_bytes())?;
+        for (_, _, _, bytes) in &blocks {
+            file.write_all(&(bytes.len() as u64).to_le_bytes())?;
+            file.write_all(bytes)?;
+        }
+        file.write_all(b"\n  </AppendedData>\n</VTKFile>\n")
+    })
 }

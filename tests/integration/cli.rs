@@ -89,6 +89,18 @@ fn a_blow_up_is_caught_with_its_message_and_exit_code_after_writing_outputs() {
 
 #[test]
 fn ctrl_c_stops_cleanly_and_writes_the_requested_outputs() {
+    stops_cleanly_on("-INT");
+}
+
+#[test]
+fn sigterm_and_sighup_stop_cleanly_like_ctrl_c() {
+    // A batch scheduler's stop, and a closed terminal.
+    stops_cleanly_on("-TERM");
+    stops_cleanly_on("-HUP");
+}
+
+/// A long run stopped by `signal` writes its outputs whole and exits 130.
+fn stops_cleanly_on(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_flowscope"))
         .args([
@@ -112,7 +124,7 @@ fn ctrl_c_stops_cleanly_and_writes_the_requested_outputs() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
@@ -124,6 +136,13 @@ fn ctrl_c_stops_cleanly_and_writes_the_requested_outputs() {
         dir.path().join("out.vti").exists() && dir.path().join("out.ckpt").exists(),
         "{e}"
     );
+    // Written beside and renamed: nothing half-written is left.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
