@@ -55,7 +55,8 @@ impl Engine {
 
     /// See [`Publisher::publish`].
     pub(super) fn publish(&mut self, mailbox: &Mailbox) -> Result<(), SessionError> {
-        (self.publisher).publish(self.solver.as_mut(), &mut self.history, mailbox)
+        self.publisher
+            .publish(self.solver.as_mut(), &mut self.history, mailbox)
     }
 
     /// See [`Publisher::begin_frame`].
@@ -64,17 +65,20 @@ impl Engine {
         mailbox: &Mailbox,
         host: bool,
     ) -> Result<(), SessionError> {
-        (self.publisher).begin_frame(self.solver.as_mut(), &mut self.history, mailbox, host)
+        self.publisher
+            .begin_frame(self.solver.as_mut(), &mut self.history, mailbox, host)
     }
 
     /// See [`Publisher::deliver`].
     pub(super) fn deliver(&mut self, mailbox: &Mailbox) -> Result<(), SessionError> {
-        (self.publisher).deliver(self.solver.as_mut(), &mut self.history, mailbox)
+        self.publisher
+            .deliver(self.solver.as_mut(), &mut self.history, mailbox)
     }
 
     /// See [`Publisher::show_now`].
     pub(super) fn show_now(&mut self, mailbox: &Mailbox) -> Result<(), SessionError> {
-        (self.publisher).show_now(self.solver.as_mut(), &mut self.history, mailbox)
+        self.publisher
+            .show_now(self.solver.as_mut(), &mut self.history, mailbox)
     }
 
     /// Frontal area of the first obstacle, the reference of its coefficients.
