@@ -6,7 +6,7 @@
 //! FNV-1a hash of everything before it. A resumed run continues bit for bit: the
 //! populations and the step are the whole state of the AA scheme.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::solver::flags::NEAR;
@@ -85,12 +85,7 @@ pub fn save(path: &Path, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
     let mut h = FNV_START;
     fnv1a(&mut h, &bytes);
     bytes.extend_from_slice(&h.to_le_bytes());
-    let tmp = path.with_extension("ckpt.partial");
-    let mut file = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
-    file.write_all(&bytes).map_err(|e| io("write", e))?;
-    file.sync_all().map_err(|e| io("write", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io("rename", e))?;
-    Ok(())
+    super::write_atomically(path, |file| file.write_all(&bytes)).map_err(|e| io("write", e))
 }
 
 /// Bytes before the populations: signature, version, grid, step, flags hash

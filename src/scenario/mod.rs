@@ -389,26 +389,24 @@ impl Scenario {
                 "use a speed such as 0.05",
             ));
         }
-        let mach = velocity_lattice / (crate::solver::lbm::lattice::CS2 as f64).sqrt();
-        if mach > MACH_MAX {
-            return Err(self.live_error(
-                format!("Mach number {mach:.3} (lattice speed {velocity_lattice}) is above {MACH_MAX}: compressibility errors and instability"),
-                format!("use a lattice speed ≤ {:.3} (Ma 0.3)", Units::velocity_for_mach(MACH_MAX)),
-            ));
-        }
         let u = &self.units;
         let mut units = Units::from_reynolds(u.reynolds, u.length_cells, velocity_lattice);
         units.physical = u.physical.clone();
+        if let Some(message) = mach_error(&units) {
+            return Err(self.live_error(
+                message,
+                format!(
+                    "use a lattice speed ≤ {:.3} (Ma 0.3)",
+                    Units::velocity_for_mach(MACH_MAX)
+                ),
+            ));
+        }
         self.with_units(units)
     }
 
     fn with_units(&self, units: Units) -> Result<Scenario, ScenarioError> {
-        // The solvers relax in FP32: τ must be above ½ there too.
-        if !(units.tau as f32 > 0.5) {
-            return Err(self.live_error(
-                format!("τ = {:.6} is not above 0.5 (viscosity {:.3e} in lattice units): the scheme is unstable", units.tau, units.viscosity_lattice),
-                "lower the Reynolds number, lower the lattice speed, or use fewer cells per characteristic length",
-            ));
+        if let Some(message) = tau_error(&units) {
+            return Err(self.live_error(message, TAU_HELP));
         }
         let mut s = self.clone();
         s.warnings = unit_warnings(&units);
@@ -465,6 +463,31 @@ impl Scenario {
     pub fn cells(&self) -> u64 {
         self.size.iter().map(|&n| n as u64).product()
     }
+}
+
+const TAU_HELP: &str =
+    "lower the Reynolds number, lower the lattice speed, or use fewer cells per characteristic length";
+
+/// Why the derived units cannot run: τ not above ½. The solvers relax in
+/// FP32, so τ must be above ½ there too.
+fn tau_error(units: &Units) -> Option<String> {
+    (!(units.tau as f32 > 0.5)).then(|| {
+        format!(
+            "τ = {:.6} is not above 0.5 (viscosity {:.3e} in lattice units): the scheme is unstable",
+            units.tau, units.viscosity_lattice
+        )
+    })
+}
+
+/// Why the derived units cannot run: a Mach number above [`MACH_MAX`].
+fn mach_error(units: &Units) -> Option<String> {
+    let mach = units.mach();
+    (mach > MACH_MAX).then(|| {
+        format!(
+            "Mach number {mach:.3} (lattice speed {}) is above {MACH_MAX}: compressibility errors and instability",
+            units.velocity_lattice
+        )
+    })
 }
 
 /// Merely risky values of the derived units, for the user to read.
@@ -637,20 +660,17 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         }
     };
     let re_span = fl.reynolds.as_ref().map(span_of).unwrap_or(vspan.clone());
-    // The solvers relax in FP32: τ must be above ½ there too.
-    if !(units.tau as f32 > 0.5) {
-        return Err(ctx.err(
-            re_span,
-            format!("τ = {:.6} is not above 0.5 (viscosity {:.3e} in lattice units): the scheme is unstable", units.tau, units.viscosity_lattice),
-            "lower the Reynolds number, lower the lattice speed, or use fewer cells per characteristic length",
-        ));
+    if let Some(message) = tau_error(&units) {
+        return Err(ctx.err(re_span, message, TAU_HELP));
     }
-    let mach = units.mach();
-    if mach > MACH_MAX {
+    if let Some(message) = mach_error(&units) {
         return Err(ctx.err(
             vspan,
-            format!("Mach number {mach:.3} (lattice speed {velocity}) is above {MACH_MAX}: compressibility errors and instability"),
-            format!("use fluid.velocity ≤ {:.3} (Ma 0.3); to keep the Reynolds number, add cells", Units::velocity_for_mach(MACH_MAX)),
+            message,
+            format!(
+                "use fluid.velocity ≤ {:.3} (Ma 0.3); to keep the Reynolds number, add cells",
+                Units::velocity_for_mach(MACH_MAX)
+            ),
         ));
     }
     warnings.extend(unit_warnings(&units));
