@@ -5,6 +5,7 @@
 struct ReduceParams {
     size: vec3<u32>,
     groups: u32,   // workgroups of the first stage
+    floor: f32,    // lower end of the range at least this (Q: only Q > 0 marks vortices)
 }
 
 @group(0) @binding(0) var scalar: texture_3d<f32>;
@@ -61,6 +62,7 @@ fn finish(@builtin(local_invocation_index) t: u32) {
     hi[t] = b;
     tree(t);
     if (t == 0u) {
-        result = vec2<f32>(lo[0], hi[0]);
+        // A floor at or above the maximum would leave no range: ignored.
+        result = vec2<f32>(select(lo[0], max(lo[0], params.floor), params.floor < hi[0]), hi[0]);
     }
 }

@@ -154,6 +154,9 @@ pub fn parse_display_limit(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Grids up to this many cells are voxelised by `info` to count their cells.
+const INFO_VOXEL_LIMIT: u64 = 1 << 26;
+
 /// The scenario the window opens when none is named.
 pub const DEFAULT_SCENARIO: &str = "assets/scenarios/cavity.toml";
 
@@ -230,16 +233,24 @@ fn face_name(f: &Face) -> String {
 fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
     let s = Scenario::load(path, set)?;
     let u = &s.units;
-    // Voxelising needs a byte per cell: skip it for grids the machine cannot hold.
-    let fits = available_memory().is_none_or(|m| s.cells() < m / 2);
-    let voxels = fits.then(|| s.voxelize());
+    // `info` stays quick: cells are counted (a pass over the grid) only up to
+    // a size that takes well under a second; `run` checks the rest.
+    let voxels = if s.cells() <= INFO_VOXEL_LIMIT {
+        let v = s.voxelize();
+        s.check_voxels(&v)?;
+        Some(v)
+    } else {
+        None
+    };
     println!("{} ({})", s.name, s.path.display());
     if !s.description.is_empty() {
         println!("  {}", s.description);
     }
     let fluid = voxels
         .as_ref()
-        .map_or("too large to count".into(), |v| v.fluid_cells.to_string());
+        .map_or("not counted above 64 M cells".into(), |v| {
+            v.fluid_cells.to_string()
+        });
     println!(
         "grid            {} x {} x {} = {} cells ({fluid} fluid)",
         s.size[0],
@@ -304,6 +315,13 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
         bytes(Precision::Fp32),
         bytes(Precision::Fp16)
     );
+    if let Some(available) = available_memory() {
+        let per_cell = Precision::Fp32.bytes_per_cell() as f64;
+        if let Err(e) = s.check_memory(per_cell, available, "the CPU solver") {
+            println!("warning: {}", e.message);
+            println!("         {}", e.help);
+        }
+    }
     for w in &s.warnings {
         println!("warning: {w}");
     }

@@ -49,9 +49,11 @@ pub struct RenderArgs {
     /// Sphere impostor radius in cells (--mode spheres).
     #[arg(long, allow_negative_numbers = true, default_value_t = 0.6)]
     pub sphere_radius: f32,
-    /// Colour the surface by a second field (default: one colour).
-    #[arg(long, value_enum)]
-    pub colour_by: Option<PlotType>,
+    /// Colour the surface by a field (pressure, speed, …) or `plain` for one
+    /// colour. Default: speed (pressure on a speed surface, where the speed is
+    /// the same everywhere).
+    #[arg(long, value_name = "FIELD|plain", value_parser = parse_colour_by)]
+    pub colour_by: Option<ColourBy>,
     /// Colour map for --colour-by and streamlines: viridis or cool-warm.
     #[arg(long, default_value = "viridis")]
     pub colour_map: String,
@@ -108,6 +110,34 @@ pub struct RenderArgs {
     pub out: PathBuf,
 }
 
+/// What colours the surface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColourBy {
+    Plain,
+    Field(PlotType),
+}
+
+fn parse_colour_by(s: &str) -> Result<ColourBy, String> {
+    if s == "plain" {
+        return Ok(ColourBy::Plain);
+    }
+    <PlotType as clap::ValueEnum>::from_str(s, true)
+        .map(ColourBy::Field)
+        .map_err(|_| {
+            format!("`{s}`: use plain or one of pressure, speed, ux, uy, uz, vorticity, curl, q")
+        })
+}
+
+/// The default look: surfaces coloured by speed, except a speed surface
+/// (one speed everywhere), which is coloured by pressure.
+pub fn default_colour(plot: PlotType) -> PlotType {
+    if plot == PlotType::Speed {
+        PlotType::Pressure
+    } else {
+        PlotType::Speed
+    }
+}
+
 fn parse_size(s: &str) -> anyhow::Result<[u32; 2]> {
     let (w, h) = s
         .split_once('x')
@@ -141,11 +171,45 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
     };
     positive("--sphere-radius", args.sphere_radius)?;
     positive("--zero-parallax", args.zero_parallax)?;
-    if !(args.eye_separation.is_finite() && args.eye_separation >= 0.0) {
+    // Past a few times the comfortable separation the eyes cannot fuse the
+    // picture, and far past it the domain leaves both images.
+    if !(args.eye_separation.is_finite()
+        && (0.0..=MAX_EYE_SEPARATION).contains(&args.eye_separation))
+    {
         bail!(
-            "--eye-separation {}: must be 0 or more",
+            "--eye-separation {}: use 0 (no depth) to {MAX_EYE_SEPARATION}; 1 is comfortable",
             args.eye_separation
         );
+    }
+    if !(args.zero_parallax <= 100.0) {
+        bail!("--zero-parallax {}: use a fraction of the distance to the domain's centre up to 100 (1 puts the centre on the screen)", args.zero_parallax);
+    }
+    if let Some(iso) = args.iso {
+        if !iso.is_finite() {
+            bail!("--iso {iso}: the isovalue must be a number; or give --iso-frac F (0 = min, 1 = max)");
+        }
+    }
+    if !(0.0..=1.0).contains(&args.iso_frac) {
+        bail!(
+            "--iso-frac {}: use a fraction of the field's range from 0 to 1",
+            args.iso_frac
+        );
+    }
+    for (name, angle) in [("--yaw", args.yaw), ("--pitch", args.pitch)] {
+        if angle.is_some_and(|a| !a.is_finite()) {
+            bail!(
+                "{name} {}: give an angle in radians",
+                angle.unwrap_or_default()
+            );
+        }
+    }
+    if let Some(p) = args.pitch {
+        if p.abs() >= std::f32::consts::FRAC_PI_2 {
+            bail!("--pitch {p}: use an angle between -1.57 and 1.57 radians (straight down or up has no 'up' direction)");
+        }
+    }
+    if let Some(d) = args.distance {
+        positive("--distance", d)?;
     }
     if !(1..=1024).contains(&args.aa) {
         bail!("--aa {}: use 1 (no antialiasing) to 1024 samples", args.aa);
@@ -180,7 +244,11 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
         plot: args.plot,
         iso_frac: args.iso_frac,
         iso: args.iso,
-        colour_by: args.colour_by,
+        colour_by: match args.colour_by {
+            Some(ColourBy::Plain) => None,
+            Some(ColourBy::Field(p)) => Some(p),
+            None => Some(default_colour(args.plot)),
+        },
         colour_map,
         mode: args.mode,
         sphere_radius: args.sphere_radius,
@@ -193,7 +261,12 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
     })
 }
 
+/// Eye separation, as a multiple of the comfortable one, beyond which
+/// `--eye-separation` is refused.
+const MAX_EYE_SEPARATION: f32 = 5.0;
+
 pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
+    crate::io::check_output(&args.out, "--out", &["png"]).map_err(anyhow::Error::msg)?;
     let size = parse_size(&args.size)?;
     // Checked before the flow runs, which may take a while.
     let settings = settings(&args)?;
@@ -239,7 +312,13 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
     let mut camera = Camera::framing(fields.size.map(|n| n as u32));
     camera.yaw = args.yaw.unwrap_or(camera.yaw);
     camera.pitch = args.pitch.unwrap_or(camera.pitch);
-    camera.distance = args.distance.unwrap_or(camera.distance);
+    match args.distance {
+        Some(d) => camera.distance = d,
+        None => camera.fit(
+            fields.size.map(|n| n as u32),
+            size[0] as f32 / size[1] as f32,
+        ),
+    }
     viewer.camera = camera;
     viewer.render_all(&gpu, &settings, size)?;
     let (pixels, size) = viewer.read_rgba(&gpu)?;

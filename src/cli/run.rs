@@ -1,6 +1,6 @@
 //! `flowscope run`: a scenario headless, with progress, outputs and checkpoints.
 
-use std::io::Write;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,10 +11,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{exit, SolverArgs};
 use crate::io::probe::ProbeLine;
-use crate::io::{checkpoint, probe, vti};
+use crate::io::{checkpoint, probe, vti, GrowingFile};
 use crate::scenario::Scenario;
 use crate::session::select;
-use crate::solver::Solver;
+use crate::solver::{Fields, Solver};
 use crate::system::Tuning;
 
 #[derive(clap::Args, Debug)]
@@ -24,7 +24,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub solver: SolverArgs,
     /// Run until this time step (a resumed run counts from step 0 too).
-    /// Default: run.steps of the scenario, unless --until-steady is given.
+    /// Default: run.steps of the scenario. With --until-steady (or
+    /// run.until_steady) it is the cap.
     #[arg(long)]
     pub steps: Option<u64>,
     /// Stop when the mean relative change of the velocity per step drops below
@@ -49,6 +50,11 @@ pub struct RunArgs {
     /// Interval in steps for forces, stability and steadiness checks.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub every: u64,
+    /// Also write the fields every K steps as a numbered series beside the
+    /// --vti file (out_000100.vti, …) and an out.pvd collection that ParaView
+    /// opens as one animated dataset.
+    #[arg(long, value_name = "K", requires = "vti", value_parser = clap::value_parser!(u64).range(1..))]
+    pub vti_every: Option<u64>,
     /// Save the full solver state to FILE at the end (and every --checkpoint-every steps).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
@@ -65,27 +71,41 @@ pub struct RunArgs {
 /// Outputs requested at the end (or at an early stop).
 struct Outputs<'a> {
     args: &'a RunArgs,
+    physical: Option<vti::Physical>,
 }
 
 impl Outputs<'_> {
+    /// Checks every output path before the first step, so that a typo does
+    /// not throw a computation away at its end.
+    fn check(args: &RunArgs) -> anyhow::Result<()> {
+        let outputs = [
+            (&args.vti, "--vti", &["vti"][..]),
+            (&args.probe_out, "--probe-out", &["csv"][..]),
+            (&args.forces, "--forces", &["csv"][..]),
+            (&args.checkpoint, "--checkpoint", &["ckpt"][..]),
+        ];
+        for (path, option, extensions) in outputs {
+            if let Some(path) = path {
+                crate::io::check_output(path, option, extensions).map_err(anyhow::Error::msg)?;
+            }
+        }
+        if let (Some(vti), Some(_)) = (&args.vti, args.vti_every) {
+            let pvd = vti.with_extension("pvd");
+            crate::io::check_output(&pvd, "--vti-every", &["pvd"]).map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the final fields, probe samples and checkpoint.
     fn write(&self, solver: &mut dyn Solver) -> anyhow::Result<()> {
         let args = self.args;
-        let need_fields = args.vti.is_some() || args.probe.is_some();
-        if !need_fields && args.checkpoint.is_none() {
-            return Ok(());
-        }
-        if need_fields {
+        if args.vti.is_some() || args.probe.is_some() {
             let fields = solver.fields()?;
             if let Some(path) = &args.vti {
-                vti::write(path, &fields, solver.flags())
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
+                self.write_vti(path, &fields, solver.flags())?;
             }
-            if let (Some(line), Some(path)) = (&args.probe, &args.probe_out) {
-                let csv = probe::to_csv(solver.time_step(), &line.sample(&fields));
-                crate::io::write_atomically(path, |w| w.write_all(csv.as_bytes()))
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
+            if let Some(path) = &args.probe_out {
+                self.write_probe(path, solver.time_step(), &fields)?;
             }
         }
         if let Some(path) = &args.checkpoint {
@@ -94,15 +114,61 @@ impl Outputs<'_> {
         }
         Ok(())
     }
+
+    /// After a blow-up: the requested files keep their last good content,
+    /// the blown-up fields go to separately named files for diagnosis.
+    fn write_diagnosis(&self, solver: &mut dyn Solver) -> anyhow::Result<()> {
+        let args = self.args;
+        let step = solver.time_step();
+        if args.vti.is_some() || args.probe.is_some() {
+            let fields = solver.fields()?;
+            if let Some(path) = &args.vti {
+                self.write_vti(
+                    &crate::io::diagnosis_path(path, step),
+                    &fields,
+                    solver.flags(),
+                )?;
+            }
+            if let Some(path) = &args.probe_out {
+                self.write_probe(&crate::io::diagnosis_path(path, step), step, &fields)?;
+            }
+        }
+        if let Some(path) = &args.checkpoint {
+            if path.exists() {
+                eprintln!(
+                    "kept {}, the last good checkpoint (a blown-up state cannot be resumed)",
+                    path.display()
+                );
+            } else {
+                eprintln!(
+                    "no checkpoint written: no good state was saved before the blow-up (a blown-up state cannot be resumed)"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn write_vti(&self, path: &Path, fields: &Fields, flags: &[u8]) -> anyhow::Result<()> {
+        vti::write(path, fields, flags, self.physical.as_ref())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+        Ok(())
+    }
+
+    fn write_probe(&self, path: &Path, step: u64, fields: &Fields) -> anyhow::Result<()> {
+        let Some(line) = &self.args.probe else {
+            return Ok(());
+        };
+        let csv = probe::to_csv(step, &line.sample(fields));
+        crate::io::write_atomically(path, |w| w.write_all(csv.as_bytes()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+        Ok(())
+    }
 }
 
 fn save_checkpoint(solver: &mut dyn Solver, path: &Path) -> anyhow::Result<()> {
-    let ckpt = checkpoint::Checkpoint {
-        size: solver.grid().size,
-        step: solver.time_step(),
-        flags_hash: checkpoint::flags_hash(solver.flags()),
-        populations: solver.populations()?,
-    };
+    let ckpt = checkpoint::capture(solver)?;
     checkpoint::save(path, &ckpt)?;
     Ok(())
 }
@@ -116,18 +182,36 @@ fn install_interrupt() -> Arc<AtomicBool> {
     flag
 }
 
+/// How often a run without a terminal prints its progress.
+const PLAIN_PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// The progress line's note on steadiness: the change so far against the
+/// target, or that none has been measured yet.
+fn change_note(change: f64, until_steady: Option<f64>) -> String {
+    let now = if change.is_finite() {
+        format!("{change:.2e}")
+    } else {
+        "not measured yet".into()
+    };
+    match until_steady {
+        Some(tol) => format!("change {now} (steady below {tol:.0e})"),
+        None => format!("change {now}"),
+    }
+}
+
 pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
+    Outputs::check(&args)?;
+    if let Some(tol) = args.until_steady {
+        if !(tol > 0.0 && tol.is_finite()) {
+            bail!("--until-steady {tol}: the tolerance must be a positive number (e.g. 1e-6)");
+        }
+    }
     let scenario = Scenario::load(&args.scenario, &args.set)?;
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
     }
     if let Some(line) = &args.probe {
         line.check(scenario.size).map_err(anyhow::Error::msg)?;
-    }
-    if let Some(tol) = args.until_steady {
-        if !(tol > 0.0) {
-            bail!("--until-steady {tol}: the tolerance must be positive (e.g. 1e-6)");
-        }
     }
     let backend = args.solver.backend(tuning);
     let selected = select::build(&backend, &scenario, crate::system::available_memory())?;
@@ -141,12 +225,9 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         eprintln!("resumed from {} at step {}", path.display(), ckpt.step);
     }
 
+    // Steadiness stops a run early; the step count always caps it.
     let until_steady = args.until_steady.or(scenario.run.until_steady);
-    let target = match (args.steps, until_steady) {
-        (Some(n), _) => n,
-        (None, Some(_)) => u64::MAX,
-        (None, None) => scenario.run.steps,
-    };
+    let target = args.steps.unwrap_or(scenario.run.steps);
     let start_step = solver.time_step();
     if target < start_step {
         bail!(
@@ -156,16 +237,14 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
 
     let mut forces_file = match &args.forces {
         Some(path) => {
-            let mut f = std::io::BufWriter::new(
-                std::fs::File::create(path)
-                    .with_context(|| format!("cannot create {}", path.display()))?,
-            );
+            let mut f = GrowingFile::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
             let mut header = String::from("step");
             for o in &obstacles {
                 let tag = o.name.replace([' ', '(', ')'], "");
                 header.push_str(&format!(",cd_{tag},cl_{tag}"));
             }
-            writeln!(f, "{header}")?;
+            f.write_line(&header)?;
             Some(f)
         }
         None => None,
@@ -173,9 +252,19 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
     let u_ref = scenario.units.velocity_lattice;
     let drag_axis = scenario.forces.drag.index();
     let lift_axis = scenario.forces.lift.index();
+    let physical = vti::Physical::of(&scenario.units);
+    let mut series = match (&args.vti, args.vti_every) {
+        (Some(path), Some(_)) => Some(vti::Series::new(path, physical)),
+        _ => None,
+    };
+    let vti_every = args.vti_every.unwrap_or(u64::MAX);
 
     let interrupted = install_interrupt();
-    let bar = if args.quiet || target == u64::MAX {
+    // Without a terminal (a batch job, a pipe) the bar is not drawn: plain
+    // progress lines say the same every few seconds instead.
+    let plain_progress = !args.quiet && !std::io::stderr().is_terminal();
+    let mut last_line: Option<Instant> = None;
+    let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
         let b = ProgressBar::new(target - start_step);
@@ -189,18 +278,27 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
     let mut step_time = Duration::ZERO;
     let mut steps_done = 0u64;
     let mut last_change = f64::NAN;
-    let outputs = Outputs { args: &args };
+    let outputs = Outputs {
+        args: &args,
+        physical,
+    };
     let mut code = exit::OK;
     let checkpoint_every = args.checkpoint_every.unwrap_or(u64::MAX);
+    let next_multiple = |t: u64, k: u64| {
+        if k == u64::MAX {
+            u64::MAX
+        } else {
+            (t / k + 1) * k
+        }
+    };
 
     while solver.time_step() < target {
         let t = solver.time_step();
-        // Stop at the next multiple of --every (and of --checkpoint-every).
-        let mut next = (t / args.every + 1) * args.every;
-        if checkpoint_every != u64::MAX {
-            next = next.min((t / checkpoint_every + 1) * checkpoint_every);
-        }
-        let next = next.min(target);
+        // Stop at the next multiple of --every, --checkpoint-every, --vti-every.
+        let next = next_multiple(t, args.every)
+            .min(next_multiple(t, checkpoint_every))
+            .min(next_multiple(t, vti_every))
+            .min(target);
         let began = Instant::now();
         solver.step(next - t)?;
         step_time += began.elapsed();
@@ -211,9 +309,9 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         if let Some(err) = stats.instability() {
             bar.abandon();
             if let Some(f) = forces_file.as_mut() {
-                f.flush()?;
+                f.finish()?;
             }
-            outputs.write(solver.as_mut())?;
+            outputs.write_diagnosis(solver.as_mut())?;
             eprintln!("error: {err}");
             return Ok(exit::UNSTABLE);
         }
@@ -230,7 +328,7 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
                         force[lift_axis] / q
                     ));
                 }
-                writeln!(f, "{row}")?;
+                f.write_line(&row)?;
             }
         }
         if (until_steady.is_some() || !args.quiet) && t % args.every == 0 {
@@ -243,31 +341,60 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
                 save_checkpoint(solver.as_mut(), path)?;
             }
         }
+        if let Some(series) = series.as_mut() {
+            if t % vti_every == 0 {
+                let fields = solver.fields()?;
+                series
+                    .write(t, &fields, solver.flags())
+                    .with_context(|| format!("cannot write {}", series.member(t).display()))?;
+            }
+        }
         let secs = step_time.as_secs_f64().max(1e-9);
-        bar.set_position(t - start_step);
-        bar.set_message(format!(
-            "{:.1} steps/s  {:.2} MLUPS  change {:.2e}",
+        let message = format!(
+            "{:.1} steps/s  {:.2} MLUPS  {}",
             steps_done as f64 / secs,
             cells * steps_done as f64 / secs / 1e6,
-            last_change
-        ));
+            change_note(last_change, until_steady)
+        );
+        // The first line as soon as there is a change to show, then every
+        // few seconds.
+        let due = match last_line {
+            None => last_change.is_finite(),
+            Some(at) => at.elapsed() >= PLAIN_PROGRESS_EVERY,
+        };
+        if plain_progress && due {
+            eprintln!("step {t}/{target}  {message}");
+            last_line = Some(Instant::now());
+        }
+        bar.set_position(t - start_step);
+        bar.set_message(message);
         if let Some(tol) = until_steady {
             if last_change < tol {
-                eprintln!(
-                    "steady at step {t}: mean relative change per step {last_change:.3e} < {tol:e}"
-                );
+                bar.suspend(|| {
+                    eprintln!(
+                        "steady at step {t}: mean relative change per step {last_change:.3e} < {tol:e}"
+                    )
+                });
                 break;
             }
         }
         if interrupted.load(Ordering::SeqCst) {
-            eprintln!("interrupted at step {t}; writing outputs");
+            bar.suspend(|| eprintln!("interrupted at step {t}; writing outputs"));
             code = exit::INTERRUPTED;
             break;
         }
     }
     bar.finish_and_clear();
     if let Some(f) = forces_file.as_mut() {
-        f.flush()?;
+        f.finish()?;
+    }
+    if let (Some(tol), true) = (until_steady, code == exit::OK) {
+        if !(last_change < tol) {
+            eprintln!(
+                "not steady after {target} steps (the cap, run.steps or --steps): last change {} against {tol:e}; raise the cap to run on",
+                change_note(last_change, None).trim_start_matches("change ")
+            );
+        }
     }
     let secs = step_time.as_secs_f64().max(1e-9);
     let stats = solver.stats()?;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::solver::flags::NEAR;
 use crate::solver::lbm::lattice;
+use crate::solver::{Solver, SolverError};
 
 const MAGIC: &[u8; 16] = b"FLOWSCOPE-CKPT\0\0";
 /// Bump on any change of layout or meaning.
@@ -62,6 +63,21 @@ pub fn flags_hash(flags: &[u8]) -> u64 {
     let stripped: Vec<u8> = flags.iter().map(|f| f & !NEAR).collect();
     fnv1a(&mut h, &stripped);
     h
+}
+
+/// A solver's state as a checkpoint. Refused when the state has blown up
+/// (NaN, or speeds past the stability limit): such a checkpoint could not be
+/// resumed, and saving it would replace the last good one.
+pub fn capture(solver: &mut dyn Solver) -> Result<Checkpoint, SolverError> {
+    if let Some(e) = solver.stats()?.instability() {
+        return Err(e);
+    }
+    Ok(Checkpoint {
+        size: solver.grid().size,
+        step: solver.time_step(),
+        flags_hash: flags_hash(solver.flags()),
+        populations: solver.populations()?,
+    })
 }
 
 /// Writes a checkpoint atomically (temporary file, then rename), so a crash

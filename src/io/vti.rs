@@ -1,15 +1,48 @@
 //! VTK XML image data (`.vti`) that ParaView opens: point data `rho`,
 //! `pressure` (p − p0, lattice units), `velocity` (3 components) and `flags`
-//! (cell type in bits 0–2, tag in bits 3–6), raw appended binary.
+//! (cell type in bits 0–2, tag in bits 3–6), raw appended binary. With
+//! physical units the spacing is in metres and `velocity_m_s` and
+//! `pressure_pa` join the lattice arrays; a series of them is tied together by
+//! a `.pvd` collection.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use crate::scenario::units::Units;
 use crate::solver::flags::NEAR;
 use crate::solver::Fields;
 
+/// Scales from lattice to SI units (from a scenario's `[physical]` section).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Physical {
+    pub cell_size_m: f64,
+    /// m/s per lattice velocity unit.
+    pub velocity: f64,
+    /// Pa per lattice pressure unit.
+    pub pressure: f64,
+    /// Seconds per time step.
+    pub time_step_s: f64,
+}
+
+impl Physical {
+    pub fn of(units: &Units) -> Option<Physical> {
+        Some(Physical {
+            cell_size_m: units.physical.as_ref()?.cell_size_m,
+            velocity: units.velocity_scale()?,
+            pressure: units.pressure_scale()?,
+            time_step_s: units.time_step_s()?,
+        })
+    }
+}
+
 /// Writes `fields` and `flags` to `path` (whole or not at all, see
-/// [`super::write_atomically`]). Spacing is one cell, origin 0.
-pub fn write(path: &Path, fields: &Fields, flags: &[u8]) -> std::io::Result<()> {
+/// [`super::write_atomically`]). Spacing is one cell, or `physical`'s cell
+/// size in metres; the origin is 0.
+pub fn write(
+    path: &Path,
+    fields: &Fields,
+    flags: &[u8],
+    physical: Option<&Physical>,
+) -> std::io::Result<()> {
     let [nx, ny, nz] = fields.size;
     let n = nx * ny * nz;
     let pressure: Vec<f32> = (0..n).map(|c| fields.pressure(c)).collect();
@@ -18,18 +51,45 @@ pub fn write(path: &Path, fields: &Fields, flags: &[u8]) -> std::io::Result<()> 
         velocity.extend_from_slice(&fields.velocity(c));
     }
     let geometry: Vec<u8> = flags.iter().map(|f| f & !NEAR).collect();
-    let blocks: [(&str, &str, usize, &[u8]); 4] = [
+    let scaled =
+        |v: &[f32], s: f64| -> Vec<f32> { v.iter().map(|&x| (x as f64 * s) as f32).collect() };
+    let (velocity_si, pressure_si) = match physical {
+        Some(p) => (scaled(&velocity, p.velocity), scaled(&pressure, p.pressure)),
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut blocks: Vec<(&str, &str, usize, &[u8])> = vec![
         ("rho", "Float32", 1, bytemuck::cast_slice(&fields.rho)),
         ("pressure", "Float32", 1, bytemuck::cast_slice(&pressure)),
         ("velocity", "Float32", 3, bytemuck::cast_slice(&velocity)),
-        ("flags", "UInt8", 1, &geometry),
     ];
+    if physical.is_some() {
+        blocks.push((
+            "velocity_m_s",
+            "Float32",
+            3,
+            bytemuck::cast_slice(&velocity_si),
+        ));
+        blocks.push((
+            "pressure_pa",
+            "Float32",
+            1,
+            bytemuck::cast_slice(&pressure_si),
+        ));
+    }
+    blocks.push(("flags", "UInt8", 1, &geometry));
+    let (spacing, vectors) = match physical {
+        Some(p) => {
+            let d = p.cell_size_m;
+            (format!("{d:e} {d:e} {d:e}"), "velocity_m_s")
+        }
+        None => ("1 1 1".to_string(), "velocity"),
+    };
     let extent = format!("0 {} 0 {} 0 {}", nx - 1, ny - 1, nz - 1);
     let mut xml = String::new();
     xml.push_str("<?xml version=\"1.0\"?>\n");
     xml.push_str("<VTKFile type=\"ImageData\" version=\"1.0\" byte_order=\"LittleEndian\" header_type=\"UInt64\">\n");
     xml.push_str(&format!(
-        "  <ImageData WholeExtent=\"{extent}\" Origin=\"0 0 0\" Spacing=\"1 1 1\">\n    <Piece Extent=\"{extent}\">\n      <PointData Scalars=\"rho\" Vectors=\"velocity\">\n"
+        "  <ImageData WholeExtent=\"{extent}\" Origin=\"0 0 0\" Spacing=\"{spacing}\">\n    <Piece Extent=\"{extent}\">\n      <PointData Scalars=\"rho\" Vectors=\"{vectors}\">\n"
     ));
     let mut offset = 0usize;
     for (name, ty, comps, bytes) in &blocks {
@@ -49,4 +109,69 @@ pub fn write(path: &Path, fields: &Fields, flags: &[u8]) -> std::io::Result<()> 
         }
         file.write_all(b"\n  </AppendedData>\n</VTKFile>\n")
     })
+}
+
+/// A numbered series of `.vti` files beside `base` (`out.vti` →
+/// `out_000100.vti`, …) and the `out.pvd` collection that ParaView opens as
+/// one animated dataset. The collection is rewritten after each file, so it
+/// is valid whenever the run stops.
+pub struct Series {
+    base: PathBuf,
+    physical: Option<Physical>,
+    written: Vec<(u64, String)>,
+}
+
+impl Series {
+    pub fn new(base: &Path, physical: Option<Physical>) -> Series {
+        Series {
+            base: base.to_path_buf(),
+            physical,
+            written: Vec::new(),
+        }
+    }
+
+    /// The collection's path: `out.vti` → `out.pvd`.
+    pub fn collection(&self) -> PathBuf {
+        self.base.with_extension("pvd")
+    }
+
+    /// The series file of `step`.
+    pub fn member(&self, step: u64) -> PathBuf {
+        let stem = self.base.file_stem().unwrap_or_default().to_string_lossy();
+        self.base.with_file_name(format!("{stem}_{step:06}.vti"))
+    }
+
+    /// Writes the fields of `step` and the updated collection; returns the
+    /// new member's path.
+    pub fn write(&mut self, step: u64, fields: &Fields, flags: &[u8]) -> std::io::Result<PathBuf> {
+        let path = self.member(step);
+        write(&path, fields, flags, self.physical.as_ref())?;
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        self.written.retain(|(s, _)| *s != step);
+        self.written.push((step, name));
+        let mut xml = String::from(
+            "<?xml version=\"1.0\"?>\n<VTKFile type=\"Collection\" version=\"0.1\" byte_order=\"LittleEndian\">\n  <Collection>\n",
+        );
+        for (s, file) in &self.written {
+            // Physical seconds where known, else time steps.
+            let time = match &self.physical {
+                Some(p) => format!("{:e}", *s as f64 * p.time_step_s),
+                None => s.to_string(),
+            };
+            let file = file
+                .replace('&', "&amp;")
+                .replace('"', "&quot;")
+                .replace('<', "&lt;");
+            xml.push_str(&format!(
+                "    <DataSet timestep=\"{time}\" group=\"\" part=\"0\" file=\"{file}\"/>\n"
+            ));
+        }
+        xml.push_str("  </Collection>\n</VTKFile>\n");
+        super::write_atomically(&self.collection(), |f| f.write_all(xml.as_bytes()))?;
+        Ok(path)
+    }
 }

@@ -40,6 +40,18 @@ impl PlotType {
             "Q",
         ][self as usize]
     }
+
+    /// The lower end of the range that isovalue fractions and colour maps
+    /// span. Q is negative wherever strain outweighs rotation — along every
+    /// wall, where the shear is largest — and only Q > 0 marks a vortex, so
+    /// its range starts at 0; a fraction of the full range would put the
+    /// default surface in the wall shear layers.
+    pub fn range_floor(self) -> f32 {
+        match self {
+            PlotType::Q => 0.0,
+            _ => f32::MIN,
+        }
+    }
 }
 
 fn derivative(f: &Fields, p: [usize; 3], axis: usize) -> [f32; 3] {

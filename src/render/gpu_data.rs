@@ -29,8 +29,11 @@ const _: () = assert!(std::mem::size_of::<UnpackParams>() == 32);
 pub struct ReduceParams {
     pub size: [u32; 3],
     pub groups: u32,
+    /// The range's lower end is at least this.
+    pub floor: f32,
+    pub _pad: [u32; 3],
 }
-const _: () = assert!(std::mem::size_of::<ReduceParams>() == 16);
+const _: () = assert!(std::mem::size_of::<ReduceParams>() == 32);
 
 /// shaders/isosurface/extract.wgsl `ExtractParams`.
 #[repr(C)]

@@ -370,11 +370,14 @@ impl MinMax {
         }
     }
 
-    /// Records the reduction of `scalar` into `self.result` ([min, max]).
-    pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume) {
+    /// Records the reduction of `scalar` into `self.result`: [min, max],
+    /// with min raised to `floor` where that is below max (else ignored).
+    pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume, floor: f32) {
         let p = ReduceParams {
             size: scalar.size,
             groups: REDUCE_GROUPS,
+            floor,
+            _pad: [0; 3],
         };
         gpu.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
@@ -409,9 +412,9 @@ impl MinMax {
     }
 
     /// Runs the reduction and reads [min, max] back (a few bytes: the slider range).
-    pub fn compute(&self, gpu: &Gpu, scalar: &Volume) -> Result<(f32, f32), GpuError> {
+    pub fn compute(&self, gpu: &Gpu, scalar: &Volume, floor: f32) -> Result<(f32, f32), GpuError> {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        self.run(gpu, &mut encoder, scalar);
+        self.run(gpu, &mut encoder, scalar, floor);
         gpu.queue.submit([encoder.finish()]);
         let bytes = gpu.read_buffer(&self.result, 8)?;
         let v: &[f32] = bytemuck::cast_slice(&bytes);

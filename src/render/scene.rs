@@ -81,13 +81,41 @@ impl Camera {
     /// Looks at the whole box of `size` cells from the front, above and left.
     pub fn framing(size: [u32; 3]) -> Camera {
         let s = Vec3::new(size[0] as f32, size[1] as f32, size[2] as f32);
-        Camera {
+        let mut camera = Camera {
             target: (s - Vec3::ONE) * 0.5,
-            distance: s.length() * 0.9,
+            distance: s.length(),
             yaw: -2.2,
             pitch: 0.55,
             fov_y: 0.8,
+        };
+        // Square or wider views: the vertical field of view is the narrower.
+        camera.fit(size, 1.0);
+        camera
+    }
+
+    /// Moves the eye along its line of sight to the nearest distance at which
+    /// every corner of the box of `size` cells is inside a view of `aspect`
+    /// (width / height), with a small margin.
+    pub fn fit(&mut self, size: [u32; 3], aspect: f32) {
+        let half = Vec3::new(size[0] as f32, size[1] as f32, size[2] as f32) * 0.5;
+        let centre = half - Vec3::splat(0.5);
+        let dir = (self.eye() - self.target).normalize();
+        let right = dir.cross(Vec3::Z).normalize_or(Vec3::X);
+        let up = right.cross(dir);
+        let ty = (0.5 * self.fov_y).tan();
+        let tx = ty * aspect.max(1e-3);
+        let mut distance = 0.0f32;
+        for corner in 0..8 {
+            let sign = |bit: u32| if corner & bit == 0 { -1.0 } else { 1.0 };
+            let c = centre + half * Vec3::new(sign(1), sign(2), sign(4)) - self.target;
+            // Depth of the corner is distance − c·dir; it must cover the
+            // corner's offset across the view at both half-angles.
+            let along = c.dot(dir);
+            distance = distance
+                .max(c.dot(right).abs() / tx + along)
+                .max(c.dot(up).abs() / ty + along);
         }
+        self.distance = distance * 1.08;
     }
 
     /// Yaw 0 puts the eye on the +x side; pitch > 0 above the target.
@@ -451,6 +479,45 @@ mod tests {
         let left = c.eye_view(1.6, Some((stereo, Side::Left)), Vec2::ZERO);
         let right = c.eye_view(1.6, Some((stereo, Side::Right)), Vec2::ZERO);
         (left, right)
+    }
+
+    #[test]
+    fn the_default_camera_frames_every_corner_of_the_box() {
+        for size in [[66, 66, 66], [256, 96, 64], [400, 100, 20], [12, 12, 300]] {
+            for aspect in [16.0 / 9.0, 1.0, 0.6] {
+                let mut c = Camera::framing(size);
+                c.fit(size, aspect);
+                let eye = c.eye_view(aspect, None, Vec2::ZERO);
+                let mut widest = 0.0f32;
+                for corner in 0..8u32 {
+                    let p = Vec3::new(
+                        if corner & 1 == 0 {
+                            -0.5
+                        } else {
+                            size[0] as f32 - 0.5
+                        },
+                        if corner & 2 == 0 {
+                            -0.5
+                        } else {
+                            size[1] as f32 - 0.5
+                        },
+                        if corner & 4 == 0 {
+                            -0.5
+                        } else {
+                            size[2] as f32 - 0.5
+                        },
+                    );
+                    let q = ndc(&eye, p);
+                    assert!(
+                        q.x.abs() <= 1.0 && q.y.abs() <= 1.0,
+                        "{size:?} {aspect}: {q}"
+                    );
+                    widest = widest.max(q.x.abs()).max(q.y.abs());
+                }
+                // Framed, not lost in the middle of the picture.
+                assert!(widest > 0.85, "{size:?} {aspect}: {widest}");
+            }
+        }
     }
 
     #[test]

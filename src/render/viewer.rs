@@ -307,7 +307,7 @@ impl Viewer {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         self.derive.run(gpu, &mut encoder, &v.fields, out, plot);
         gpu.queue.submit([encoder.finish()]);
-        self.minmax.compute(gpu, out)
+        self.minmax.compute(gpu, out, plot.range_floor())
     }
 
     /// Recomputes what `settings` show if the frame or they changed: the
@@ -343,7 +343,8 @@ impl Viewer {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         self.derive
             .run(gpu, &mut encoder, &v.fields, &v.scalar, settings.plot);
-        self.minmax.run(gpu, &mut encoder, &v.scalar);
+        self.minmax
+            .run(gpu, &mut encoder, &v.scalar, settings.plot.range_floor());
         let iso = match settings.iso {
             Some(value) => Iso::Value(value),
             None => Iso::Fraction(settings.iso_frac, &self.minmax.result),

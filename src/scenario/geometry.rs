@@ -68,6 +68,12 @@ pub fn bounds(shape: &Shape) -> ([f64; 3], [f64; 3]) {
 
 /// Checks numbers `bounds` cannot: positive sizes, sane building parameters.
 pub fn check_shape(shape: &Shape) -> Result<(), String> {
+    let (lo, hi) = bounds(shape);
+    if !lo.iter().chain(&hi).all(|v| v.is_finite()) {
+        return Err(format!(
+            "its position or size holds a value that is not a number ({shape:?})"
+        ));
+    }
     match shape {
         Shape::Sphere { radius, .. } | Shape::Cylinder { radius, .. } if !(*radius > 0.0) => {
             Err(format!("radius {radius} must be positive"))

@@ -61,8 +61,10 @@ pub enum Face {
     Outlet,
     FreeSlip,
     /// Tangential velocity in units of `fluid.velocity`.
+    #[serde(deserialize_with = "exactly")]
     MovingWall([f64; 3]),
     /// Inflow velocity in units of `fluid.velocity`.
+    #[serde(deserialize_with = "exactly")]
     Inlet([f64; 3]),
 }
 
@@ -85,27 +87,34 @@ impl Axis {
 #[serde(tag = "shape", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Shape {
     Sphere {
+        #[serde(deserialize_with = "exactly")]
         center: [f64; 3],
         radius: f64,
     },
     /// Circular cylinder through the whole domain along `axis`.
     Cylinder {
+        #[serde(deserialize_with = "exactly")]
         center: [f64; 3],
         radius: f64,
         axis: Axis,
     },
     /// Axis-aligned box; cells whose centres lie within [min, max].
     Box {
+        #[serde(deserialize_with = "exactly")]
         min: [f64; 3],
+        #[serde(deserialize_with = "exactly")]
         max: [f64; 3],
     },
     /// Blocks of buildings on the floor (z = min[2]): square blocks of `block`
     /// cells separated by `street` cells, heights drawn from `heights` with `seed`.
     Buildings {
+        #[serde(deserialize_with = "exactly")]
         min: [f64; 3],
+        #[serde(deserialize_with = "exactly")]
         max: [f64; 3],
         block: f64,
         street: f64,
+        #[serde(deserialize_with = "exactly")]
         heights: [f64; 2],
         #[serde(default)]
         seed: u64,
@@ -123,10 +132,33 @@ impl Shape {
     }
 }
 
+/// A list of exactly `N` values. serde reads `[T; N]` from the first N items
+/// of a longer list and drops the rest silently, so `size = [64, 64, 64, 4]`
+/// would pass as 64³.
+fn exactly<'de, D, T, const N: usize>(d: D) -> Result<[T; N], D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let items = Vec::<T>::deserialize(d)?;
+    let n = items.len();
+    items
+        .try_into()
+        .map_err(|_| serde::de::Error::invalid_length(n, &format!("exactly {N} values").as_str()))
+}
+
+fn exactly_some<'de, D, T, const N: usize>(d: D) -> Result<Option<[T; N]>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    exactly(d).map(Some)
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DomainSection {
-    size: Spanned<[i64; 3]>,
+    size: Spanned<Vec<i64>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -153,9 +185,10 @@ struct FluidSection {
     #[serde(default)]
     collision: Collision,
     /// Body force per unit volume, lattice units.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "exactly")]
     force: [f64; 3],
     /// Initial velocity in units of `velocity`; default: the first inlet's.
+    #[serde(default, deserialize_with = "exactly_some")]
     initial_velocity: Option<[f64; 3]>,
 }
 
@@ -262,6 +295,8 @@ pub struct Scenario {
     /// Merely risky settings, for the user to read.
     pub warnings: Vec<String>,
     size_span: Option<(usize, usize)>,
+    /// Where each obstacle is written in the file.
+    obstacle_lines: Vec<Option<(usize, usize)>>,
 }
 
 /// Lines and columns of byte offsets in a text.
@@ -279,6 +314,23 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Where `key = …` is written (the first line that sets it), for values
+    /// read without their place in the file.
+    fn key(&self, key: &str) -> Option<std::ops::Range<usize>> {
+        let mut offset = 0;
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            if let Some(rest) = trimmed.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    let start = offset + (line.len() - trimmed.len());
+                    return Some(start..start + key.len());
+                }
+            }
+            offset += line.len();
+        }
+        None
+    }
+
     fn err(
         &self,
         span: Option<std::ops::Range<usize>>,
@@ -405,8 +457,8 @@ impl Scenario {
     }
 
     fn with_units(&self, units: Units) -> Result<Scenario, ScenarioError> {
-        if let Some(message) = tau_error(&units) {
-            return Err(self.live_error(message, TAU_HELP));
+        if let Some((message, help)) = tau_error(&units) {
+            return Err(self.live_error(message, help));
         }
         let mut s = self.clone();
         s.warnings = unit_warnings(&units);
@@ -460,6 +512,37 @@ impl Scenario {
         })
     }
 
+    /// Refuses geometry that voxelised to nothing useful: no fluid cell, or
+    /// an obstacle that covers no cell centre (its drag would read 0).
+    pub fn check_voxels(&self, voxels: &geometry::Voxels) -> Result<(), ScenarioError> {
+        if voxels.fluid_cells == 0 {
+            return Err(ScenarioError {
+                file: self.path.clone(),
+                line: self.size_span,
+                message: "the domain has no fluid cells".into(),
+                help: "make the domain larger or the obstacles smaller".into(),
+            });
+        }
+        for (k, o) in voxels.obstacles.iter().enumerate() {
+            if o.cells == 0 {
+                let shape = &self.obstacles[k];
+                let why = match shape {
+                    Shape::Sphere { radius, .. } | Shape::Cylinder { radius, .. } => format!(
+                        "with radius {radius} it holds no cell centre (cell centres are whole numbers)"
+                    ),
+                    _ => "it holds no cell centre, or later obstacles cover all of it".into(),
+                };
+                return Err(ScenarioError {
+                    file: self.path.clone(),
+                    line: self.obstacle_lines.get(k).copied().flatten(),
+                    message: format!("obstacle {}: {why}", o.name),
+                    help: "make it larger (a radius of 1 cell or more), move it, or remove it; drag and lift of an empty obstacle would read 0".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     pub fn cells(&self) -> u64 {
         self.size.iter().map(|&n| n as u64).product()
     }
@@ -468,16 +551,32 @@ impl Scenario {
 const TAU_HELP: &str =
     "lower the Reynolds number, lower the lattice speed, or use fewer cells per characteristic length";
 
+const TAU_MAX_HELP: &str =
+    "raise the Reynolds number, or lower the lattice speed (fluid.velocity) so that the lattice viscosity falls";
+
 /// Why the derived units cannot run: τ not above ½. The solvers relax in
 /// FP32, so τ must be above ½ there too.
-fn tau_error(units: &Units) -> Option<String> {
-    (!(units.tau as f32 > 0.5)).then(|| {
-        format!(
+fn tau_error(units: &Units) -> Option<(String, &'static str)> {
+    let tau = units.tau as f32;
+    if !(tau > 0.5) {
+        return Some((format!(
             "τ = {:.6} is not above 0.5 (viscosity {:.3e} in lattice units): the scheme is unstable",
             units.tau, units.viscosity_lattice
-        )
+        ), TAU_HELP));
+    }
+    // Far above 1 the populations hardly relax towards equilibrium in a step
+    // and the boundary conditions lose their accuracy; at 1e300 it is not a
+    // number in FP32 at all.
+    (!(tau <= TAU_MAX)).then(|| {
+        (format!(
+            "τ = {:.3e} is above {TAU_MAX} (Reynolds number {:.3e}, viscosity {:.3e} in lattice units): the fluid is too viscous for the lattice",
+            units.tau, units.reynolds, units.viscosity_lattice
+        ), TAU_MAX_HELP)
     })
 }
+
+/// The largest relaxation time a scenario may ask for.
+pub const TAU_MAX: f32 = 100.0;
 
 /// Why the derived units cannot run: a Mach number above [`MACH_MAX`].
 fn mach_error(units: &Units) -> Option<String> {
@@ -516,8 +615,23 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
     let mut warnings = Vec::new();
 
     // The box.
-    let size_raw = *file.domain.size.get_ref();
     let size_span = span_of(&file.domain.size);
+    let size_raw: [i64; 3] = file
+        .domain
+        .size
+        .get_ref()
+        .as_slice()
+        .try_into()
+        .map_err(|_| {
+            ctx.err(
+                size_span.clone(),
+                format!(
+                    "domain.size has {} values; it takes three, the cells along x, y and z",
+                    file.domain.size.get_ref().len()
+                ),
+                "write e.g. size = [128, 64, 64]",
+            )
+        })?;
     for (a, &n) in size_raw.iter().enumerate() {
         if n < 3 {
             return Err(ctx.err(
@@ -587,10 +701,10 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
     // The fluid and units.
     let fl = &file.fluid;
     let length_cells = *fl.length_cells.get_ref();
-    if !(length_cells > 0.0) {
+    if !(length_cells > 0.0 && length_cells.is_finite()) {
         return Err(ctx.err(
             span_of(&fl.length_cells),
-            format!("fluid.length_cells = {length_cells} must be positive"),
+            format!("fluid.length_cells = {length_cells} must be a positive number"),
             "set the characteristic length (diameter, cavity side, building height) in cells",
         ));
     }
@@ -636,7 +750,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         }
         (None, Some(p)) => {
             for (v, name) in [(&p.cell_size_m, "cell_size_m"), (&p.velocity_m_s, "velocity_m_s"), (&p.viscosity_m2_s, "viscosity_m2_s")] {
-                if !(*v.get_ref() > 0.0) {
+                if !(*v.get_ref() > 0.0 && v.get_ref().is_finite()) {
                     return Err(ctx.err(span_of(v), format!("physical.{name} must be positive"), "give SI values, e.g. cell_size_m = 0.001"));
                 }
             }
@@ -660,8 +774,8 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         }
     };
     let re_span = fl.reynolds.as_ref().map(span_of).unwrap_or(vspan.clone());
-    if let Some(message) = tau_error(&units) {
-        return Err(ctx.err(re_span, message, TAU_HELP));
+    if let Some((message, help)) = tau_error(&units) {
+        return Err(ctx.err(re_span, message, help));
     }
     if let Some(message) = mach_error(&units) {
         return Err(ctx.err(
@@ -675,11 +789,53 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
     }
     warnings.extend(unit_warnings(&units));
     let force = fl.force;
+    let finite = |values: &[f64]| values.iter().all(|v| v.is_finite());
+    if !finite(&force) {
+        return Err(ctx.err(
+            ctx.key("force"),
+            format!("fluid.force = {force:?} holds a value that is not a number"),
+            "give the body force per unit volume in lattice units, e.g. [1e-6, 0, 0]",
+        ));
+    }
+    if let Some(v) = fl.initial_velocity {
+        if !finite(&v) {
+            return Err(ctx.err(
+                ctx.key("initial_velocity"),
+                format!("fluid.initial_velocity = {v:?} holds a value that is not a number"),
+                "give the initial velocity in units of fluid.velocity, e.g. [1, 0, 0]",
+            ));
+        }
+    }
+    if !finite(&[file.physical.as_ref().map_or(1.0, |p| p.density_kg_m3)])
+        || file
+            .physical
+            .as_ref()
+            .is_some_and(|p| !(p.density_kg_m3 > 0.0))
+    {
+        return Err(ctx.err(
+            ctx.key("density_kg_m3"),
+            "physical.density_kg_m3 must be a positive number",
+            "give the density in kg/m³, e.g. 1.2 for air or 1000 for water",
+        ));
+    }
 
     // Velocities of faces must be tangential for moving walls.
     let face_names = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
     for (k, face) in faces.iter().enumerate() {
         let axis = k / 2;
+        if let Face::Inlet(v) | Face::MovingWall(v) = face {
+            if !finite(v) {
+                let both = &face_names[k][..1];
+                return Err(ctx.err(
+                    ctx.key(face_names[k]).or_else(|| ctx.key(both)),
+                    format!(
+                        "boundaries.{}: the velocity {v:?} holds a value that is not a number",
+                        face_names[k]
+                    ),
+                    "give the face velocity in units of fluid.velocity, e.g. [1, 0, 0]",
+                ));
+            }
+        }
         if let Face::MovingWall(v) = face {
             if v[axis] != 0.0 {
                 return Err(ctx.err(
@@ -782,6 +938,11 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         forces: file.forces,
         warnings,
         size_span: size_span.map(|s| line_col(text, s.start)),
+        obstacle_lines: file
+            .obstacles
+            .iter()
+            .map(|o| Some(line_col(text, o.span().start)))
+            .collect(),
     };
     Ok(scenario)
 }

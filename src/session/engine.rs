@@ -11,7 +11,7 @@ use super::publisher::Publisher;
 use super::select::{self, Backend, Geometry};
 use crate::io::checkpoint;
 use crate::scenario::Scenario;
-use crate::solver::Solver;
+use crate::solver::{Solver, SolverError};
 
 pub(super) struct Engine {
     pub(super) scenario: Scenario,
@@ -99,12 +99,13 @@ impl Engine {
     }
 
     pub(super) fn save_checkpoint(&mut self, path: &Path) -> Result<(), SessionError> {
-        let ckpt = checkpoint::Checkpoint {
-            size: self.solver.grid().size,
-            step: self.solver.time_step(),
-            flags_hash: checkpoint::flags_hash(self.solver.flags()),
-            populations: self.solver.populations()?,
-        };
+        let ckpt = checkpoint::capture(self.solver.as_mut()).map_err(|e| match e {
+            SolverError::Unstable { .. } => SessionError::Input(format!(
+                "no checkpoint saved: {e} (a blown-up state cannot be resumed; {} is left as it was)",
+                path.display()
+            )),
+            e => e.into(),
+        })?;
         Ok(checkpoint::save(path, &ckpt)?)
     }
 
@@ -118,11 +119,12 @@ impl Engine {
 
     pub(super) fn export_vti(&mut self, path: &Path) -> Result<(), SessionError> {
         let fields = self.solver.fields()?;
-        crate::io::vti::write(path, &fields, self.solver.flags()).map_err(|source| {
-            SessionError::Write {
+        let physical = crate::io::vti::Physical::of(&self.scenario.units);
+        crate::io::vti::write(path, &fields, self.solver.flags(), physical.as_ref()).map_err(
+            |source| SessionError::Write {
                 path: path.to_path_buf(),
                 source,
-            }
-        })
+            },
+        )
     }
 }

@@ -232,12 +232,7 @@ pub enum SelectError {
 
 fn voxels_with_fluid(scenario: &Scenario) -> Result<Voxels, SelectError> {
     let voxels = scenario.voxelize();
-    if voxels.fluid_cells == 0 {
-        return Err(SelectError::Solver(SolverError::InvalidParams(format!(
-            "{}: the domain has no fluid cells; make it larger or the obstacles smaller",
-            scenario.path.display()
-        ))));
-    }
+    scenario.check_voxels(&voxels)?;
     Ok(voxels)
 }
 

@@ -450,6 +450,19 @@ mod tests {
         assert!(shown.len() > 2 && shown.iter().all(|f| f.fields.is_stable()));
         let last = shown.last().unwrap().step;
         assert!(last > 0 && last < worker.status().step, "{last}");
+        // Saving now would replace a good checkpoint with a state that cannot
+        // be resumed: refused, the file left alone.
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("good.ckpt");
+        std::fs::write(&ckpt, b"the last good checkpoint").unwrap();
+        worker.send(Command::SaveCheckpoint(ckpt.clone()));
+        let s = wait_for(&worker, |s| {
+            s.message
+                .as_deref()
+                .is_some_and(|m| m.contains("no checkpoint saved"))
+        });
+        assert!(s.message.unwrap().contains("is left as it was"));
+        assert_eq!(std::fs::read(&ckpt).unwrap(), b"the last good checkpoint");
     }
 
     /// A worker on the CPU solver at the default display limit.

@@ -1,5 +1,7 @@
 //! The headless command line: probes, instability exit, Ctrl-C, bench.
 
+use flowscope::solver::Solver;
+
 use crate::common::*;
 
 #[test]
@@ -41,8 +43,11 @@ fn probe_writes_a_csv_line_of_samples_with_a_header() {
 }
 
 #[test]
-fn a_blow_up_is_caught_with_its_message_and_exit_code_after_writing_outputs() {
+fn a_blow_up_keeps_the_last_good_checkpoint_and_writes_its_state_apart() {
     let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // An earlier, complete result of the same name must survive too.
+    std::fs::write(d.join("last.vti"), "an earlier good result").unwrap();
     let o = flowscope(
         &[
             "run",
@@ -66,8 +71,12 @@ fn a_blow_up_is_caught_with_its_message_and_exit_code_after_writing_outputs() {
             "f.csv",
             "--vti",
             "last.vti",
+            "--checkpoint",
+            "good.ckpt",
+            "--checkpoint-every",
+            "50",
         ],
-        dir.path(),
+        d,
     );
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{e}");
@@ -77,13 +86,135 @@ fn a_blow_up_is_caught_with_its_message_and_exit_code_after_writing_outputs() {
         "{e}"
     );
     assert!(e.contains("warning: τ = 0.5001"), "{e}");
-    assert!(dir.path().join("last.vti").exists());
+    let blown: u64 = e
+        .split("unstable at step ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the step of the blow-up");
+    // The requested files keep their good content; the blown-up fields are
+    // written apart, under a name that says so.
+    assert_eq!(
+        std::fs::read_to_string(d.join("last.vti")).unwrap(),
+        "an earlier good result"
+    );
+    let diagnosis = d.join(format!("last.unstable-step-{blown}.vti"));
+    assert!(diagnosis.exists(), "{e}");
     assert!(
-        std::fs::read_to_string(dir.path().join("f.csv"))
-            .unwrap()
-            .lines()
-            .count()
-            >= 2
+        e.contains("kept good.ckpt, the last good checkpoint"),
+        "{e}"
+    );
+    // The checkpoint is the last good state: it resumes.
+    let s = load(
+        "cylinder.toml",
+        &[
+            "domain.size=[64,32,4]",
+            "obstacles.0.center=[16,15.5,0]",
+            "fluid.reynolds=65000",
+            "fluid.velocity=0.17",
+        ],
+    );
+    let solver = cpu(&s);
+    let c = flowscope::io::checkpoint::load(&d.join("good.ckpt"), s.size, solver.flags()).unwrap();
+    assert!(
+        c.step < blown && c.step.is_multiple_of(50),
+        "{} {blown}",
+        c.step
+    );
+    assert!(c.populations.iter().all(|p| p.is_finite()));
+    let rows = std::fs::read_to_string(d.join("f.csv")).unwrap();
+    assert!(rows.lines().count() >= 2, "{rows}");
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn output_paths_are_checked_before_the_first_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let cavity = scenario_path("cavity.toml");
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--vti", "no/such/folder/out.vti"],
+            "--vti no/such/folder/out.vti: the folder no/such/folder does not exist",
+        ),
+        (&["--vti", "out.vtk"], "name the file with that extension"),
+        (
+            &["--forces", "missing/f.csv"],
+            "the folder missing does not exist",
+        ),
+        (
+            &["--probe", "1,1,1:5,5,5:4", "--probe-out", "p.txt"],
+            "--probe-out p.txt: this output is written as .csv",
+        ),
+        (
+            &["--checkpoint", "state.bin"],
+            "--checkpoint state.bin: this output is written as .ckpt",
+        ),
+        (&["--checkpoint", "typo/s.ckpt"], "typo does not exist"),
+    ];
+    for (extra, says) in cases {
+        let mut args = vec![
+            "run",
+            cavity.to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "-q",
+            "--steps",
+            "100000000",
+        ];
+        args.extend_from_slice(extra);
+        let o = flowscope(&args, dir.path());
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {e}");
+        assert!(e.contains(says), "{extra:?}: {e}");
+        // Refused before the solver was built: no step was run.
+        assert!(!e.contains("CPU solver"), "{extra:?}: {e}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn run_steps_caps_a_run_until_steady_and_progress_shows_the_change() {
+    let dir = tempfile::tempdir().unwrap();
+    // The shipped cavity has both run.steps and run.until_steady; a tiny
+    // cap and an unreachable tolerance: the cap must stop it.
+    let o = flowscope(
+        &[
+            "run",
+            scenario_path("cavity.toml").to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "--set",
+            "domain.size=[34,34,34]",
+            "--set",
+            "fluid.length_cells=32",
+            "--set",
+            "run.steps=1400",
+            "--set",
+            "run.until_steady=1e-12",
+        ],
+        dir.path(),
+    );
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("step 1400: 1400 steps"), "{e}");
+    assert!(e.contains("not steady after 1400 steps"), "{e}");
+    // Without a terminal, plain progress lines with the change against the
+    // target (the first once a change is measured, then every 2 s).
+    let progress: Vec<&str> = e
+        .lines()
+        .filter(|l| l.starts_with("step ") && l.contains("/1400"))
+        .collect();
+    assert!(!progress.is_empty(), "{e}");
+    assert!(
+        progress
+            .iter()
+            .all(|l| l.contains("(steady below 1e-12)") && !l.contains("NaN")),
+        "{e}"
     );
 }
 

@@ -86,7 +86,7 @@ fn a_relative_isovalue_is_worked_out_on_the_gpu_from_its_range() {
     let scalar = Volume::scalar(&gpu, [n, n, n]);
     scalar.write_scalar(&gpu, &field);
     let minmax = MinMax::new(&gpu);
-    let (lo, hi) = minmax.compute(&gpu, &scalar).unwrap();
+    let (lo, hi) = minmax.compute(&gpu, &scalar, f32::MIN).unwrap();
     let frac = 0.37f32;
     let mut host = Extractor::new(&gpu, 1 << 18);
     let want = host.extract(&gpu, &scalar, lo + frac * (hi - lo)).unwrap();
@@ -95,7 +95,7 @@ fn a_relative_isovalue_is_worked_out_on_the_gpu_from_its_range() {
     let mut relative = Extractor::new(&gpu, 300);
     let counts = |e: &mut Extractor| {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        minmax.run(&gpu, &mut encoder, &scalar);
+        minmax.run(&gpu, &mut encoder, &scalar, f32::MIN);
         e.run(
             &gpu,
             &mut encoder,
@@ -150,11 +150,17 @@ fn gpu_min_max_equals_the_cpu_exactly_on_random_data_of_odd_sizes() {
             .collect();
         let volume = Volume::scalar(&gpu, size);
         volume.write_scalar(&gpu, &values);
-        let (lo, hi) = minmax.compute(&gpu, &volume).unwrap();
+        let (lo, hi) = minmax.compute(&gpu, &volume, f32::MIN).unwrap();
         let want = values
             .iter()
             .fold((f32::MAX, f32::MIN), |(a, b), &v| (a.min(v), b.max(v)));
         assert_eq!((lo, hi), want, "size {size:?}");
+        // Q's range starts at 0 (only Q > 0 marks a vortex); a floor above
+        // the maximum leaves the range as it is.
+        let floored = minmax.compute(&gpu, &volume, 0.0).unwrap();
+        assert_eq!(floored, (want.0.max(0.0), want.1), "size {size:?}");
+        let above = minmax.compute(&gpu, &volume, want.1 + 1.0).unwrap();
+        assert_eq!(above, want, "size {size:?}");
     }
 }
 
@@ -491,13 +497,42 @@ fn render_spheres_streamlines_and_anaglyph_from_the_command_line() {
         (vec!["--streamlines", "ring:3"], "--streamlines ring:3"),
         (vec!["--aa", "0"], "--aa 0"),
         (vec!["--sphere-radius", "-1"], "--sphere-radius -1"),
+        (
+            vec!["--iso", "NaN"],
+            "--iso NaN: the isovalue must be a number",
+        ),
+        (vec!["--iso-frac", "inf"], "--iso-frac inf"),
+        (vec!["--yaw", "nan"], "--yaw NaN"),
+        (vec!["--pitch", "2"], "--pitch 2"),
+        (vec!["--distance", "0"], "--distance 0"),
+        (vec!["--distance", "nan"], "--distance NaN"),
+        (
+            vec!["--stereo", "anaglyph", "--eye-separation", "1e9"],
+            "--eye-separation 1000000000: use 0 (no depth) to 5",
+        ),
+        (vec!["--zero-parallax", "0"], "--zero-parallax 0"),
+        (vec!["--colour-by", "temperature"], "use plain or one of"),
     ] {
         let mut args = vec!["render", scenario.to_str().unwrap(), "--out", "x.png"];
         args.extend(bad);
         let o = flowscope(&args, dir.path());
         assert!(!o.status.success());
         assert!(stderr(&o).contains(message), "{}", stderr(&o));
+        // Refused before the flow runs or a GPU is opened.
+        assert!(!stderr(&o).contains("drawing on"), "{}", stderr(&o));
     }
+    // The format the extension names, or a refusal (no PNG bytes in a .jpg).
+    for (out, message) in [
+        ("x.jpg", "--out x.jpg: this output is written as .png"),
+        ("no/such/x.png", "the folder no/such does not exist"),
+    ] {
+        let o = flowscope(
+            &["render", scenario.to_str().unwrap(), "--out", out],
+            dir.path(),
+        );
+        assert!(stderr(&o).contains(message), "{}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]
@@ -541,4 +576,61 @@ fn render_with_a_display_limit_draws_block_means() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn every_plot_type_shows_a_surface_at_its_default_isovalue() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenario_path("cavity.toml");
+    for plot in [
+        "pressure",
+        "speed",
+        "ux",
+        "uy",
+        "uz",
+        "vorticity",
+        "curl",
+        "q",
+    ] {
+        let o = flowscope(
+            &[
+                "render",
+                scenario.to_str().unwrap(),
+                "--solver",
+                "cpu",
+                "--set",
+                "domain.size=[26,26,26]",
+                "--set",
+                "fluid.length_cells=24",
+                "--steps",
+                "300",
+                "--plot",
+                plot,
+                "--aa",
+                "1",
+                "--size",
+                "160x100",
+                "--out",
+                "p.png",
+            ],
+            dir.path(),
+        );
+        let e = stderr(&o);
+        assert!(o.status.success(), "{plot}: {e}");
+        let triangles: u64 = e
+            .split(" surface triangles")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{plot}: {e}"));
+        assert!(triangles > 50, "{plot}: {e}");
+        // The default look is coloured: by speed, or by pressure on a speed
+        // surface.
+        let colour = if plot == "speed" {
+            "colour: Pressure"
+        } else {
+            "colour: Speed"
+        };
+        assert!(e.contains(colour), "{plot}: {e}");
+    }
 }

@@ -254,3 +254,132 @@ fn a_missing_file_says_so() {
         stderr(&o)
     );
 }
+
+#[test]
+fn values_that_are_not_numbers_or_lists_of_the_wrong_length_are_refused_up_front() {
+    // (replacement, what the message names, the line it points at)
+    let cases = [
+        (
+            "size = [20, 12, 6]",
+            "size = [20, 12, 6, 4]",
+            "domain.size has 4 values",
+            4,
+        ),
+        (
+            "center = [6.0, 5.5, 3.0]",
+            "center = [6.0, 5.5]",
+            "exactly 3 values",
+            17,
+        ),
+        (
+            "velocity = 0.05",
+            "velocity = 0.05\ninitial_velocity = [nan, 0, 0]",
+            "fluid.initial_velocity",
+            16,
+        ),
+        (
+            "velocity = 0.05",
+            "velocity = 0.05\nforce = [0, inf, 0]",
+            "fluid.force",
+            16,
+        ),
+        (
+            "length_cells = 6",
+            "length_cells = inf",
+            "fluid.length_cells = inf",
+            14,
+        ),
+        (
+            "length_cells = 6",
+            "length_cells = nan",
+            "fluid.length_cells = NaN",
+            14,
+        ),
+        ("reynolds = 50.0", "reynolds = 1e-300", "is above 100", 13),
+        (
+            "reynolds = 50.0",
+            "reynolds = nan",
+            "fluid.reynolds = NaN",
+            13,
+        ),
+        (
+            "center = [6.0, 5.5, 3.0]",
+            "center = [nan, 5.5, 3.0]",
+            "not a number",
+            17,
+        ),
+        ("radius = 2.0", "radius = inf", "outside the domain", 17),
+    ];
+    for (from, to, names, line) in cases {
+        let text = GOOD.replace(from, to);
+        assert_ne!(text, GOOD);
+        let e = error(&text);
+        assert!(e.to_string().contains(names), "{to}: {e}");
+        assert_eq!(e.line.map(|l| l.0), Some(line), "{to}: {e}");
+        assert!(!e.help.is_empty(), "{to}: {e}");
+    }
+    let e = error(&GOOD.replace("reynolds = 50.0", "reynolds = 1e-300"));
+    assert!(e.help.contains("raise the Reynolds number"), "{e}");
+    let moving = "x_max = { moving_wall = [0.0, nan, 0.0] }";
+    let e = error(&GOOD.replace("x_max = \"outlet\"", moving));
+    assert!(e.message.contains("boundaries.x_max: the velocity"), "{e}");
+    assert_eq!(e.line.map(|l| l.0), Some(8), "{e}");
+}
+
+#[test]
+fn an_obstacle_that_covers_no_cell_is_refused_naming_its_line() {
+    // Between cell centres: a radius under half a cell holds none of them.
+    let s = parse(
+        &GOOD
+            .replace("center = [6.0, 5.5, 3.0]", "center = [6.5, 5.5, 3.5]")
+            .replace("radius = 2.0", "radius = 0.4"),
+    )
+    .unwrap();
+    let e = s.check_voxels(&s.voxelize()).unwrap_err();
+    assert!(
+        e.message
+            .contains("obstacle 1 (sphere): with radius 0.4 it holds no cell centre"),
+        "{e}"
+    );
+    assert_eq!(e.line.map(|l| l.0), Some(17), "{e}");
+    // The solver is not built: no run reports a drag of 0.
+    let built = flowscope::session::select::build_cpu(&s, None);
+    assert!(built.is_err_and(|e| e.to_string().contains("holds no cell centre")));
+    // `info` says so too, at once.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.toml");
+    std::fs::write(
+        &path,
+        GOOD.replace("radius = 2.0", "radius = 0.4")
+            .replace("center = [6.0, 5.5, 3.0]", "center = [6.5, 5.5, 3.5]"),
+    )
+    .unwrap();
+    let o = flowscope(&["info", path.to_str().unwrap()], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("holds no cell centre"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn info_on_a_huge_grid_checks_its_size_without_voxelising_it() {
+    let o = flowscope(
+        &[
+            "info",
+            scenario_path("cavity.toml").to_str().unwrap(),
+            "--set",
+            "domain.size=[2000,2000,2000]",
+        ],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("8000000000 cells"), "{out}");
+    assert!(out.contains("not counted"), "{out}");
+    assert!(
+        out.contains("warning: the grid 2000x2000x2000 needs"),
+        "{out}"
+    );
+}

@@ -37,7 +37,7 @@ fn vti_round_trip_through_python_vtk_gives_back_the_same_numbers() {
     let fields = solver.fields().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.vti");
-    flowscope::io::vti::write(&path, &fields, solver.flags()).unwrap();
+    flowscope::io::vti::write(&path, &fields, solver.flags(), None).unwrap();
     let out = std::process::Command::new("python3")
         .args(["-c", READER, path.to_str().unwrap()])
         .output()
@@ -73,4 +73,98 @@ fn vti_round_trip_through_python_vtk_gives_back_the_same_numbers() {
     }
     // Not a trivial field.
     assert!(fields.ux.iter().any(|&u| u > 0.01));
+}
+
+const SERIES_READER: &str = r#"
+import sys, os
+import xml.etree.ElementTree as ET
+import vtk
+from vtk.util.numpy_support import vtk_to_numpy
+pvd = sys.argv[1]
+for ds in ET.parse(pvd).getroot().iter("DataSet"):
+    r = vtk.vtkXMLImageDataReader()
+    r.SetFileName(os.path.join(os.path.dirname(pvd), ds.get("file")))
+    r.Update()
+    img = r.GetOutput()
+    pd = img.GetPointData()
+    v = vtk_to_numpy(pd.GetArray("velocity")).reshape(-1)
+    vs = vtk_to_numpy(pd.GetArray("velocity_m_s")).reshape(-1)
+    p = vtk_to_numpy(pd.GetArray("pressure")).reshape(-1)
+    ps = vtk_to_numpy(pd.GetArray("pressure_pa")).reshape(-1)
+    i = abs(v).argmax()
+    j = abs(p).argmax()
+    print(ds.get("timestep"), ds.get("file"), img.GetSpacing()[0], vs[i] / v[i], ps[j] / p[j])
+"#;
+
+/// The sphere scenario, small, with a `[physical]` section instead of a
+/// Reynolds number (water-like, 2 mm cells).
+fn physical_sphere(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(scenario_path("sphere.toml"))
+        .unwrap()
+        .replace("reynolds = 500.0\n", "")
+        .replace("length_cells = 40", "length_cells = 4")
+        .replace("size = [400, 256, 256]", "size = [24, 12, 12]")
+        .replace("center = [100.0, 127.5, 127.5]", "center = [8.0, 5.5, 5.5]")
+        .replace("radius = 20.0", "radius = 2.0")
+        + "\n[physical]\ncell_size_m = 0.002\nvelocity_m_s = 0.05\nviscosity_m2_s = 1e-5\ndensity_kg_m3 = 1000\n";
+    let path = dir.join("physical.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_series_in_physical_units_opens_as_one_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let scenario = physical_sphere(d);
+    let o = flowscope(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "-q",
+            "--steps",
+            "30",
+            "--vti",
+            "flow.vti",
+            "--vti-every",
+            "10",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for step in [10, 20, 30] {
+        assert!(d.join(format!("flow_{step:06}.vti")).exists());
+    }
+    assert!(d.join("flow.vti").exists() && d.join("flow.pvd").exists());
+    let out = std::process::Command::new("python3")
+        .args(["-c", SERIES_READER, d.join("flow.pvd").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    let s = flowscope::scenario::Scenario::load(&scenario, &[]).unwrap();
+    let u = &s.units;
+    let dt = u.time_step_s().unwrap();
+    for (k, row) in rows.iter().enumerate() {
+        let step = (10 * (k + 1)) as f64;
+        let time: f64 = row[0].parse().unwrap();
+        assert!((time - step * dt).abs() < 1e-9 * step * dt, "{row:?}");
+        assert_eq!(row[1], format!("flow_{:06}.vti", 10 * (k + 1)));
+        let num = |i: usize| row[i].parse::<f64>().unwrap();
+        assert!((num(2) - 0.002).abs() < 1e-12, "{row:?}");
+        let rel = |a: f64, b: f64| (a - b).abs() / b;
+        assert!(rel(num(3), u.velocity_scale().unwrap()) < 1e-5, "{row:?}");
+        assert!(rel(num(4), u.pressure_scale().unwrap()) < 1e-5, "{row:?}");
+    }
 }

@@ -126,7 +126,7 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             derive.run(&gpu, &mut encoder, &fields, &scalar, PlotType::Speed);
             gpu.queue.submit([encoder.finish()]);
-            range = minmax.compute(&gpu, &scalar)?;
+            range = minmax.compute(&gpu, &scalar, f32::MIN)?;
             Ok(())
         })?;
         let mut extractor = Extractor::new(&gpu, 1 << 22);
