@@ -3,9 +3,10 @@
 //! draws the 3D view ([`view`]) and the panel ([`crate::ui`]), and sends
 //! commands back.
 
+pub mod persist;
 pub mod view;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,11 @@ pub struct Options {
     pub display_limit: usize,
     /// Drive the window by itself for this many frames, then exit (tests).
     pub smoke_frames: Option<u64>,
+    /// Settings of the last session, and where to keep this one's.
+    pub persisted: persist::Persisted,
+    pub settings_path: Option<PathBuf>,
+    /// Shown in the panel at start (e.g. why another scenario opened).
+    pub notice: Option<String>,
 }
 
 /// Why the window could not run.
@@ -67,6 +73,8 @@ struct App {
     last_frame: Instant,
     /// When the last field frame reached the view.
     last_upload: Option<Instant>,
+    /// The panel's message the smoke run last printed.
+    smoke_message: Option<String>,
     error: Option<AppError>,
 }
 
@@ -94,6 +102,14 @@ pub fn run(options: Options) -> Result<(), AppError> {
         .scenario
         .path
         .parent()
+        // A bare file name is in the working folder.
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("assets/scenarios"));
     let mut scenarios: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -109,22 +125,24 @@ pub fn run(options: Options) -> Result<(), AppError> {
             display_limit: options.display_limit,
             ..Default::default()
         },
-        options,
         proxy,
         ctx: egui::Context::default(),
         gfx: None,
         worker: None,
-        settings: ViewSettings::default(),
+        settings: options.persisted.view_settings(ViewSettings::default()),
         info: ViewInfo::default(),
         scenarios,
+        options,
         frames: 0,
         last_frame: Instant::now(),
         last_upload: None,
+        smoke_message: None,
         error: None,
     };
     event_loop
         .run_app(&mut app)
         .map_err(|e| AppError::Graphics(e.to_string()))?;
+    app.save_settings();
     match app.error {
         Some(e) => Err(e),
         None => Ok(()),
@@ -132,6 +150,36 @@ pub fn run(options: Options) -> Result<(), AppError> {
 }
 
 impl App {
+    /// Keeps this session's scenario, view and display options for the next.
+    fn save_settings(&self) {
+        let Some(path) = &self.options.settings_path else {
+            return;
+        };
+        let scenario = self
+            .worker
+            .as_ref()
+            .map(|w| w.status().path)
+            .filter(|p| !p.as_os_str().is_empty())
+            .and_then(|p| std::fs::canonicalize(p).ok());
+        let camera = self.gfx.as_ref().map(|g| g.view.viewer.camera);
+        let angles = camera.map_or([0.0; 2], |c| [c.yaw, c.pitch]);
+        let mut saved = persist::Persisted::capture(
+            scenario.or(self.options.persisted.scenario.clone()),
+            self.panel.display_limit,
+            angles,
+            &self.settings,
+        );
+        if camera.is_none() {
+            saved.view_angles = self.options.persisted.view_angles;
+        }
+        if let Err(e) = saved.save(path) {
+            eprintln!(
+                "note: could not keep the settings in {}: {e}",
+                path.display()
+            );
+        }
+    }
+
     fn init(&mut self, el: &ActiveEventLoop) -> Result<(), AppError> {
         let attributes = Window::default_attributes()
             .with_title("flowscope")
@@ -201,6 +249,9 @@ impl App {
         if let Some(device) = crate::render::interop::device_uuid(&gpu) {
             worker.send(Command::ShareDisplay(Some(device)));
         }
+        if let Some(notice) = self.options.notice.take() {
+            worker.mailbox.report(notice);
+        }
         self.worker = Some(worker);
         self.gfx = Some(Gfx {
             window,
@@ -226,7 +277,8 @@ impl App {
         };
         let f = self.frames;
         if f % 10 == 5 {
-            self.settings.plot = crate::ui::PLOTS[(f / 10) as usize % crate::ui::PLOTS.len()];
+            let plot = crate::ui::PLOTS[(f / 10) as usize % crate::ui::PLOTS.len()];
+            crate::ui::set_plot(&mut self.settings, plot);
             self.settings.iso_frac = 0.2 + 0.6 * ((f / 10) % 3) as f32 / 2.0;
         }
         match f {
@@ -237,6 +289,12 @@ impl App {
             }
             30 => gfx.window.set_minimized(true),
             34 => gfx.window.set_minimized(false),
+            // A broken scenario first: the panel says why, the cavity runs on.
+            37 => {
+                if let Some(p) = self.scenarios.iter().find(|p| p.ends_with("broken.toml")) {
+                    worker.send(Command::Open(p.clone()));
+                }
+            }
             40 => {
                 if let Some(p) = self.scenarios.iter().find(|p| p.ends_with("cube.toml")) {
                     worker.send(Command::Open(p.clone()));
@@ -261,7 +319,21 @@ impl App {
             84 => self.panel.screenshot = true,
             _ => {}
         }
+        // What the panel says, for the test to read.
+        let status = worker.status();
+        if status.message != self.smoke_message {
+            if let Some(m) = &status.message {
+                eprintln!("panel: {m}");
+            }
+            self.smoke_message = status.message;
+        }
         if f >= total {
+            eprintln!(
+                "smoke run done: {} ({}) at step {}",
+                status.scenario,
+                status.path.display(),
+                status.step
+            );
             el.exit();
         }
     }
@@ -281,6 +353,15 @@ impl App {
                 self.error = Some(AppError::Graphics(e.to_string()));
                 el.exit();
                 return;
+            }
+            if self.last_upload.is_none() {
+                // The first frame framed the grid: look from last session's angles.
+                if let Some([yaw, pitch]) = self.options.persisted.angles() {
+                    let camera = &mut gfx.view.viewer.camera;
+                    camera.yaw = yaw;
+                    camera.pitch = pitch;
+                    camera.fit(frame.fields.size.map(|n| n as u32), 1.0);
+                }
             }
             self.last_upload = Some(now);
             if frame.shared.is_some() && gfx.view.viewer.sharing_refused() {
@@ -335,6 +416,11 @@ impl App {
                         egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
                         egui::Color32::WHITE,
                     );
+                    let legends =
+                        crate::render::legend::Legend::of(&self.settings, &self.info.view);
+                    for (slot, legend) in legends.iter().enumerate() {
+                        legend.paint(ui.painter(), rect, slot);
+                    }
                 }
             });
             if self.panel.show_help {

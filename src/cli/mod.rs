@@ -110,13 +110,13 @@ pub fn main() -> i32 {
     // The only place the environment's developer knobs are read.
     let tuning = Tuning::from_env();
     let command = cli.command.unwrap_or(Command::Gui(GuiArgs {
-        scenario: PathBuf::from(DEFAULT_SCENARIO),
+        scenario: None,
         solver: SolverArgs {
             solver: SolverKind::Auto,
             precision: PrecisionArg::Fp32,
             gpus: Gpus::One,
         },
-        display_limit: crate::solver::display::DEFAULT_LIMIT,
+        display_limit: None,
         smoke_frames: None,
     }));
     let result = match command {
@@ -187,15 +187,16 @@ impl SolverArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct GuiArgs {
-    #[arg(default_value = DEFAULT_SCENARIO)]
-    pub scenario: PathBuf,
+    /// Default: the scenario open when the window last closed, else
+    /// assets/scenarios/cavity.toml.
+    pub scenario: Option<PathBuf>,
     #[command(flatten)]
     pub solver: SolverArgs,
     /// Show at most N³ cells: larger grids are averaged over blocks of cells
     /// (on the GPU with CUDA) before they are copied to the window.
-    #[arg(long, value_name = "N", default_value_t = crate::solver::display::DEFAULT_LIMIT,
-          value_parser = parse_display_limit)]
-    pub display_limit: usize,
+    /// Default: the last session's, else 256.
+    #[arg(long, value_name = "N", value_parser = parse_display_limit)]
+    pub display_limit: Option<usize>,
     /// Drive the window by itself for N frames (plot types, resize, minimise,
     /// a scenario change), then exit: a smoke test under Xvfb.
     #[arg(long, hide = true)]
@@ -203,18 +204,59 @@ pub struct GuiArgs {
 }
 
 fn gui(args: GuiArgs, tuning: Tuning) -> anyhow::Result<()> {
-    if !args.scenario.exists() {
-        anyhow::bail!(
-            "scenario {} not found; run flowscope from the project folder or name a scenario file: flowscope gui path/to/scenario.toml",
-            args.scenario.display()
-        );
+    use crate::app::persist::{self, Persisted};
+    let settings_path = persist::path();
+    let persisted = settings_path
+        .as_deref()
+        .map(Persisted::load)
+        .unwrap_or_default();
+    // The scenario named, else last session's, else the default; one that
+    // does not load gives way to the next, and the panel says why.
+    let named = args.scenario.is_some();
+    let mut candidates: Vec<PathBuf> = args.scenario.into_iter().collect();
+    candidates.extend(persisted.scenario.clone().filter(|p| p.exists()));
+    candidates.push(PathBuf::from(DEFAULT_SCENARIO));
+    let mut notice = None;
+    let mut scenario = None;
+    for path in &candidates {
+        let loaded = if path.exists() {
+            Scenario::load(path, &[]).map_err(|e| e.to_string())
+        } else {
+            Err(format!(
+                "scenario {} not found; run flowscope from the project folder or name a scenario file: flowscope gui path/to/scenario.toml",
+                path.display()
+            ))
+        };
+        match loaded {
+            Ok(s) => {
+                scenario = Some(s);
+                break;
+            }
+            Err(e) if notice.is_none() => notice = Some(e),
+            Err(_) => {}
+        }
     }
-    let scenario = Scenario::load(&args.scenario, &[])?;
+    let Some(scenario) = scenario else {
+        anyhow::bail!("{}", notice.unwrap_or_default());
+    };
+    let notice = notice.map(|n| format!("{n}; opened {} instead", scenario.path.display()));
+    if let (Some(n), true) = (&notice, named) {
+        eprintln!("error: {n}");
+    }
+    let display_limit = args
+        .display_limit
+        .or(persisted
+            .display_limit
+            .filter(|n| parse_display_limit(&n.to_string()).is_ok()))
+        .unwrap_or(crate::solver::display::DEFAULT_LIMIT);
     crate::app::run(crate::app::Options {
         backend: args.solver.backend(&tuning),
         scenario,
-        display_limit: args.display_limit,
+        display_limit,
         smoke_frames: args.smoke_frames,
+        persisted,
+        settings_path,
+        notice,
     })?;
     Ok(())
 }

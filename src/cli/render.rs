@@ -9,6 +9,7 @@ use super::{PrecisionArg, SolverKind};
 use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
 use crate::render::gpu::Gpu;
+use crate::render::legend::{self, Legend};
 use crate::render::scene::{save_png, Anaglyph, Camera, Stereo};
 use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
 use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
@@ -128,16 +129,6 @@ fn parse_colour_by(s: &str) -> Result<ColourBy, String> {
         })
 }
 
-/// The default look: surfaces coloured by speed, except a speed surface
-/// (one speed everywhere), which is coloured by pressure.
-pub fn default_colour(plot: PlotType) -> PlotType {
-    if plot == PlotType::Speed {
-        PlotType::Pressure
-    } else {
-        PlotType::Speed
-    }
-}
-
 fn parse_size(s: &str) -> anyhow::Result<[u32; 2]> {
     let (w, h) = s
         .split_once('x')
@@ -247,7 +238,7 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
         colour_by: match args.colour_by {
             Some(ColourBy::Plain) => None,
             Some(ColourBy::Field(p)) => Some(p),
-            None => Some(default_colour(args.plot)),
+            None => Some(args.plot.default_colour()),
         },
         colour_map,
         mode: args.mode,
@@ -321,7 +312,9 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
     }
     viewer.camera = camera;
     viewer.render_all(&gpu, &settings, size)?;
-    let (pixels, size) = viewer.read_rgba(&gpu)?;
+    let (mut pixels, size) = viewer.read_rgba(&gpu)?;
+    let legends = Legend::of(&settings, &viewer.info);
+    legend::overlay(&gpu, &mut pixels, size, &legends)?;
     save_png(&args.out, size, &pixels)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     let info = viewer.info;

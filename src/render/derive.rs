@@ -41,6 +41,16 @@ impl PlotType {
         ][self as usize]
     }
 
+    /// The field that colours this plot's surface by default: speed, except
+    /// on a speed surface (one speed everywhere), which pressure colours.
+    pub fn default_colour(self) -> PlotType {
+        if self == PlotType::Speed {
+            PlotType::Pressure
+        } else {
+            PlotType::Speed
+        }
+    }
+
     /// The lower end of the range that isovalue fractions and colour maps
     /// span. Q is negative wherever strain outweighs rotation — along every
     /// wall, where the shear is largest — and only Q > 0 marks a vortex, so

@@ -8,6 +8,7 @@ pub mod gpu;
 pub mod gpu_data;
 pub mod interop;
 pub mod isosurface;
+pub mod legend;
 pub mod lines;
 pub mod passes;
 pub mod present;

@@ -64,7 +64,7 @@ impl Default for ViewSettings {
             plot: PlotType::Speed,
             iso_frac: 0.5,
             iso: None,
-            colour_by: None,
+            colour_by: Some(PlotType::Speed.default_colour()),
             colour_map: ColourMap::Viridis,
             mode: SurfaceMode::Mesh,
             sphere_radius: 0.6,

@@ -19,6 +19,8 @@ pub(super) struct Engine {
     pub(super) geometry: Geometry,
     pub(super) history: History,
     pub(super) publisher: Publisher,
+    /// Which solver runs and why (e.g. why CUDA is not used).
+    pub(super) reason: String,
 }
 
 impl Engine {
@@ -42,6 +44,7 @@ impl Engine {
             geometry: selected.geometry,
             history,
             publisher: Publisher::new(generation, probe),
+            reason: selected.reason,
         };
         engine.set_display_limit(limit);
         Ok(engine)

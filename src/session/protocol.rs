@@ -68,7 +68,14 @@ pub struct Frame {
 #[derive(Clone, Debug, Default)]
 pub struct Status {
     pub scenario: String,
+    /// The scenario's file.
+    pub path: std::path::PathBuf,
     pub solver: String,
+    /// Which solver was chosen and why: with `--solver auto` on a machine
+    /// without a usable GPU, the reason CUDA is not used.
+    pub backend: String,
+    /// The scenario's risky values (τ near ½, high Mach), as `run` prints them.
+    pub warnings: Vec<String>,
     pub running: bool,
     pub step: u64,
     pub mlups: f64,

@@ -396,7 +396,10 @@ impl Session {
         let units = &engine.scenario.units;
         if let Ok(mut s) = self.mailbox.status.lock() {
             s.scenario = engine.scenario.name.clone();
+            s.path = engine.scenario.path.clone();
             s.solver = engine.solver.describe();
+            s.backend = engine.reason.clone();
+            s.warnings = engine.scenario.warnings.clone();
             s.running = self.running;
             s.step = engine.solver.time_step();
             s.mlups = self.mlups;

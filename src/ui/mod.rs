@@ -154,7 +154,9 @@ fn entered(ui: &mut egui::Ui, label: &str, text: &mut String) -> Option<Option<f
     .inner
 }
 
-/// Draws the side panel; returns the commands for the solver thread.
+/// Draws the side panel; returns the commands for the solver thread. The
+/// sections follow ParaView's order (simulation, fields and surface, display,
+/// plots, files) and scroll when the window is short.
 pub fn panel(
     ui: &mut egui::Ui,
     status: &Status,
@@ -164,42 +166,71 @@ pub fn panel(
     scenarios: &[PathBuf],
 ) -> Vec<Command> {
     let mut commands = Vec::new();
+    egui::ScrollArea::vertical()
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            header(ui, status);
+            section(ui, "Simulation", |ui| {
+                run_section(ui, status, view, state, &mut commands)
+            });
+            section(ui, "Fields and surface", |ui| {
+                fields_section(ui, view, settings, state)
+            });
+            section(ui, "Display", |ui| {
+                let grid = crate::solver::display::coarse_size(status.size, status.stride.max(1));
+                display_limit(ui, status, state, grid, &mut commands);
+                display(ui, view, settings, state, grid);
+            });
+            section(ui, "Plots", |ui| commands.extend(plots(ui, status, state)));
+            section(ui, "Files", |ui| {
+                files_section(ui, status, state, scenarios, &mut commands)
+            });
+        });
+    commands
+}
+
+/// A collapsible section, open at first.
+fn section(ui: &mut egui::Ui, title: &str, body: impl FnOnce(&mut egui::Ui)) {
+    egui::CollapsingHeader::new(egui::RichText::new(title).strong())
+        .default_open(true)
+        .show(ui, body);
+}
+
+const ERROR_COLOUR: egui::Color32 = egui::Color32::from_rgb(255, 120, 90);
+const WARNING_COLOUR: egui::Color32 = egui::Color32::from_rgb(240, 200, 90);
+
+/// What runs, why this solver, and what is wrong or risky.
+fn header(ui: &mut egui::Ui, status: &Status) {
     ui.heading("flowscope");
     ui.label(format!(
         "{}  ({}×{}×{})",
         status.scenario, status.size[0], status.size[1], status.size[2]
     ));
     ui.label(&status.solver);
-    let grid = crate::solver::display::coarse_size(status.size, status.stride.max(1));
-    ui.horizontal(|ui| {
-        egui::ComboBox::from_label("display limit")
-            .selected_text(format!("{}³", state.display_limit))
-            .show_ui(ui, |ui| {
-                for l in DISPLAY_LIMITS {
-                    if ui
-                        .selectable_value(&mut state.display_limit, l, format!("{l}³"))
-                        .clicked()
-                    {
-                        commands.push(Command::SetDisplayLimit(l));
-                    }
-                }
-            });
-    })
-    .response
-    .on_hover_text("larger grids are averaged over blocks of cells before they are shown");
-    if status.stride > 1 {
-        ui.label(format!(
-            "showing {}×{}×{}: means of {s}×{s}×{s} cells",
-            grid[0],
-            grid[1],
-            grid[2],
-            s = status.stride
-        ));
+    // The line that says why: "no usable CUDA GPU (…)" when auto fell back.
+    if !status.backend.is_empty() && status.backend != status.solver {
+        let colour = if status.backend.contains("no usable CUDA") {
+            WARNING_COLOUR
+        } else {
+            ui.visuals().text_color()
+        };
+        ui.colored_label(colour, &status.backend);
+    }
+    for w in &status.warnings {
+        ui.colored_label(WARNING_COLOUR, format!("warning: {w}"));
     }
     if let Some(m) = &status.message {
-        ui.colored_label(egui::Color32::from_rgb(255, 120, 90), m);
+        ui.colored_label(ERROR_COLOUR, m);
     }
-    ui.separator();
+}
+
+fn run_section(
+    ui: &mut egui::Ui,
+    status: &Status,
+    view: &ViewInfo,
+    state: &mut PanelState,
+    commands: &mut Vec<Command>,
+) {
     ui.horizontal(|ui| {
         if status.running {
             if ui.button("Pause").clicked() {
@@ -233,12 +264,21 @@ pub fn panel(
         Some(None) => state.velocity_text = format!("{:.4}", status.velocity),
         None => {}
     }
-    ui.separator();
+}
+
+fn fields_section(
+    ui: &mut egui::Ui,
+    view: &ViewInfo,
+    settings: &mut ViewSettings,
+    state: &mut PanelState,
+) {
     egui::ComboBox::from_label("plot")
         .selected_text(settings.plot.name())
         .show_ui(ui, |ui| {
             for p in PLOTS {
-                ui.selectable_value(&mut settings.plot, p, p.name());
+                if ui.selectable_label(settings.plot == p, p.name()).clicked() {
+                    set_plot(settings, p);
+                }
             }
         });
     let mut frac = settings.iso_frac;
@@ -258,22 +298,65 @@ pub fn panel(
         "isovalue {:.4e} in [{:.3e}, {:.3e}], {shown}",
         v.isovalue, v.range.0, v.range.1
     ));
-    colouring(ui, view, settings);
     if let Some(v) = entered(ui, "isovalue", &mut state.iso_text) {
         settings.iso = v.map(|v| v as f32).filter(|v| v.is_finite());
     }
-    display(ui, view, settings, state, grid);
-    ui.separator();
-    ui.label("scenario");
-    for path in scenarios {
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if ui.button(name).clicked() {
-            commands.push(Command::Open(path.clone()));
-        }
+    colouring(ui, view, settings);
+}
+
+fn display_limit(
+    ui: &mut egui::Ui,
+    status: &Status,
+    state: &mut PanelState,
+    grid: [usize; 3],
+    commands: &mut Vec<Command>,
+) {
+    ui.horizontal(|ui| {
+        egui::ComboBox::from_label("display limit")
+            .selected_text(format!("{}³", state.display_limit))
+            .show_ui(ui, |ui| {
+                for l in DISPLAY_LIMITS {
+                    if ui
+                        .selectable_value(&mut state.display_limit, l, format!("{l}³"))
+                        .clicked()
+                    {
+                        commands.push(Command::SetDisplayLimit(l));
+                    }
+                }
+            });
+    })
+    .response
+    .on_hover_text("larger grids are averaged over blocks of cells before they are shown");
+    if status.stride > 1 {
+        ui.label(format!(
+            "showing {}×{}×{}: means of {s}×{s}×{s} cells",
+            grid[0],
+            grid[1],
+            grid[2],
+            s = status.stride
+        ));
     }
+}
+
+fn files_section(
+    ui: &mut egui::Ui,
+    status: &Status,
+    state: &mut PanelState,
+    scenarios: &[PathBuf],
+    commands: &mut Vec<Command>,
+) {
+    ui.label("scenario");
+    ui.horizontal_wrapped(|ui| {
+        for path in scenarios {
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if ui.button(name).clicked() {
+                commands.push(Command::Open(path.clone()));
+            }
+        }
+    });
     ui.horizontal(|ui| {
         ui.add(
             egui::TextEdit::singleline(&mut state.path_text)
@@ -283,10 +366,7 @@ pub fn panel(
             commands.push(Command::Open(PathBuf::from(state.path_text.trim())));
         }
     });
-    ui.separator();
-    commands.extend(plots(ui, status, state));
-    ui.separator();
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         if ui.button("Export VTI").clicked() {
             commands.push(Command::ExportVti(PathBuf::from(format!(
                 "flowscope-{}.vti",
@@ -311,7 +391,6 @@ pub fn panel(
             state.show_help = !state.show_help;
         }
     });
-    commands
 }
 
 /// Colour-by field, colour map, and the colour bar of the current range.
@@ -483,55 +562,71 @@ pub fn colour_bar(ui: &mut egui::Ui, map: ColourMap, lo: f32, hi: f32) {
     });
 }
 
+/// Shows another plot type. A surface coloured by the old plot's default
+/// field takes the new one's (speed, or pressure on a speed surface); a
+/// colouring the user chose stays.
+pub fn set_plot(settings: &mut ViewSettings, plot: PlotType) {
+    if settings.colour_by == Some(settings.plot.default_colour()) {
+        settings.colour_by = Some(plot.default_colour());
+    }
+    settings.plot = plot;
+}
+
+/// A small time-series plot for the panel. Scrolling moves the panel, not
+/// the plot (a scroll once zoomed a curve out of sight); a dragged box zooms
+/// in and a double-click goes back to the bounds that fit the data.
+fn small_plot(id: &str) -> egui_plot::Plot<'_> {
+    egui_plot::Plot::new(id)
+        .height(90.0)
+        .allow_scroll(false)
+        .allow_zoom(false)
+        .allow_drag(false)
+        .allow_boxed_zoom(true)
+        .allow_double_click_reset(true)
+        .auto_bounds(egui::Vec2b::new(true, true))
+}
+
 fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Option<Command> {
-    use egui_plot::{Legend, Line, Plot};
+    use egui_plot::{Legend, Line};
     let h = &status.history;
+    ui.label("steadiness: log10 mean relative change of u per step");
+    small_plot("steadiness").show(ui, |p| {
+        p.line(Line::new("log10 change", h.change.clone()));
+    });
+    if let Some(name) = &h.obstacle {
+        let st = h
+            .strouhal
+            .map_or("not yet oscillating".into(), |s| format!("{s:.3}"));
+        ui.label(format!(
+            "obstacle {name}: drag and lift coefficients; Strouhal {st}"
+        ));
+        small_plot("forces")
+            .legend(Legend::default())
+            .show(ui, |p| {
+                p.line(Line::new("Cd", h.drag.clone()));
+                p.line(Line::new("Cl", h.lift.clone()));
+            });
+    }
     let mut probe_moved = false;
-    egui::CollapsingHeader::new("plots")
-        .default_open(true)
-        .show(ui, |ui| {
-            ui.label("steadiness: log10 mean relative change of u per step");
-            Plot::new("steadiness").height(90.0).show(ui, |p| {
-                p.line(Line::new("log10 change", h.change.clone()));
-            });
-            if let Some(name) = &h.obstacle {
-                let st = h
-                    .strouhal
-                    .map_or("not yet oscillating".into(), |s| format!("{s:.3}"));
-                ui.label(format!(
-                    "obstacle {name}: drag and lift coefficients; Strouhal {st}"
-                ));
-                Plot::new("forces")
-                    .height(90.0)
-                    .legend(Legend::default())
-                    .show(ui, |p| {
-                        p.line(Line::new("Cd", h.drag.clone()));
-                        p.line(Line::new("Cl", h.lift.clone()));
-                    });
-            }
-            ui.horizontal(|ui| {
-                ui.label("probe");
-                for (k, axis) in ["x", "y", "z"].iter().enumerate() {
-                    let max = status.size[k].saturating_sub(1) as f32;
-                    probe_moved |= ui
-                        .add(
-                            egui::DragValue::new(&mut state.probe[k])
-                                .range(0.0..=max)
-                                .prefix(*axis),
-                        )
-                        .changed();
-                }
-            });
-            Plot::new("probe")
-                .height(90.0)
-                .legend(Legend::default())
-                .show(ui, |p| {
-                    for (k, name) in ["ux", "uy", "uz"].iter().enumerate() {
-                        let pts: Vec<[f64; 2]> = h.probe.iter().map(|s| [s[0], s[k + 1]]).collect();
-                        p.line(Line::new(*name, pts));
-                    }
-                });
-        });
+    ui.horizontal(|ui| {
+        ui.label("probe");
+        for (k, axis) in ["x", "y", "z"].iter().enumerate() {
+            let max = status.size[k].saturating_sub(1) as f32;
+            probe_moved |= ui
+                .add(
+                    egui::DragValue::new(&mut state.probe[k])
+                        .range(0.0..=max)
+                        .prefix(*axis),
+                )
+                .changed();
+        }
+    });
+    small_plot("probe").legend(Legend::default()).show(ui, |p| {
+        for (k, name) in ["ux", "uy", "uz"].iter().enumerate() {
+            let pts: Vec<[f64; 2]> = h.probe.iter().map(|s| [s[0], s[k + 1]]).collect();
+            p.line(Line::new(*name, pts));
+        }
+    });
     probe_moved.then_some(Command::SetProbe(state.probe))
 }
 
@@ -592,7 +687,7 @@ pub fn shortcuts(
         }
         for (k, p) in keys.iter().zip(PLOTS) {
             if i.key_pressed(*k) {
-                settings.plot = p;
+                set_plot(settings, p);
             }
         }
     });

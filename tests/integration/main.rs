@@ -9,6 +9,7 @@ mod checkpoint;
 mod cli;
 mod cuda;
 mod forces;
+mod fuzz;
 mod panel;
 mod physics;
 mod render;

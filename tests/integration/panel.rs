@@ -22,6 +22,10 @@ struct Panel {
 }
 
 fn harness(running: bool) -> Harness<'static, Panel> {
+    harness_sized(running, egui::vec2(480.0, 1600.0))
+}
+
+fn harness_sized(running: bool, size: egui::Vec2) -> Harness<'static, Panel> {
     let status = Status {
         scenario: "cavity".into(),
         solver: "CPU".into(),
@@ -48,24 +52,22 @@ fn harness(running: bool) -> Harness<'static, Panel> {
         ],
         commands: Vec::new(),
     };
-    Harness::builder()
-        .with_size(egui::vec2(480.0, 1600.0))
-        .build_ui_state(
-            |ui, p: &mut Panel| {
-                let sent = panel(
-                    ui,
-                    &p.status,
-                    &p.view,
-                    &mut p.settings,
-                    &mut p.state,
-                    &p.scenarios,
-                );
-                p.commands.extend(sent);
-                let keys = shortcuts(ui.ctx(), &p.status, &mut p.settings);
-                p.commands.extend(keys);
-            },
-            state,
-        )
+    Harness::builder().with_size(size).build_ui_state(
+        |ui, p: &mut Panel| {
+            let sent = panel(
+                ui,
+                &p.status,
+                &p.view,
+                &mut p.settings,
+                &mut p.state,
+                &p.scenarios,
+            );
+            p.commands.extend(sent);
+            let keys = shortcuts(ui.ctx(), &p.status, &mut p.settings);
+            p.commands.extend(keys);
+        },
+        state,
+    )
 }
 
 /// The commands the panel sent since the last call.
@@ -197,4 +199,90 @@ fn keyboard_shortcuts_send_commands() {
     h.key_press(egui::Key::Num6);
     h.run();
     assert_eq!(h.state().settings.plot, flowscope::ui::PLOTS[5]);
+}
+
+#[test]
+fn at_1280x800_the_panel_scrolls_to_every_button_and_its_sections_fold() {
+    // The side panel of a 1280×800 window: 300 points wide, 800 tall.
+    let mut h = harness_sized(true, egui::vec2(300.0, 800.0));
+    h.run();
+    let help = h.get_by_label("Help").rect();
+    assert!(
+        help.top() > 800.0,
+        "the Files section starts below the fold: {help:?}"
+    );
+    h.get_by_label("Help").scroll_to_me();
+    h.run();
+    let help = h.get_by_label("Help").rect();
+    assert!(help.bottom() <= 800.0 && help.top() >= 0.0, "{help:?}");
+    h.get_by_label("Help").click();
+    h.run();
+    assert!(h.state().state.show_help);
+    h.get_by_label("Screenshot").click();
+    h.run();
+    assert!(h.state().state.screenshot);
+    // Sections fold like ParaView's panels.
+    h.get_by_label("Display").scroll_to_me();
+    h.run();
+    assert!(h.query_by_label("streamlines (L)").is_some());
+    h.get_by_label("Display").click();
+    h.run();
+    h.run();
+    assert!(h.query_by_label("streamlines (L)").is_none());
+    for title in ["Simulation", "Fields and surface", "Plots", "Files"] {
+        h.get_by_label(title);
+    }
+}
+
+#[test]
+fn scrolling_over_a_plot_scrolls_the_panel_and_leaves_the_plot_alone() {
+    let mut h = harness_sized(true, egui::vec2(300.0, 800.0));
+    h.state_mut().status.history.change = (0..50)
+        .map(|k| [k as f64 * 100.0, -(k as f64) / 10.0])
+        .collect();
+    h.run();
+    let heading = h.get_by_label("flowscope").rect();
+    let plot = h.get_by_label_contains("steadiness").rect();
+    // The pointer over the plot below its label, then the wheel.
+    h.hover_at(egui::pos2(plot.center().x, plot.bottom() + 40.0));
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, -200.0),
+        modifiers: egui::Modifiers::NONE,
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Wheel,
+    });
+    h.run();
+    h.run();
+    let moved = h.get_by_label("flowscope").rect();
+    assert!(
+        moved.top() < heading.top() - 50.0,
+        "{heading:?} -> {moved:?}"
+    );
+}
+
+#[test]
+fn the_panel_says_why_cuda_is_not_used_and_shows_the_scenario_warnings() {
+    let mut h = harness(true);
+    h.state_mut().status.backend = "CPU solver: no usable CUDA GPU (no NVIDIA driver found)".into();
+    h.state_mut().status.warnings =
+        vec!["τ = 0.5004 is below 0.51: the run may become unstable".into()];
+    h.run();
+    h.get_by_label_contains("no usable CUDA GPU (no NVIDIA driver found)");
+    h.get_by_label_contains("τ = 0.5004 is below 0.51");
+}
+
+#[test]
+fn a_new_plot_type_takes_its_default_colouring_but_a_chosen_one_stays() {
+    let mut h = harness(true);
+    h.run();
+    assert_eq!(h.state().settings.colour_by, Some(PlotType::Pressure));
+    h.key_press(egui::Key::Num6);
+    h.run();
+    assert_eq!(h.state().settings.plot, PlotType::Vorticity);
+    assert_eq!(h.state().settings.colour_by, Some(PlotType::Speed));
+    h.state_mut().settings.colour_by = Some(PlotType::Q);
+    h.key_press(egui::Key::Num1);
+    h.run();
+    assert_eq!(h.state().settings.colour_by, Some(PlotType::Q));
 }

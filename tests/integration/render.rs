@@ -634,3 +634,62 @@ fn every_plot_type_shows_a_surface_at_its_default_isovalue() {
         assert!(e.contains(colour), "{plot}: {e}");
     }
 }
+
+#[test]
+fn render_pngs_carry_a_colour_legend_whenever_a_colour_map_is_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenario_path("cavity.toml");
+    let pixel_at = |extra: &[&str], x: usize, y: usize| {
+        let mut args = vec![
+            "render",
+            scenario.to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "--set",
+            "domain.size=[20,20,20]",
+            "--set",
+            "fluid.length_cells=18",
+            "--steps",
+            "50",
+            "--aa",
+            "1",
+            "--size",
+            "320x200",
+            "--out",
+            "l.png",
+        ];
+        args.extend_from_slice(extra);
+        let o = flowscope(&args, dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let file = std::fs::File::open(dir.path().join("l.png")).unwrap();
+        let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+            .read_info()
+            .unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let c = (y * info.width as usize + x) * info.color_type.samples();
+        [buf[c] as i32, buf[c + 1] as i32, buf[c + 2] as i32]
+    };
+    use flowscope::render::colour::ColourMap;
+    // The bar (rows 42 to 102 of a 200-line picture, 64 bands) shows the
+    // map from its top colour down to its bottom colour.
+    let expected = |map: ColourMap, row: usize| {
+        let band = ((row as f32 + 0.5 - 42.0) / 60.0 * 64.0).floor();
+        map.sample(1.0 - (band + 0.5) / 64.0)
+            .map(|c| (c * 255.0) as i32)
+    };
+    let near = |a: [i32; 3], b: [i32; 3]| (0..3).all(|k| (a[k] - b[k]).abs() <= 6);
+    for row in [44, 100] {
+        let got = pixel_at(&[], 288, row);
+        assert!(
+            near(got, expected(ColourMap::Viridis, row)),
+            "{row}: {got:?}"
+        );
+    }
+    let top = pixel_at(&["--colour-map", "cool-warm"], 288, 44);
+    assert!(near(top, expected(ColourMap::CoolWarm, 44)), "{top:?}");
+    // One colour: no map, no legend; the background shows there.
+    let plain = pixel_at(&["--colour-by", "plain"], 288, 44);
+    let background = pixel_at(&["--colour-by", "plain"], 5, 5);
+    assert_eq!(plain, background);
+}

@@ -47,6 +47,9 @@ fn window_survives_plot_switches_resize_minimise_and_scenario_changes_under_xvfb
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cavity.toml"), SMALL_CAVITY).unwrap();
     std::fs::write(dir.path().join("cube.toml"), SMALL_CUBE).unwrap();
+    let broken = SMALL_CUBE.replace("size = [48, 24, 16]", "size = [48, 24, 16, 2]");
+    std::fs::write(dir.path().join("broken.toml"), broken).unwrap();
+    let config = dir.path().join("config");
     let display = format!(":{}", 90 + std::process::id() % 100);
     let mut xvfb = Command::new("Xvfb")
         .args([display.as_str(), "-screen", "0", "1280x800x24"])
@@ -66,17 +69,45 @@ fn window_survives_plot_switches_resize_minimise_and_scenario_changes_under_xvfb
         ])
         .current_dir(dir.path())
         .env("DISPLAY", &display)
+        .env("XDG_CONFIG_HOME", &config)
         .env_remove("WAYLAND_DISPLAY")
         .output()
         .unwrap();
-    xvfb.kill().ok();
-    xvfb.wait().ok();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "exit {:?}: {err}", out.status.code());
     assert!(
         !err.contains("panicked") && !err.contains("GPU error"),
         "{err}"
     );
+    // The broken scenario: its error in the panel, and the cavity kept (the
+    // cube opened later by the smoke run replaced it).
+    assert!(
+        err.contains("panel: ")
+            && err.contains("broken.toml")
+            && err.contains("domain.size has 4 values"),
+        "{err}"
+    );
+    assert!(err.contains("smoke run done: Small cube"), "{err}");
+    // Settings persist: the next session, with no scenario named, opens the
+    // last one with the last view options.
+    let settings = std::fs::read_to_string(config.join("flowscope/settings.toml")).unwrap();
+    assert!(
+        settings.contains("cube.toml") && settings.contains("anaglyph = true"),
+        "{settings}"
+    );
+    let again = Command::new(env!("CARGO_BIN_EXE_flowscope"))
+        .args(["gui", "--solver", "cpu", "--smoke-frames", "3"])
+        .current_dir(dir.path())
+        .env("DISPLAY", &display)
+        .env("XDG_CONFIG_HOME", &config)
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    xvfb.kill().ok();
+    xvfb.wait().ok();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(err.contains("smoke run done: Small cube"), "{err}");
     // The screenshot button (pressed by the smoke run) saved the 3D view.
     let shot = std::fs::read_dir(dir.path())
         .unwrap()

@@ -160,8 +160,10 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
         let empty_gpu = timed(empty_ms);
         let mut viewer = Viewer::new(&gpu);
         viewer.upload(&gpu, &f, &[], 0, None)?;
+        // The plain surface, as in BENCHMARKS.md.
         let mono = ViewSettings {
             aa_samples: 1,
+            colour_by: None,
             ..Default::default()
         };
         let frame_ms = median_ms(args.repeats, || frame(&mut viewer, &mono))?;
@@ -179,6 +181,7 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
             stereo: Some(Stereo::default()),
             grey_background: true,
             aa_samples: 16,
+            colour_by: None,
             ..Default::default()
         };
         let anaglyph_ms = median_ms(args.repeats, || frame(&mut viewer, &anaglyph))?;
@@ -212,6 +215,7 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
             mode: SurfaceMode::Spheres,
             sphere_radius: 0.6,
             aa_samples: 1,
+            colour_by: None,
             ..Default::default()
         };
         let ms = median_ms(args.repeats, || frame(&mut viewer, &spheres))?;

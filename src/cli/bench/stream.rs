@@ -68,8 +68,11 @@ pub(super) fn bench_stream(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
             worker.send(Command::ShareDisplay(Some(device)));
         }
         let mut viewer = Viewer::new(&gpu);
+        // The plain surface: extraction without a range read back (the
+        // figures in BENCHMARKS.md are of it).
         let settings = ViewSettings {
             aa_samples: 1,
+            colour_by: None,
             ..Default::default()
         };
         // What the window does with a frame: import (or upload) it, then
