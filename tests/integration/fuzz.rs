@@ -30,9 +30,28 @@ impl Rng {
 }
 
 const ODD_VALUES: &[&str] = &[
-    "nan", "inf", "-inf", "0", "-1", "1e300", "1e-300", "-0.0", "0.5", "3",
-    "99999999999999999999", "[]", "[1]", "[1, 2, 3, 4]", "[nan, 0, 0]", "\"x\"", "true",
-    "{}", "{ inlet = [1, 0, 0] }", "{ moving_wall = [0, 0, inf] }", "\"periodic\"", "2000",
+    "nan",
+    "inf",
+    "-inf",
+    "0",
+    "-1",
+    "1e300",
+    "1e-300",
+    "-0.0",
+    "0.5",
+    "3",
+    "99999999999999999999",
+    "[]",
+    "[1]",
+    "[1, 2, 3, 4]",
+    "[nan, 0, 0]",
+    "\"x\"",
+    "true",
+    "{}",
+    "{ inlet = [1, 0, 0] }",
+    "{ moving_wall = [0, 0, inf] }",
+    "\"periodic\"",
+    "2000",
 ];
 
 /// One mutation of `text`: a number or value replaced, a line dropped,
@@ -65,7 +84,8 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
             let mut bytes = text.as_bytes().to_vec();
             for _ in 0..1 + rng.below(4) {
                 let at = rng.below(bytes.len());
-                bytes[at] = b"=[]{},.\"'0123456789-eE \n#"[rng.below(27)];
+                let set = b"=[]{},.\"'0123456789-eE \n#";
+                bytes[at] = set[rng.below(set.len())];
             }
             return String::from_utf8_lossy(&bytes).into_owned();
         }
@@ -91,12 +111,31 @@ fn check(text: &str, overrides: &[String]) -> Result<(), String> {
 
 #[test]
 fn mutated_scenarios_and_overrides_give_errors_never_panics() {
-    let shipped = ["cavity.toml", "cylinder.toml", "sphere.toml", "cube.toml", "urban.toml"];
+    let shipped = [
+        "cavity.toml",
+        "cylinder.toml",
+        "sphere.toml",
+        "cube.toml",
+        "urban.toml",
+    ];
     let keys = [
-        "domain.size", "fluid.reynolds", "fluid.velocity", "fluid.mach", "fluid.length_cells",
-        "fluid.initial_velocity", "fluid.force", "boundaries.x", "boundaries.y_max",
-        "obstacles.0.radius", "obstacles.0.center", "obstacles.0.min", "run.steps",
-        "run.until_steady", "physical.cell_size_m", "obstacles.7.radius", "nonsense.key",
+        "domain.size",
+        "fluid.reynolds",
+        "fluid.velocity",
+        "fluid.mach",
+        "fluid.length_cells",
+        "fluid.initial_velocity",
+        "fluid.force",
+        "boundaries.x",
+        "boundaries.y_max",
+        "obstacles.0.radius",
+        "obstacles.0.center",
+        "obstacles.0.min",
+        "run.steps",
+        "run.until_steady",
+        "physical.cell_size_m",
+        "obstacles.7.radius",
+        "nonsense.key",
     ];
     let mut rng = Rng(0x5EED_F100);
     let (mut accepted, mut refused, mut panics) = (0, 0, Vec::new());
@@ -112,23 +151,38 @@ fn mutated_scenarios_and_overrides_give_errors_never_panics() {
         } else {
             Vec::new()
         };
-        let small = if name == "cavity.toml" { text.replace("[66, 66, 66]", "[18, 18, 18]") } else { text };
+        let small = if name == "cavity.toml" {
+            text.replace("[66, 66, 66]", "[18, 18, 18]")
+        } else {
+            text
+        };
         match catch_unwind(AssertUnwindSafe(|| check(&small, &overrides))) {
             Ok(Ok(())) => accepted += 1,
             Ok(Err(_)) => refused += 1,
             Err(_) => panics.push((small, overrides)),
         }
     }
-    assert!(panics.is_empty(), "{} panics; first:\n{:?}", panics.len(), panics.first());
+    assert!(
+        panics.is_empty(),
+        "{} panics; first:\n{:?}",
+        panics.len(),
+        panics.first()
+    );
     // The mutations reach both sides of the checks.
-    assert!(accepted > 100 && refused > 1000, "{accepted} accepted, {refused} refused");
+    assert!(
+        accepted > 100 && refused > 1000,
+        "{accepted} accepted, {refused} refused"
+    );
 }
 
 #[test]
 fn mutated_checkpoints_are_refused_never_trusted() {
     use flowscope::io::checkpoint;
     use flowscope::solver::Solver;
-    let s = load("cavity.toml", &["domain.size=[10,10,6]", "fluid.length_cells=8"]);
+    let s = load(
+        "cavity.toml",
+        &["domain.size=[10,10,6]", "fluid.length_cells=8"],
+    );
     let mut solver = cpu(&s);
     solver.step(3).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -154,9 +208,14 @@ fn mutated_checkpoints_are_refused_never_trusted() {
             }
         }
         std::fs::write(&path, &b).unwrap();
-        let loaded = catch_unwind(AssertUnwindSafe(|| checkpoint::load(&path, s.size, solver.flags())));
+        let loaded = catch_unwind(AssertUnwindSafe(|| {
+            checkpoint::load(&path, s.size, solver.flags())
+        }));
         let loaded = loaded.unwrap_or_else(|_| panic!("round {round}: panicked"));
         // A flipped bit anywhere is caught by the file's hash.
-        assert!(loaded.is_err(), "round {round}: a damaged checkpoint was accepted");
+        assert!(
+            loaded.is_err(),
+            "round {round}: a damaged checkpoint was accepted"
+        );
     }
 }
