@@ -5,7 +5,10 @@
 # $MINUTES minutes (default 30). Samples each process's resident size every
 # 10 s and checks that after the first minute it stays within 5% of its value
 # then, that both are still running at the end, and that neither printed an
-# error. Prints the figures for BENCHMARKS.md; exit code 0 when all hold.
+# error. The window's first minute is counted from the end of its scripted
+# start (surface modes, streamlines, anaglyph, display limits: the second
+# screenshot it saves), which a loaded machine takes longer than a minute to
+# reach. Prints the figures for BENCHMARKS.md; exit code 0 when all hold.
 #
 #   tools/soak.sh [BINARY]        (default target/release/flowscope)
 set -uo pipefail
@@ -35,12 +38,13 @@ WINDOW=$!
 RUN=$!
 
 rss() { awk '/VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
-echo "seconds window_rss_kb run_rss_kb checkpoint_step" >samples.txt
+echo "seconds window_rss_kb run_rss_kb checkpoint_step window_started" >samples.txt
 END=$((SECONDS + MINUTES * 60))
 while [ $SECONDS -lt $END ]; do
     sleep 10
     step=$(od -An -t u8 -j 44 -N 8 soak.ckpt 2>/dev/null | tr -d ' ')
-    echo "$SECONDS $(rss $WINDOW) $(rss $RUN) ${step:-0}" >>samples.txt
+    started=$([ "$(grep -c 'panel: saved' window.log)" -ge 2 ] && echo 1 || echo 0)
+    echo "$SECONDS $(rss $WINDOW) $(rss $RUN) ${step:-0} $started" >>samples.txt
 done
 alive_window=$(kill -0 $WINDOW 2>/dev/null && echo yes || echo no)
 alive_run=$(kill -0 $RUN 2>/dev/null && echo yes || echo no)
@@ -54,13 +58,16 @@ kill $XVFB 2>/dev/null
 # Within 5% of the value at the first minute, from then on.
 awk -v minutes="$MINUTES" '
     NR == 1 { next }
-    $1 >= 60 && !base_w { base_w = $2; base_r = $3 }
-    base_w { w = $2 / base_w; r = $3 / base_r
-             if (w > wmax) wmax = w; if (!wmin || w < wmin) wmin = w
+    $1 >= 60 && !base_r { base_r = $3 }
+    $1 >= 60 && $5 == 1 && !base_w { base_w = $2; at_w = $1 }
+    base_r { r = $3 / base_r
              if (r > rmax) rmax = r; if (!rmin || r < rmin) rmin = r
-             last_w = $2; last_r = $3; step = $4 }
+             last_r = $3; step = $4 }
+    base_w { w = $2 / base_w
+             if (w > wmax) wmax = w; if (!wmin || w < wmin) wmin = w
+             last_w = $2 }
     END {
-        printf "window RSS: %.0f MB at 1 min, %.0f MB at the end, range %+.1f%% to %+.1f%%\n", base_w / 1024, last_w / 1024, (wmin - 1) * 100, (wmax - 1) * 100
+        printf "window RSS: %.0f MB at %d s (a minute, and its scripted start done), %.0f MB at the end, range %+.1f%% to %+.1f%%\n", base_w / 1024, at_w, last_w / 1024, (wmin - 1) * 100, (wmax - 1) * 100
         printf "run RSS:    %.0f MB at 1 min, %.0f MB at the end, range %+.1f%% to %+.1f%%; last checkpoint at step %d\n", base_r / 1024, last_r / 1024, (rmin - 1) * 100, (rmax - 1) * 100, step
         ok = (wmax <= 1.05 && wmin >= 0.95 && rmax <= 1.05 && rmin >= 0.95)
         print (ok ? "memory: flat (within 5%)" : "memory: NOT flat")

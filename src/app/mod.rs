@@ -73,6 +73,8 @@ struct App {
     last_frame: Instant,
     /// When the last field frame reached the view.
     last_upload: Option<Instant>,
+    /// The grid the probe was placed in.
+    probe_grid: [usize; 3],
     /// The panel's message the smoke run last printed.
     smoke_message: Option<String>,
     error: Option<AppError>,
@@ -137,6 +139,7 @@ pub fn run(options: Options) -> Result<(), AppError> {
         last_frame: Instant::now(),
         last_upload: None,
         smoke_message: None,
+        probe_grid: [0; 3],
         error: None,
     };
     event_loop
@@ -375,6 +378,12 @@ impl App {
         }
         if self.panel.velocity_text.is_empty() && status.velocity > 0.0 {
             self.panel.velocity_text = format!("{:.4}", status.velocity);
+        }
+        if status.size != self.probe_grid && status.size.iter().all(|&n| n > 0) {
+            // A new grid: the probe starts at its centre (a corner is a wall).
+            self.probe_grid = status.size;
+            self.panel.probe = status.size.map(|n| (n / 2) as f32);
+            worker.send(Command::SetProbe(self.panel.probe));
         }
         let raw = gfx.egui_state.take_egui_input(&gfx.window);
         let mut commands = Vec::new();

@@ -106,6 +106,7 @@ pub enum Command {
 
 /// Parses arguments, runs the command, prints any error, returns the exit code.
 pub fn main() -> i32 {
+    crate::system::tune_allocator();
     let cli = Cli::parse();
     // The only place the environment's developer knobs are read.
     let tuning = Tuning::from_env();

@@ -24,9 +24,8 @@ impl Legend {
             m => m,
         };
         let mut legends = Vec::new();
-        if let (Some(plot), Some(range)) = (settings.colour_by, info.colour_range) {
-            let surface = settings.mode != super::viewer::SurfaceMode::None;
-            if surface && settings.colour_map != ColourMap::Plain {
+        if let (Some(plot), Some(range)) = (info.colour_by, info.colour_range) {
+            if settings.mode != super::viewer::SurfaceMode::None {
                 legends.push(Legend {
                     title: format!("surface: {}", plot.name()),
                     map,

@@ -101,6 +101,9 @@ pub struct ViewerInfo {
     pub range: (f32, f32),
     /// Range of the field colouring the surface, when one does.
     pub colour_range: Option<(f32, f32)>,
+    /// The field `colour_range` is of: the colouring of the picture shown,
+    /// which lags a change of the settings by a frame.
+    pub colour_by: Option<PlotType>,
     pub isovalue: f32,
     pub triangles: u32,
     pub spheres: u32,
@@ -371,6 +374,7 @@ impl Viewer {
             .push((readback, (self.frame, settings.geometry())));
         self.info = ViewerInfo {
             colour_range: None,
+            colour_by: None,
             streamlines: 0,
             speed_range: (0.0, 0.0),
             ..self.info
@@ -498,6 +502,7 @@ impl Viewer {
         self.info = ViewerInfo {
             range,
             colour_range,
+            colour_by: colour_range.and(settings.colour_by),
             isovalue,
             triangles,
             spheres,

@@ -13,6 +13,25 @@ pub fn available_memory() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Keeps the resident size of a long session flat; called once at start-up,
+/// before any thread. glibc's malloc gives threads their own 64 MiB arenas
+/// (up to 8 per core), and after a large block is freed it raises its mmap
+/// threshold to that block's size. The field frames the solver thread fills
+/// (megabytes each) and the window thread frees then land in those arenas,
+/// which return memory only from their top: a 30-minute soak of the window
+/// grew from 0.3 to 1.1 GB, a dozen arenas full of free space. A fixed
+/// threshold keeps blocks of 256 KiB and more in mappings of their own, given
+/// back when freed, and two arenas bound the rest.
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called before any
+    // other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 /// "12.3 MiB" style sizes.
 pub fn human_bytes(bytes: u64) -> String {
     let b = bytes as f64;

@@ -586,12 +586,21 @@ fn small_plot(id: &str) -> egui_plot::Plot<'_> {
         .auto_bounds(egui::Vec2b::new(true, true))
 }
 
+/// A series as a plot line, once it has two points: a single point has no
+/// extent along the step axis, and egui_plot then borrows the other axis's
+/// extent, which for a velocity of 1e-19 leaves it no width at all.
+fn series(name: &str, points: Vec<[f64; 2]>) -> Option<egui_plot::Line<'static>> {
+    (points.len() >= 2).then(|| egui_plot::Line::new(name.to_string(), points))
+}
+
 fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Option<Command> {
-    use egui_plot::{Legend, Line};
+    use egui_plot::Legend;
     let h = &status.history;
     ui.label("steadiness: log10 mean relative change of u per step");
     small_plot("steadiness").show(ui, |p| {
-        p.line(Line::new("log10 change", h.change.clone()));
+        if let Some(line) = series("log10 change", h.change.clone()) {
+            p.line(line);
+        }
     });
     if let Some(name) = &h.obstacle {
         let st = h
@@ -603,8 +612,12 @@ fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Option<C
         small_plot("forces")
             .legend(Legend::default())
             .show(ui, |p| {
-                p.line(Line::new("Cd", h.drag.clone()));
-                p.line(Line::new("Cl", h.lift.clone()));
+                for line in [series("Cd", h.drag.clone()), series("Cl", h.lift.clone())]
+                    .into_iter()
+                    .flatten()
+                {
+                    p.line(line);
+                }
             });
     }
     let mut probe_moved = false;
@@ -624,7 +637,9 @@ fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Option<C
     small_plot("probe").legend(Legend::default()).show(ui, |p| {
         for (k, name) in ["ux", "uy", "uz"].iter().enumerate() {
             let pts: Vec<[f64; 2]> = h.probe.iter().map(|s| [s[0], s[k + 1]]).collect();
-            p.line(Line::new(*name, pts));
+            if let Some(line) = series(name, pts) {
+                p.line(line);
+            }
         }
     });
     probe_moved.then_some(Command::SetProbe(state.probe))

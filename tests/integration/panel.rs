@@ -286,3 +286,24 @@ fn a_new_plot_type_takes_its_default_colouring_but_a_chosen_one_stays() {
     h.run();
     assert_eq!(h.state().settings.colour_by, Some(PlotType::Q));
 }
+
+#[test]
+fn plots_of_one_point_or_of_tiny_values_draw_without_tripping_egui_plot() {
+    // The probe's first sample: one point, a velocity of 1e-19 (egui_plot's
+    // bounds check failed on it in a debug build).
+    let mut h = harness(true);
+    h.state_mut().status.history.probe = vec![[48.0, -2.2e-19, 1.1e-20, 0.0]];
+    h.state_mut().status.history.change = vec![[48.0, -3.0]];
+    h.state_mut().status.history.obstacle = Some("1 (sphere)".into());
+    h.state_mut().status.history.drag = vec![[48.0, 1e-19]];
+    h.state_mut().status.history.lift = vec![[48.0, 0.0]];
+    h.run();
+    h.state_mut()
+        .status
+        .history
+        .probe
+        .push([96.0, -2.3e-19, 1.2e-20, 0.0]);
+    h.state_mut().status.history.drag.push([96.0, 1.1e-19]);
+    h.run();
+    h.run();
+}
