@@ -501,6 +501,10 @@ mod tests {
         // Steadiness points need two even-step chunks.
         let s = wait_for(&worker, |s| s.step > 20 && s.history.change.len() >= 2);
         assert!(s.solver.contains("CPU"));
+        // What the panel shows beside the solver: which one and why, the
+        // scenario's file and its warnings.
+        assert_eq!(s.backend, "CPU solver (asked for with --solver cpu)");
+        assert!(s.path.ends_with("cavity.toml") && s.warnings.is_empty());
         assert!(s
             .history
             .change
@@ -579,6 +583,11 @@ mod tests {
         });
         worker.send(Command::Reset);
         wait_for(&worker, |s| s.step == 0);
+        // A scenario near τ = ½: its warning reaches the panel.
+        let risky = shipped("cavity.toml").with_reynolds(20_000.0).unwrap();
+        worker.send(Command::Load(Box::new(risky)));
+        let s = wait_for(&worker, |s| !s.warnings.is_empty());
+        assert!(s.warnings[0].contains("τ = 0.50"), "{:?}", s.warnings);
     }
 
     #[test]
