@@ -10,6 +10,12 @@
 # screenshot it saves), which a loaded machine takes longer than a minute to
 # reach. Prints the figures for BENCHMARKS.md; exit code 0 when all hold.
 #
+# Under Xvfb the window draws with Mesa's lavapipe. Debian 12's Mesa 22.3
+# lavapipe itself leaks (heaptrack: millions of allocations inside
+# libvulkan_lvp.so never freed) and the window's resident size grows with
+# it; use Mesa 25 from bookworm-backports
+# (apt-get install -t bookworm-backports mesa-vulkan-drivers).
+#
 #   tools/soak.sh [BINARY]        (default target/release/flowscope)
 set -uo pipefail
 BIN=$(realpath "${1:-target/release/flowscope}")
