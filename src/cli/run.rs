@@ -98,19 +98,32 @@ impl Outputs<'_> {
 
     /// Writes the final fields, probe samples and checkpoint.
     fn write(&self, solver: &mut dyn Solver) -> anyhow::Result<()> {
-        let args = self.args;
-        if args.vti.is_some() || args.probe.is_some() {
-            let fields = solver.fields()?;
-            if let Some(path) = &args.vti {
-                self.write_vti(path, &fields, solver.flags())?;
-            }
-            if let Some(path) = &args.probe_out {
-                self.write_probe(path, solver.time_step(), &fields)?;
-            }
-        }
-        if let Some(path) = &args.checkpoint {
+        self.write_fields(solver, |path, _| path.to_path_buf())?;
+        if let Some(path) = &self.args.checkpoint {
             save_checkpoint(solver, path)?;
             eprintln!("wrote {} (step {})", path.display(), solver.time_step());
+        }
+        Ok(())
+    }
+
+    /// The `.vti` and probe CSV of the current step, each at `place(path asked
+    /// for, step)`.
+    fn write_fields(
+        &self,
+        solver: &mut dyn Solver,
+        place: impl Fn(&Path, u64) -> PathBuf,
+    ) -> anyhow::Result<()> {
+        let args = self.args;
+        if args.vti.is_none() && args.probe.is_none() {
+            return Ok(());
+        }
+        let step = solver.time_step();
+        let fields = solver.fields()?;
+        if let Some(path) = &args.vti {
+            self.write_vti(&place(path, step), &fields, solver.flags())?;
+        }
+        if let Some(path) = &args.probe_out {
+            self.write_probe(&place(path, step), step, &fields)?;
         }
         Ok(())
     }
@@ -119,20 +132,7 @@ impl Outputs<'_> {
     /// the blown-up fields go to separately named files for diagnosis.
     fn write_diagnosis(&self, solver: &mut dyn Solver) -> anyhow::Result<()> {
         let args = self.args;
-        let step = solver.time_step();
-        if args.vti.is_some() || args.probe.is_some() {
-            let fields = solver.fields()?;
-            if let Some(path) = &args.vti {
-                self.write_vti(
-                    &crate::io::diagnosis_path(path, step),
-                    &fields,
-                    solver.flags(),
-                )?;
-            }
-            if let Some(path) = &args.probe_out {
-                self.write_probe(&crate::io::diagnosis_path(path, step), step, &fields)?;
-            }
-        }
+        self.write_fields(solver, crate::io::diagnosis_path)?;
         if let Some(path) = &args.checkpoint {
             if path.exists() {
                 eprintln!(

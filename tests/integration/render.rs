@@ -354,12 +354,7 @@ fn render_cylinder(extra: &[&str]) -> (std::process::Output, Vec<u8>) {
     args.extend_from_slice(extra);
     let o = flowscope(&args, dir.path());
     assert!(o.status.success(), "{}", stderr(&o));
-    let file = std::fs::File::open(dir.path().join("out.png")).unwrap();
-    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
-        .read_info()
-        .unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
+    let (info, buf) = read_png(&dir.path().join("out.png"));
     assert_eq!((info.width, info.height), (320, 200));
     (o, buf)
 }
@@ -661,12 +656,7 @@ fn render_pngs_carry_a_colour_legend_whenever_a_colour_map_is_in_use() {
         args.extend_from_slice(extra);
         let o = flowscope(&args, dir.path());
         assert!(o.status.success(), "{}", stderr(&o));
-        let file = std::fs::File::open(dir.path().join("l.png")).unwrap();
-        let mut reader = png::Decoder::new(std::io::BufReader::new(file))
-            .read_info()
-            .unwrap();
-        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-        let info = reader.next_frame(&mut buf).unwrap();
+        let (info, buf) = read_png(&dir.path().join("l.png"));
         let c = (y * info.width as usize + x) * info.color_type.samples();
         [buf[c] as i32, buf[c + 1] as i32, buf[c + 2] as i32]
     };
