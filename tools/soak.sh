@@ -61,6 +61,20 @@ run_code=$?
 wait $WINDOW 2>/dev/null
 kill $XVFB 2>/dev/null
 
+# Lowest and highest resident size in each 5 minutes: growth shows in the
+# lows, transient allocations in the highs.
+awk 'NR > 1 && $1 >= 60 {
+        k = int(($1 - 60) / 300)
+        if (!(k in wl) || $2 < wl[k]) wl[k] = $2; if ($2 > wh[k]) wh[k] = $2
+        if (!(k in rl) || $3 < rl[k]) rl[k] = $3; if ($3 > rh[k]) rh[k] = $3
+        n = k
+    }
+    END {
+        print "minutes   window low-high MB   run low-high MB"
+        for (k = 0; k <= n; k++)
+            printf "%2d-%-2d     %6.1f-%-6.1f        %5.1f-%-5.1f\n", 1 + 5 * k, 6 + 5 * k, wl[k] / 1024, wh[k] / 1024, rl[k] / 1024, rh[k] / 1024
+    }' samples.txt
+
 # Within 5% of the value at the first minute, from then on.
 awk -v minutes="$MINUTES" '
     NR == 1 { next }

@@ -168,9 +168,7 @@ impl Outputs<'_> {
 }
 
 fn save_checkpoint(solver: &mut dyn Solver, path: &Path) -> anyhow::Result<()> {
-    let ckpt = checkpoint::capture(solver)?;
-    checkpoint::save(path, &ckpt)?;
-    Ok(())
+    Ok(checkpoint::save(path, solver)?)
 }
 
 fn install_interrupt() -> Arc<AtomicBool> {

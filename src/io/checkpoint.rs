@@ -6,7 +6,7 @@
 //! FNV-1a hash of everything before it. A resumed run continues bit for bit: the
 //! populations and the step are the whole state of the AA scheme.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::solver::flags::NEAR;
@@ -35,6 +35,8 @@ pub enum CheckpointError {
         found: String,
         expected: String,
     },
+    #[error(transparent)]
+    Solver(#[from] SolverError),
     #[error("{path} was written for other geometry (obstacles or boundary faces differ from the scenario's): resume with the scenario it was written with")]
     Geometry { path: PathBuf },
 }
@@ -60,48 +62,107 @@ const FNV_START: u64 = 0xCBF2_9CE4_8422_2325;
 /// Hash of the geometry part of the flags (the derived NEAR bit left out).
 pub fn flags_hash(flags: &[u8]) -> u64 {
     let mut h = FNV_START;
-    let stripped: Vec<u8> = flags.iter().map(|f| f & !NEAR).collect();
-    fnv1a(&mut h, &stripped);
+    for chunk in flags.chunks(1 << 16) {
+        let stripped: Vec<u8> = chunk.iter().map(|f| f & !NEAR).collect();
+        fnv1a(&mut h, &stripped);
+    }
     h
 }
 
-/// A solver's state as a checkpoint. Refused when the state has blown up
-/// (NaN, or speeds past the stability limit): such a checkpoint could not be
-/// resumed, and saving it would replace the last good one.
-pub fn capture(solver: &mut dyn Solver) -> Result<Checkpoint, SolverError> {
-    if let Some(e) = solver.stats()?.instability() {
-        return Err(e);
-    }
-    Ok(Checkpoint {
-        size: solver.grid().size,
-        step: solver.time_step(),
-        flags_hash: flags_hash(solver.flags()),
-        populations: solver.populations()?,
-    })
+/// Populations go through this many bytes at a time, on their way to or from
+/// the file: a checkpoint never holds a second copy of the lattice in memory.
+const CHUNK_BYTES: usize = 1 << 16;
+
+/// A writer that hashes what passes through it.
+struct Hashing<'a> {
+    inner: &'a mut dyn Write,
+    hash: u64,
 }
 
-/// Writes a checkpoint atomically (temporary file, then rename), so a crash
-/// while writing never destroys the previous one.
-pub fn save(path: &Path, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
-    let io = |what, source| CheckpointError::Io {
-        what,
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut bytes = Vec::with_capacity(64 + ckpt.populations.len() * 4);
-    bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&VERSION.to_le_bytes());
-    for n in ckpt.size {
-        bytes.extend_from_slice(&(n as u64).to_le_bytes());
+impl Hashing<'_> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        fnv1a(&mut self.hash, bytes);
+        self.inner.write_all(bytes)
     }
-    bytes.extend_from_slice(&ckpt.step.to_le_bytes());
-    bytes.extend_from_slice(&ckpt.flags_hash.to_le_bytes());
-    bytes.extend_from_slice(&(ckpt.populations.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(bytemuck::cast_slice(&ckpt.populations));
-    let mut h = FNV_START;
-    fnv1a(&mut h, &bytes);
-    bytes.extend_from_slice(&h.to_le_bytes());
-    super::write_atomically(path, |file| file.write_all(&bytes)).map_err(|e| io("write", e))
+
+    /// Little-endian floats, a chunk at a time.
+    fn put_floats(&mut self, values: &[f32]) -> std::io::Result<()> {
+        let mut buf = [0u8; CHUNK_BYTES];
+        for part in values.chunks(CHUNK_BYTES / 4) {
+            for (b, v) in buf.chunks_exact_mut(4).zip(part) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            self.put(&buf[..part.len() * 4])?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the solver's state as a checkpoint, atomically (temporary file,
+/// then rename), so a crash while writing never destroys the previous one.
+/// Refused when the state has blown up (NaN, or speeds past the stability
+/// limit): such a checkpoint could not be resumed, and saving it would replace
+/// the last good one. The populations stream from the solver to the file in
+/// pieces, so saving a large grid takes no memory beyond the solver's own.
+pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError> {
+    if let Some(e) = solver.stats()?.instability() {
+        return Err(e.into());
+    }
+    let size = solver.grid().size;
+    let count = (lattice::Q * solver.grid().cells()) as u64;
+    let (step, hash) = (solver.time_step(), flags_hash(solver.flags()));
+    let mut failed = None;
+    let written = super::write_atomically(path, |file| {
+        let mut out = Hashing {
+            inner: file,
+            hash: FNV_START,
+        };
+        out.put(MAGIC)?;
+        out.put(&VERSION.to_le_bytes())?;
+        for word in size
+            .map(|n| n as u64)
+            .into_iter()
+            .chain([step, hash, count])
+        {
+            out.put(&word.to_le_bytes())?;
+        }
+        let mut io_error = None;
+        let mut seen = 0u64;
+        let visited = solver.visit_populations(&mut |part| {
+            seen += part.len() as u64;
+            if io_error.is_none() {
+                io_error = out.put_floats(part).err();
+            }
+        });
+        if let Some(e) = io_error {
+            return Err(e);
+        }
+        if let Err(e) = visited {
+            failed = Some(e);
+            return Err(std::io::Error::other(
+                "the solver could not hand over its state",
+            ));
+        }
+        if seen != count {
+            failed = Some(SolverError::StateMismatch(format!(
+                "{seen} populations for a lattice of {count}"
+            )));
+            return Err(std::io::Error::other(
+                "the solver handed over a wrong state",
+            ));
+        }
+        let h = out.hash;
+        out.inner.write_all(&h.to_le_bytes())
+    });
+    match (written, failed) {
+        (_, Some(e)) => Err(e.into()),
+        (Err(e), None) => Err(CheckpointError::Io {
+            what: "write",
+            path: path.to_path_buf(),
+            source: e,
+        }),
+        (Ok(()), None) => Ok(()),
+    }
 }
 
 /// Bytes before the populations: signature, version, grid, step, flags hash
@@ -164,22 +225,30 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
     if count != lattice::Q as u64 * cells || expected != Some(length) {
         return Err(bad("its length does not match its header"));
     }
-    let mut bytes = head;
-    bytes.reserve_exact(length as usize - HEADER);
-    file.read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 != length {
-        return Err(bad("its length does not match its header"));
-    }
-    let (body, tail) = bytes.split_at(bytes.len() - 8);
     let mut h = FNV_START;
-    fnv1a(&mut h, body);
-    if h != u64::from_le_bytes(tail.try_into().expect("8 bytes")) {
+    fnv1a(&mut h, &head);
+    let mut populations = Vec::with_capacity(count as usize);
+    let mut buf = [0u8; CHUNK_BYTES];
+    let mut left = count as usize * 4;
+    while left > 0 {
+        let part = &mut buf[..left.min(CHUNK_BYTES)];
+        file.read_exact(part).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad("its length does not match its header"),
+            _ => io(e),
+        })?;
+        fnv1a(&mut h, part);
+        populations.extend(
+            part.chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+        );
+        left -= part.len();
+    }
+    let mut tail = [0u8; 8];
+    file.read_exact(&mut tail)
+        .map_err(|_| bad("its length does not match its header"))?;
+    if h != u64::from_le_bytes(tail) {
         return Err(bad("its checksum does not match"));
     }
-    let populations: Vec<f32> = body[HEADER..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect();
     Ok(Checkpoint {
         size,
         step,
@@ -191,17 +260,28 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::solver::lbm::cpu::CpuSolver;
+    use crate::solver::lbm::lattice::Collision;
+    use crate::solver::{Grid, Initial, Params};
+
+    /// A periodic box driven by a body force: every population differs.
+    fn cavity(size: [usize; 3]) -> CpuSolver {
+        let grid = Grid {
+            size,
+            periodic: [true; 3],
+        };
+        let mut params = Params::new(0.8, Collision::Bgk);
+        params.force = [1e-5, 0.0, 0.0];
+        let flags = vec![0u8; grid.cells()];
+        CpuSolver::new(grid, flags, params, Initial::Uniform([0.01, 0.0, 0.0])).unwrap()
+    }
 
     fn saved(dir: &Path, size: [usize; 3], flags: &[u8]) -> PathBuf {
         let path = dir.join("a.ckpt");
-        let n = size.iter().product::<usize>();
-        let ckpt = Checkpoint {
-            size,
-            step: 7,
-            flags_hash: flags_hash(flags),
-            populations: (0..lattice::Q * n).map(|k| k as f32).collect(),
-        };
-        save(&path, &ckpt).unwrap();
+        let mut solver = cavity(size);
+        assert_eq!(solver.flags(), flags);
+        solver.step(7).unwrap();
+        save(&path, &mut solver).unwrap();
         path
     }
 
@@ -215,7 +295,9 @@ mod tests {
             (c.size, c.step, c.populations.len()),
             ([2, 3, 4], 7, 19 * 24)
         );
-        assert_eq!(c.populations[100], 100.0);
+        let mut again = cavity([2, 3, 4]);
+        again.step(7).unwrap();
+        assert_eq!(c.populations, again.populations().unwrap());
     }
 
     #[test]

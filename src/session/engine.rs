@@ -9,7 +9,7 @@ use super::history::History;
 use super::protocol::Mailbox;
 use super::publisher::Publisher;
 use super::select::{self, Backend, Geometry};
-use crate::io::checkpoint;
+use crate::io::checkpoint::{self, CheckpointError};
 use crate::scenario::Scenario;
 use crate::solver::{Solver, SolverError};
 
@@ -102,14 +102,14 @@ impl Engine {
     }
 
     pub(super) fn save_checkpoint(&mut self, path: &Path) -> Result<(), SessionError> {
-        let ckpt = checkpoint::capture(self.solver.as_mut()).map_err(|e| match e {
-            SolverError::Unstable { .. } => SessionError::Input(format!(
+        checkpoint::save(path, self.solver.as_mut()).map_err(|e| match e {
+            CheckpointError::Solver(e @ SolverError::Unstable { .. }) => SessionError::Input(format!(
                 "no checkpoint saved: {e} (a blown-up state cannot be resumed; {} is left as it was)",
                 path.display()
             )),
+            CheckpointError::Solver(e) => e.into(),
             e => e.into(),
-        })?;
-        Ok(checkpoint::save(path, &ckpt)?)
+        })
     }
 
     pub(super) fn load_checkpoint(&mut self, path: &Path) -> Result<(), SessionError> {

@@ -31,6 +31,9 @@ pub(super) struct Publisher {
     /// Fields of published frames, reused once the driver has let go of them:
     /// a fresh vector per frame would cost page faults over all of it.
     pub(super) pool: Vec<Arc<Fields>>,
+    /// The solver's fields before they are averaged down to the display
+    /// grid, kept for the next frame.
+    full: Fields,
     /// The probe point, in cells of the solver's grid.
     pub(super) probe: [f32; 3],
 }
@@ -50,6 +53,7 @@ impl Publisher {
             shown: None,
             host_copied: Instant::now(),
             pool: Vec::new(),
+            full: Fields::default(),
             probe,
         }
     }
@@ -64,6 +68,9 @@ impl Publisher {
         }
         self.stride = stride;
         self.flags = Arc::new(display::downsample_flags(solver.flags(), size, stride));
+        if stride <= 1 {
+            self.full = Fields::default();
+        }
         self.geometry += 1;
         true
     }
@@ -76,9 +83,14 @@ impl Publisher {
         history: &mut History,
         mailbox: &Mailbox,
     ) -> Result<(), SessionError> {
-        let fields = solver.fields()?;
+        let mut fields = self.spare_fields();
+        if self.stride <= 1 {
+            solver.fields_into(&mut fields)?;
+        } else {
+            solver.fields_into(&mut self.full)?;
+            display::downsample_fields_into(&self.full, self.stride, &mut fields);
+        }
         let step = solver.time_step();
-        let fields = display::downsample_fields(fields, self.stride);
         if !fields.is_stable() {
             return Err(unstable(solver, step));
         }

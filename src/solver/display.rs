@@ -38,18 +38,32 @@ fn block(axis_len: usize, stride: usize, k: usize) -> std::ops::Range<usize> {
 /// FP32 and divided by the block's cell count, as the CUDA kernel does, so
 /// that the two agree bit for bit. Stride 1 gives `f` back as it is.
 pub fn downsample_fields(f: Fields, stride: usize) -> Fields {
-    use rayon::prelude::*;
     if stride <= 1 {
         return f;
     }
+    let mut out = Fields::default();
+    downsample_fields_into(&f, stride, &mut out);
+    out
+}
+
+/// [`downsample_fields`] into `out`, reusing its vectors (stride > 1).
+pub fn downsample_fields_into(f: &Fields, stride: usize, out: &mut Fields) {
+    use rayon::prelude::*;
     let size = coarse_size(f.size, stride);
     let [nx, ny, _] = f.size;
-    let mut means = vec![[0.0f32; 4]; size.iter().product()];
-    means
-        .par_chunks_mut(size[0] * size[1])
+    let layer = size[0] * size[1];
+    out.size = size;
+    for v in [&mut out.rho, &mut out.ux, &mut out.uy, &mut out.uz] {
+        v.resize(layer * size[2], 0.0);
+    }
+    out.rho
+        .par_chunks_mut(layer)
+        .zip(out.ux.par_chunks_mut(layer))
+        .zip(out.uy.par_chunks_mut(layer))
+        .zip(out.uz.par_chunks_mut(layer))
         .enumerate()
-        .for_each(|(z, layer)| {
-            for (i, mean) in layer.iter_mut().enumerate() {
+        .for_each(|(z, (((rho, ux), uy), uz))| {
+            for i in 0..layer {
                 let (x, y) = (i % size[0], i / size[0]);
                 let mut s = [0.0f32; 4];
                 let mut count = 0u32;
@@ -65,17 +79,10 @@ pub fn downsample_fields(f: Fields, stride: usize) -> Fields {
                         }
                     }
                 }
-                *mean = s.map(|v| v / count as f32);
+                let m = s.map(|v| v / count as f32);
+                [rho[i], ux[i], uy[i], uz[i]] = m;
             }
         });
-    let plane = |k: usize| means.iter().map(|m| m[k]).collect();
-    Fields {
-        size,
-        rho: plane(0),
-        ux: plane(1),
-        uy: plane(2),
-        uz: plane(3),
-    }
 }
 
 /// The cell flags of the display grid: each block takes its most common flag,

@@ -286,12 +286,26 @@ pub trait Solver: Send {
     fn reset(&mut self) -> Result<(), SolverError>;
     /// Density and velocity of every cell at the current step.
     fn fields(&mut self) -> Result<Fields, SolverError>;
+    /// [`Solver::fields`] into `out`, reusing its vectors where the solver
+    /// can: the window asks for every frame, and fresh vectors would be
+    /// page-faulted in and given back each time.
+    fn fields_into(&mut self, out: &mut Fields) -> Result<(), SolverError> {
+        *out = self.fields()?;
+        Ok(())
+    }
     fn stats(&mut self) -> Result<Stats, SolverError>;
     /// Force on each obstacle tag (index 0 is unused) by momentum exchange on the
     /// bounce-back links at the current step, in lattice units.
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError>;
     /// Raw shifted populations in storage order (for checkpoints), as FP32.
     fn populations(&mut self) -> Result<Vec<f32>, SolverError>;
+    /// Hands the raw populations to `visit` in storage order, a piece at a
+    /// time, as FP32 (checkpoints): solvers that can, hand over pieces of
+    /// their own storage instead of a copy of the whole lattice.
+    fn visit_populations(&mut self, visit: &mut dyn FnMut(&[f32])) -> Result<(), SolverError> {
+        visit(&self.populations()?);
+        Ok(())
+    }
     /// Restores raw populations and the step counter (from a checkpoint).
     fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError>;
     /// Bytes of memory the solver holds for the lattice.

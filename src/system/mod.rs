@@ -20,14 +20,19 @@ pub fn available_memory() -> Option<u64> {
 /// (megabytes each) and the window thread frees then land in those arenas,
 /// which return memory only from their top: a 30-minute soak of the window
 /// grew from 0.3 to 1.1 GB, a dozen arenas full of free space. A fixed
-/// threshold keeps blocks of 256 KiB and more in mappings of their own, given
-/// back when freed, and two arenas bound the rest.
+/// threshold keeps blocks of 1 MiB and more in mappings of their own, given
+/// back when freed, and two arenas bound the rest. Below that, free space at
+/// an arena's top is kept up to 64 MiB: a software Vulkan driver (lavapipe)
+/// allocates and frees some 36 MB in half-megabyte blocks every frame, and
+/// returning it each time made the resident size swing by that much (and
+/// page-faulted it in again every frame).
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; called before any
     // other thread exists.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1024 * 1024);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 * 1024 * 1024);
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }

@@ -85,8 +85,11 @@ fn slabs_resume_from_a_checkpoint_and_report_steadiness_like_one_lattice() {
     let mut one = build_cpu(&s, None).unwrap();
     one.step(23).unwrap();
     let mid = one.populations().unwrap();
+    let before = one.fields().unwrap();
     one.velocity_change().unwrap();
     one.step(20).unwrap();
+    // The in-place steadiness sums equal the definition on two field copies.
+    let expected = flowscope::solver::relative_change(&one.fields().unwrap(), &before, 20);
     let mut split = build_cpu_slabs(&s, 4).unwrap();
     split.set_populations(23, &mid).unwrap();
     split.velocity_change().unwrap();
@@ -100,6 +103,7 @@ fn slabs_resume_from_a_checkpoint_and_report_steadiness_like_one_lattice() {
         split.velocity_change().unwrap().unwrap(),
     );
     assert!((a - b).abs() <= 1e-12 * a, "steadiness {a} vs {b}");
+    assert_eq!(a, expected);
     assert!(a > 0.0);
 }
 

@@ -96,8 +96,8 @@ pub struct CpuSolver {
     params: Params,
     initial: Initial,
     t: u64,
-    /// Velocity snapshot of `velocity_change` and its step.
-    snapshot: Option<(u64, Fields)>,
+    /// Velocity snapshot (x, y, z planes) of `velocity_change` and its step.
+    snapshot: Option<(u64, [Vec<f32>; 3])>,
     /// Layers (z) this solver updates; the others are halos of a slab.
     owned: Range<usize>,
 }
@@ -318,6 +318,20 @@ impl CpuSolver {
     }
 
     /// Cell indices of the owned layers.
+    /// Density and velocity of cell `c` as [`Solver::fields`] gives them:
+    /// boundary cells show their prescribed values.
+    fn shown_fields(&self, c: usize) -> (f32, [f32; 3]) {
+        let fl = self.flags[c];
+        match CellType::of(fl) {
+            _ if flags::runs(fl) => self.cell_fields(c),
+            CellType::MovingWall | CellType::Inlet => {
+                (1.0, self.params.velocities[flags::tag(fl) as usize])
+            }
+            CellType::FreeSlip => self.free_slip_fields(c, flags::tag(fl) as usize),
+            _ => (1.0, [0.0; 3]),
+        }
+    }
+
     fn owned_cells(&self) -> Range<usize> {
         let nxy = self.grid.size[0] * self.grid.size[1];
         self.owned.start * nxy..self.owned.end * nxy
@@ -578,7 +592,17 @@ impl Solver for CpuSolver {
     }
 
     fn fields(&mut self) -> Result<Fields, SolverError> {
-        let mut out = Fields::new(self.grid.size);
+        let mut out = Fields::default();
+        self.fields_into(&mut out)?;
+        Ok(out)
+    }
+
+    fn fields_into(&mut self, out: &mut Fields) -> Result<(), SolverError> {
+        let n = self.grid.cells();
+        out.size = self.grid.size;
+        for v in [&mut out.rho, &mut out.ux, &mut out.uy, &mut out.uz] {
+            v.resize(n, 0.0);
+        }
         let this = &*self;
         out.rho
             .par_iter_mut()
@@ -587,21 +611,13 @@ impl Solver for CpuSolver {
             .zip(out.uz.par_iter_mut())
             .enumerate()
             .for_each(|(c, (((rho, ux), uy), uz))| {
-                let fl = this.flags[c];
-                let (r, u) = match CellType::of(fl) {
-                    _ if flags::runs(fl) => this.cell_fields(c),
-                    CellType::MovingWall | CellType::Inlet => {
-                        (1.0, this.params.velocities[flags::tag(fl) as usize])
-                    }
-                    CellType::FreeSlip => this.free_slip_fields(c, flags::tag(fl) as usize),
-                    _ => (1.0, [0.0; 3]),
-                };
+                let (r, u) = this.shown_fields(c);
                 *rho = r;
                 *ux = u[0];
                 *uy = u[1];
                 *uz = u[2];
             });
-        Ok(out)
+        Ok(())
     }
 
     fn stats(&mut self) -> Result<Stats, SolverError> {
@@ -715,6 +731,11 @@ impl Solver for CpuSolver {
         Ok(self.f.clone())
     }
 
+    fn visit_populations(&mut self, visit: &mut dyn FnMut(&[f32])) -> Result<(), SolverError> {
+        visit(&self.f);
+        Ok(())
+    }
+
     fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError> {
         if populations.len() != self.f.len() {
             return Err(SolverError::StateMismatch(format!(
@@ -791,19 +812,48 @@ impl SlabLattice for CpuSolver {
         Ok(())
     }
 
+    /// The sums of [`crate::solver::change_sums`] (same chunks, same order,
+    /// same result), with the snapshot updated in place: a steadiness check
+    /// holds one copy of the velocity, not two.
     fn change_sums(&mut self) -> Result<Option<ChangeSums>, SolverError> {
-        let now = self.fields()?;
-        let change = match &self.snapshot {
-            Some((t, before)) if *t < self.t => Some(crate::solver::change_sums(
-                &now,
-                before,
-                self.owned_cells(),
-                self.t - t,
-            )),
-            _ => None,
-        };
-        self.snapshot = Some((self.t, now));
-        Ok(change)
+        const CHUNK: usize = 1 << 16;
+        let cells = self.owned_cells();
+        let (t, n) = (self.t, self.grid.cells());
+        let mut snapshot = self.snapshot.take();
+        let compare = matches!(&snapshot, Some((before, _)) if *before < t);
+        let steps = snapshot
+            .as_ref()
+            .map_or(0, |(before, _)| t.saturating_sub(*before));
+        let (_, [sx, sy, sz]) =
+            snapshot.get_or_insert_with(|| (t, [vec![0.0; n], vec![0.0; n], vec![0.0; n]]));
+        let this = &*self;
+        let start = cells.start;
+        let (diff, norm) = sx[cells.clone()]
+            .par_chunks_mut(CHUNK)
+            .zip(sy[cells.clone()].par_chunks_mut(CHUNK))
+            .zip(sz[cells.clone()].par_chunks_mut(CHUNK))
+            .enumerate()
+            .map(|(k, ((x, y), z))| {
+                let (mut diff, mut norm) = (0.0f64, 0.0f64);
+                for (j, ((x, y), z)) in x.iter_mut().zip(y).zip(z).enumerate() {
+                    let (_, a) = this.shown_fields(start + k * CHUNK + j);
+                    let b = [*x, *y, *z];
+                    let d: f64 = (0..3).map(|k| (a[k] as f64 - b[k] as f64).powi(2)).sum();
+                    let m: f64 = (0..3).map(|k| (a[k] as f64).powi(2)).sum();
+                    diff += d.sqrt();
+                    norm += m.sqrt();
+                    [*x, *y, *z] = a;
+                }
+                (diff, norm)
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+        if let Some((at, _)) = &mut snapshot {
+            *at = t;
+        }
+        self.snapshot = snapshot;
+        Ok(compare.then_some(ChangeSums { diff, norm, steps }))
     }
 
     fn set_time(&mut self, t: u64) {

@@ -561,6 +561,29 @@ impl Solver for CudaSolver {
         Ok(out)
     }
 
+    fn visit_populations(&mut self, visit: &mut dyn FnMut(&[f32])) -> Result<(), SolverError> {
+        // Pieces of 4 MiB: the host never holds the whole lattice (1.3 GB at
+        // 256³ in FP32).
+        const PIECE: usize = 1 << 20;
+        let total = Q * self.grid.cells();
+        let mut host = vec![0f32; PIECE.min(total)];
+        for start in (0..total).step_by(PIECE) {
+            let range = start..(start + PIECE).min(total);
+            let out = &mut host[..range.len()];
+            match &self.lattice {
+                Lattice::Fp32(f) => self.stream.memcpy_dtoh(&f.slice(range), out).map_err(dev)?,
+                Lattice::Fp16(f) => {
+                    let half = self.stream.clone_dtoh(&f.slice(range)).map_err(dev)?;
+                    for (o, h) in out.iter_mut().zip(half) {
+                        *o = fp16c_decode(h);
+                    }
+                }
+            }
+            visit(out);
+        }
+        Ok(())
+    }
+
     fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError> {
         if populations.len() != Q * self.grid.cells() {
             return Err(SolverError::StateMismatch(format!(
