@@ -54,6 +54,10 @@ struct Params {
     float omega_plus, omega_minus;
     float fx, fy, fz;
     u32 has_force;
+    // The collision of kernels compiled with COLLISION_MODEL (collide_model):
+    // τ0, 18√2 C_s² of the Smagorinsky model (0: none), MODEL_* bits.
+    float tau0, smagorinsky;
+    u32 model;
     float vel[16][3];
 };
 
@@ -156,7 +160,117 @@ __device__ __forceinline__ void equilibrium(float rho, float ux, float uy, float
 // The equilibrium is formed pair by pair: e_b = -e_a gives e_b.u = -(e_a.u)
 // exactly, so this is bit for bit the same arithmetic as lattice.rs while only
 // two equilibrium values are live at a time.
+// Adds c * v for a compile-time direction component c in {-1, 0, 1}.
+#define ACC(acc, c, v) do { if ((c) > 0) (acc) += (v); else if ((c) < 0) (acc) -= (v); } while (0)
+
+#ifdef COLLISION_MODEL
+#define MODEL_TRT 1u
+#define MODEL_REGULARIZED 2u
+
+// lattice::collide_model: the relaxation time from the Smagorinsky model
+// where it is on, the regularized collision where chosen. Same operations in
+// the same order as the Rust (no FMA contraction in FP32), so the CPU
+// reference is matched bit for bit.
+__device__ __forceinline__ void collide_model(float* f, const Params& p) {
+    float rho, jx, jy, jz;
+    moments(f, &rho, &jx, &jy, &jz);
+    float inv = 1.0f / rho;
+    float ux = (jx + 0.5f * p.fx) * inv;
+    float uy = (jy + 0.5f * p.fy) * inv;
+    float uz = (jz + 0.5f * p.fz) * inv;
+    float drho = rho - 1.0f;
+    float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
+    // The non-equilibrium stress, pair by pair.
+    float pxx = 0.0f, pyy = 0.0f, pzz = 0.0f, pxy = 0.0f, pxz = 0.0f, pyz = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 9; q++) {
+        int a = 2 * q + 1;
+        int b = a + 1;
+        float w = weight(a);
+        float eua = edot(a, ux, uy, uz);
+        float eub = edot(b, ux, uy, uz);
+        float feqa = w * drho + w * rho * (3.0f * eua + 4.5f * eua * eua - usq);
+        float feqb = w * drho + w * rho * (3.0f * eub + 4.5f * eub * eub - usq);
+        float s = (f[a] - feqa) + (f[b] - feqb);
+        ACC(pxx, CEX(a) * CEX(a), s);
+        ACC(pyy, CEY(a) * CEY(a), s);
+        ACC(pzz, CEZ(a) * CEZ(a), s);
+        ACC(pxy, CEX(a) * CEY(a), s);
+        ACC(pxz, CEX(a) * CEZ(a), s);
+        ACC(pyz, CEY(a) * CEZ(a), s);
+    }
+    float tau = p.tau0;
+    if (p.smagorinsky != 0.0f) {
+        float qq = pxx * pxx + pyy * pyy + pzz * pzz + 2.0f * (pxy * pxy + pxz * pxz + pyz * pyz);
+        tau = 0.5f * (p.tau0 + sqrtf(p.tau0 * p.tau0 + p.smagorinsky * sqrtf(qq) / rho));
+    }
+    float op = 1.0f / tau;
+    float om = (p.model & MODEL_TRT) ? 1.0f / (0.1875f / (tau - 0.5f) + 0.5f) : op;
+    bool regularized = (p.model & MODEL_REGULARIZED) != 0u;
+    bool has_force = p.has_force != 0u;
+    float fu = p.fx * ux + p.fy * uy + p.fz * uz;
+    float kp = 1.0f - 0.5f * op;
+    float km = 1.0f - 0.5f * om;
+    float feq0 = W0 * drho + W0 * rho * (-usq);
+    float trace = (pxx + pyy + pzz) * (1.0f / 3.0f);
+    float keep = (1.0f - op) * 4.5f;
+    if (regularized) {
+        f[0] = feq0 + keep * W0 * (-trace);
+    } else {
+        f[0] += op * (feq0 - f[0]);
+    }
+    if (has_force) f[0] += kp * W0 * (-3.0f * fu);
+#pragma unroll
+    for (int q = 0; q < 9; q++) {
+        int a = 2 * q + 1;
+        int b = a + 1;
+        float w = weight(a);
+        float eua = edot(a, ux, uy, uz);
+        float eub = edot(b, ux, uy, uz);
+        float feqa = w * drho + w * rho * (3.0f * eua + 4.5f * eua * eua - usq);
+        float feqb = w * drho + w * rho * (3.0f * eub + 4.5f * eub * eub - usq);
+        float ep = 0.5f * (feqa + feqb);
+        float em = 0.5f * (feqa - feqb);
+        if (regularized) {
+            float diag = 0.0f, off = 0.0f;
+            ACC(diag, CEX(a) * CEX(a), pxx);
+            ACC(diag, CEY(a) * CEY(a), pyy);
+            ACC(diag, CEZ(a) * CEZ(a), pzz);
+            ACC(off, CEX(a) * CEY(a), pxy);
+            ACC(off, CEX(a) * CEZ(a), pxz);
+            ACC(off, CEY(a) * CEZ(a), pyz);
+            float h = diag + 2.0f * off - trace;
+            float pp = ep + keep * w * h;
+            float mm = em;
+            if (has_force) {
+                float ef = edot(a, p.fx, p.fy, p.fz);
+                pp += kp * w * (9.0f * eua * ef - 3.0f * fu);
+                mm += (1.0f - op) * w * (-1.5f * ef) + km * w * 3.0f * ef;
+            }
+            f[a] = pp + mm;
+            f[b] = pp - mm;
+        } else {
+            float fp = 0.5f * (f[a] + f[b]);
+            float fm = 0.5f * (f[a] - f[b]);
+            float dp = op * (ep - fp);
+            float dm = om * (em - fm);
+            if (has_force) {
+                float ef = edot(a, p.fx, p.fy, p.fz);
+                dp += kp * w * (9.0f * eua * ef - 3.0f * fu);
+                dm += km * w * 3.0f * ef;
+            }
+            f[a] += dp + dm;
+            f[b] += dp - dm;
+        }
+    }
+}
+#endif
+
 __device__ __forceinline__ void collide(float* f, const Params& p) {
+#ifdef COLLISION_MODEL
+    collide_model(f, p);
+    return;
+#endif
     float rho, jx, jy, jz;
     moments(f, &rho, &jx, &jy, &jz);
     float inv = 1.0f / rho;
@@ -198,8 +312,6 @@ __device__ __forceinline__ void collide(float* f, const Params& p) {
     }
 }
 
-// Adds c * v for a compile-time direction component c in {-1, 0, 1}.
-#define ACC(acc, c, v) do { if ((c) > 0) (acc) += (v); else if ((c) < 0) (acc) -= (v); } while (0)
 
 // The same TRT collision with Guo forcing, rearranged for fewer instructions:
 // the sums and differences of opposite pairs serve both the moments and the
@@ -215,6 +327,15 @@ __device__ __forceinline__ void collide(float* f, const Params& p) {
 template <bool RAW>
 __device__ __forceinline__ void collide_fast(float* f, const Params& p) {
     const float up = RAW ? 0x1p112f : 1.0f, down = RAW ? 0x1p-112f : 1.0f;
+#ifdef COLLISION_MODEL
+    // Powers of two scale exactly: the model collision in real units.
+#pragma unroll
+    for (int i = 0; i < Q; i++) f[i] *= up;
+    collide_model(f, p);
+#pragma unroll
+    for (int i = 0; i < Q; i++) f[i] *= down;
+    return;
+#endif
     float s[9], d[9];
     float sum = f[0];
     float jx = 0.0f, jy = 0.0f, jz = 0.0f;

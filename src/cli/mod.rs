@@ -376,9 +376,20 @@ fn compile_kernels(
     out: Option<&std::path::Path>,
     tuning: &Tuning,
 ) -> anyhow::Result<()> {
-    for precision in [Precision::Fp32, Precision::Fp16] {
-        let ptx = crate::solver::lbm::cuda::compile(precision, arch / 10, arch % 10, tuning)
-            .map_err(anyhow::Error::msg)?;
+    // Plain BGK/TRT, and with a collision model (subgrid model, regularized).
+    let variants = [Precision::Fp32, Precision::Fp16]
+        .into_iter()
+        .flat_map(|p| [(p, false), (p, true)]);
+    for (precision, model) in variants {
+        let ptx = crate::solver::lbm::cuda::compile(
+            precision,
+            arch / 10,
+            arch % 10,
+            &tuning.kernel_defines,
+            model,
+        )
+        .map_err(anyhow::Error::msg)?;
+        let name = format!("{}{}", precision.name(), if model { "_model" } else { "" });
         let text = ptx.to_src();
         let kernels: Vec<&str> = text
             .lines()
@@ -389,14 +400,13 @@ fn compile_kernels(
             })
             .collect();
         println!(
-            "{}: {} bytes of PTX, kernels: {}",
-            precision.name(),
+            "{name}: {} bytes of PTX, kernels: {}",
             text.len(),
             kernels.join(" ")
         );
         if let Some(dir) = out {
             std::fs::create_dir_all(dir)?;
-            let path = dir.join(format!("d3q19_{}.ptx", precision.name()));
+            let path = dir.join(format!("d3q19_{name}.ptx"));
             std::fs::write(&path, text)?;
         }
     }

@@ -184,6 +184,9 @@ struct FluidSection {
     mach: Option<Spanned<f64>>,
     #[serde(default)]
     collision: Collision,
+    #[serde(default)]
+    turbulence: Turbulence,
+    smagorinsky_constant: Option<Spanned<f64>>,
     /// Body force per unit volume, lattice units.
     #[serde(default, deserialize_with = "exactly")]
     force: [f64; 3],
@@ -287,6 +290,9 @@ pub struct Scenario {
     pub faces: [Face; 6],
     pub units: Units,
     pub collision: Collision,
+    pub turbulence: Turbulence,
+    /// The Smagorinsky constant C_s (used with [`Turbulence::Smagorinsky`]).
+    pub smagorinsky_constant: f64,
     pub force: [f64; 3],
     pub initial_velocity: [f64; 3],
     pub obstacles: Vec<Shape>,
@@ -408,6 +414,9 @@ impl Scenario {
     pub fn params(&self, slots: &geometry::VelocitySlots) -> Params {
         let mut p = Params::new(self.units.tau as f32, self.collision);
         p.force = self.force.map(|f| f as f32);
+        if self.turbulence == Turbulence::Smagorinsky {
+            p.smagorinsky = self.smagorinsky_constant as f32;
+        }
         p.velocities = slots.lattice(self.units.velocity_lattice);
         p
     }
@@ -461,7 +470,7 @@ impl Scenario {
             return Err(self.live_error(message, help));
         }
         let mut s = self.clone();
-        s.warnings = unit_warnings(&units);
+        s.warnings = unit_warnings(&units, s.turbulence, s.collision);
         s.units = units;
         Ok(s)
     }
@@ -575,6 +584,25 @@ fn tau_error(units: &Units) -> Option<(String, &'static str)> {
     })
 }
 
+/// The subgrid model of `fluid.turbulence`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Turbulence {
+    /// Direct simulation: the grid must resolve the smallest eddies.
+    #[default]
+    None,
+    /// Smagorinsky–Lilly large-eddy simulation: an eddy viscosity
+    /// (C_s Δ)² |S| from the local strain rate.
+    Smagorinsky,
+}
+
+/// The default Smagorinsky constant. Lilly's 0.17 comes from isotropic
+/// turbulence and damps sheared flows too much: near walls and in the wakes
+/// of bluff bodies 0.1 (Deardorff's value for channel flow) is the usual
+/// choice, also for LBM large-eddy simulations of cylinders, spheres and
+/// buildings; a scenario can set its own.
+pub const SMAGORINSKY_CONSTANT: f64 = 0.1;
+
 /// The largest relaxation time a scenario may ask for.
 pub const TAU_MAX: f32 = 100.0;
 
@@ -590,11 +618,15 @@ fn mach_error(units: &Units) -> Option<String> {
 }
 
 /// Merely risky values of the derived units, for the user to read.
-fn unit_warnings(units: &Units) -> Vec<String> {
+fn unit_warnings(units: &Units, turbulence: Turbulence, collision: Collision) -> Vec<String> {
     let mut warnings = Vec::new();
-    if units.tau < TAU_RISKY {
+    if units.tau < TAU_RISKY && turbulence == Turbulence::None {
+        let collision_help = match collision {
+            Collision::Regularized => "",
+            _ => "; fluid.collision = \"regularized\" helps too",
+        };
         warnings.push(format!(
-            "τ = {:.4} is below {TAU_RISKY}: the run may become unstable; TRT helps, a finer grid or lower Reynolds number more",
+            "τ = {:.4} is below {TAU_RISKY}: the run may become unstable; for turbulent flows turn on the subgrid model (fluid.turbulence = \"smagorinsky\"){collision_help}, or use a finer grid or a lower Reynolds number",
             units.tau
         ));
     }
@@ -787,7 +819,26 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
             ),
         ));
     }
-    warnings.extend(unit_warnings(&units));
+    let smagorinsky_constant = match (&fl.smagorinsky_constant, fl.turbulence) {
+        (None, _) => SMAGORINSKY_CONSTANT,
+        (Some(c), Turbulence::None) => return Err(ctx.err(
+            span_of(c),
+            "fluid.smagorinsky_constant is set but fluid.turbulence is \"none\"",
+            "add fluid.turbulence = \"smagorinsky\" to use the subgrid model, or drop the constant",
+        )),
+        (Some(c), Turbulence::Smagorinsky) => {
+            let v = *c.get_ref();
+            if !(v > 0.0 && v <= 0.5) {
+                return Err(ctx.err(
+                    span_of(c),
+                    format!("fluid.smagorinsky_constant = {v} is not between 0 and 0.5"),
+                    format!("use a value between 0.08 and 0.2; the default {SMAGORINSKY_CONSTANT} suits most flows"),
+                ));
+            }
+            v
+        }
+    };
+    warnings.extend(unit_warnings(&units, fl.turbulence, fl.collision));
     let force = fl.force;
     let finite = |values: &[f64]| values.iter().all(|v| v.is_finite());
     if !finite(&force) {
@@ -931,6 +982,8 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         faces,
         units,
         collision: fl.collision,
+        turbulence: fl.turbulence,
+        smagorinsky_constant,
         force,
         initial_velocity,
         obstacles,

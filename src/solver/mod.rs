@@ -71,6 +71,8 @@ pub struct Params {
     pub force: [f32; 3],
     /// Velocities referenced by the tag of inlet and moving-wall cells.
     pub velocities: [[f32; 3]; VELOCITY_SLOTS],
+    /// Smagorinsky constant C_s of the subgrid model; 0 without one.
+    pub smagorinsky: f32,
 }
 
 impl Params {
@@ -80,7 +82,13 @@ impl Params {
             collision,
             force: [0.0; 3],
             velocities: [[0.0; 3]; VELOCITY_SLOTS],
+            smagorinsky: 0.0,
         }
+    }
+
+    /// What the collision does beyond plain BGK or TRT, if anything.
+    pub fn model(&self) -> Option<lbm::lattice::Model> {
+        lbm::lattice::Model::of(self.collision, self.smagorinsky)
     }
 
     pub fn viscosity(&self) -> f32 {

@@ -25,7 +25,7 @@ fn nvrtc_dir() -> PathBuf {
 }
 
 #[test]
-fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions() {
+fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_collision_model() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_flowscope"))
         .args(["compile-kernels", "--arch", "90", "--out"])
@@ -39,11 +39,11 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for precision in ["fp32", "fp16"] {
+    for precision in ["fp32", "fp16", "fp32_model", "fp16_model"] {
         let line = text
             .lines()
-            .find(|l| l.starts_with(precision))
-            .expect("a line per precision");
+            .find(|l| l.starts_with(&format!("{precision}:")))
+            .expect("a line per variant");
         for kernel in [
             "aa_even",
             "aa_odd",
@@ -64,10 +64,21 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions() {
         // 16-bit storage rounds far more: contraction saves instructions there.
         assert_eq!(
             ptx.contains("fma.rn.f32"),
-            precision == "fp16",
+            precision.starts_with("fp16"),
             "{precision}: FMA contraction"
         );
     }
+    // The Smagorinsky model's two square roots per cell: in the model's
+    // step kernels only.
+    let fp32 = std::fs::read_to_string(dir.path().join("d3q19_fp32.ptx")).unwrap();
+    let model = std::fs::read_to_string(dir.path().join("d3q19_fp32_model.ptx")).unwrap();
+    let roots = |ptx: &str| ptx.matches("sqrt.rn.f32").count();
+    assert!(
+        roots(&model) > roots(&fp32) + 8,
+        "{} vs {}",
+        roots(&model),
+        roots(&fp32)
+    );
     let fp16 = std::fs::read_to_string(dir.path().join("d3q19_fp16.ptx")).unwrap();
     // 16-bit stores, encoded through the 2^-112 scaling of fp16c_encode.
     assert!(fp16.contains("st.global.u16") || fp16.contains("st.global.b16"));

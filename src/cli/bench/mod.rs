@@ -30,6 +30,9 @@ pub struct BenchArgs {
     /// Collision model to time.
     #[arg(long, value_enum, default_value = "trt")]
     pub collision: CollisionArg,
+    /// Time the Smagorinsky subgrid model with this constant (e.g. 0.1).
+    #[arg(long)]
+    pub smagorinsky: Option<f32>,
     /// CUDA threads per block along x; repeat to compare.
     #[arg(long = "block", default_values_t = [cuda::DEFAULT_BLOCK])]
     pub blocks: Vec<u32>,
@@ -79,6 +82,33 @@ pub struct BenchArgs {
 pub enum CollisionArg {
     Bgk,
     Trt,
+    Regularized,
+}
+
+/// The collision a benchmark times: the model and the subgrid model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Collider {
+    pub collision: Collision,
+    /// Smagorinsky constant; 0 without the subgrid model.
+    pub smagorinsky: f32,
+}
+
+impl Collider {
+    fn params(self, tau: f32) -> Params {
+        let mut p = Params::new(tau, self.collision);
+        p.smagorinsky = self.smagorinsky;
+        p
+    }
+}
+
+impl std::fmt::Display for Collider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.collision)?;
+        if self.smagorinsky > 0.0 {
+            write!(f, " + Smagorinsky C_s {}", self.smagorinsky)?;
+        }
+        Ok(())
+    }
 }
 
 /// Bytes the AA scheme must move per cell and step: 19 reads + 19 writes.
@@ -99,7 +129,7 @@ fn periodic_grid(size: [usize; 3]) -> (Grid, Vec<u8>) {
 }
 
 /// A periodic cube of fluid with a shear flow, so the arithmetic is real.
-pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver> {
+pub fn bench_solver(n: usize, collision: Collider) -> anyhow::Result<CpuSolver> {
     let (grid, cell_flags) = periodic_box(n);
     let mut fields = crate::solver::Fields::new(grid.size);
     for z in 0..n {
@@ -115,7 +145,7 @@ pub fn bench_solver(n: usize, collision: Collision) -> anyhow::Result<CpuSolver>
     Ok(CpuSolver::new(
         grid,
         cell_flags,
-        Params::new(0.6, collision),
+        collision.params(0.6),
         Initial::Fields(fields),
     )?)
 }
@@ -127,9 +157,18 @@ pub fn bench(args: BenchArgs, tuning: &Tuning) -> anyhow::Result<()> {
     if args.stream {
         return stream::bench_stream(&args, tuning);
     }
-    let collision = match args.collision {
-        CollisionArg::Bgk => Collision::Bgk,
-        CollisionArg::Trt => Collision::Trt,
+    let collision = Collider {
+        collision: match args.collision {
+            CollisionArg::Bgk => Collision::Bgk,
+            CollisionArg::Trt => Collision::Trt,
+            CollisionArg::Regularized => Collision::Regularized,
+        },
+        smagorinsky: match args.smagorinsky {
+            Some(c) if !(c > 0.0 && c <= 0.5) => {
+                anyhow::bail!("--smagorinsky {c}: give a constant between 0 and 0.5, e.g. 0.1")
+            }
+            c => c.unwrap_or(0.0),
+        },
     };
     for &n in &args.sizes {
         if n < 4 {
@@ -159,7 +198,7 @@ pub fn bench(args: BenchArgs, tuning: &Tuning) -> anyhow::Result<()> {
     }
 }
 
-fn bench_cpu(args: &BenchArgs, collision: Collision) -> anyhow::Result<()> {
+fn bench_cpu(args: &BenchArgs, collision: Collider) -> anyhow::Result<()> {
     println!(
         "solver: CPU reference ({} threads), collision {collision}, FP32",
         rayon::current_num_threads()
@@ -253,7 +292,7 @@ fn time_cuda(solver: &mut CudaSolver, repeats: usize) -> anyhow::Result<f64> {
 
 fn cuda_box(
     n: usize,
-    collision: Collision,
+    collision: Collider,
     precision: Precision,
     tuning: &Tuning,
 ) -> anyhow::Result<CudaSolver> {
@@ -262,7 +301,7 @@ fn cuda_box(
 
 fn cuda_grid(
     size: [usize; 3],
-    collision: Collision,
+    collision: Collider,
     precision: Precision,
     tuning: &Tuning,
 ) -> anyhow::Result<CudaSolver> {
@@ -272,14 +311,14 @@ fn cuda_grid(
     Ok(CudaSolver::new(
         grid,
         cell_flags,
-        Params::new(0.6, collision),
+        collision.params(0.6),
         Initial::Uniform([0.05, 0.02, -0.01]),
         precision,
         tuning,
     )?)
 }
 
-fn bench_cuda(args: &BenchArgs, collision: Collision, tuning: &Tuning) -> anyhow::Result<()> {
+fn bench_cuda(args: &BenchArgs, collision: Collider, tuning: &Tuning) -> anyhow::Result<()> {
     let info = cuda::probe().map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
         "device: {} (sm_{}{}, {} SMs), {} free of {}",
@@ -353,7 +392,7 @@ fn bench_cuda(args: &BenchArgs, collision: Collision, tuning: &Tuning) -> anyhow
 fn cuda_slabs(
     size: [usize; 3],
     count: usize,
-    collision: Collision,
+    collision: Collider,
     precision: Precision,
     tuning: &Tuning,
 ) -> anyhow::Result<SlabSolver<CudaSolver>> {
@@ -367,7 +406,7 @@ fn cuda_slabs(
                 Placement::slab(s, owned),
                 grid,
                 f,
-                Params::new(0.6, collision),
+                collision.params(0.6),
                 Initial::Uniform([0.05, 0.02, -0.01]),
                 precision,
                 tuning,
@@ -415,7 +454,7 @@ fn scaling_row(
     kind: &str,
     size: [usize; 3],
     count: usize,
-    (collision, precision): (Collision, Precision),
+    (collision, precision): (Collider, Precision),
     repeats: usize,
     base: Option<f64>,
     tuning: &Tuning,
@@ -447,7 +486,7 @@ fn scaling_row(
     Ok(per_gpu)
 }
 
-fn bench_gpus(args: &BenchArgs, collision: Collision, tuning: &Tuning) -> anyhow::Result<()> {
+fn bench_gpus(args: &BenchArgs, collision: Collider, tuning: &Tuning) -> anyhow::Result<()> {
     let available = cuda::device_count().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut counts = args.gpus.clone();
     counts.sort_unstable();

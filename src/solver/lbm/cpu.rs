@@ -60,6 +60,10 @@ struct Update {
     omega_minus: f32,
     force: [f32; 3],
     velocities: [[f32; 3]; VELOCITY_SLOTS],
+    tau: f32,
+    /// A subgrid model or regularized collision: every cell goes through
+    /// [`lattice::collide_model`], none through the lanes of plain TRT.
+    model: Option<lattice::Model>,
 }
 
 impl Update {
@@ -70,6 +74,8 @@ impl Update {
             omega_minus,
             force: p.force,
             velocities: p.velocities,
+            tau: p.tau,
+            model: p.model(),
         }
     }
 
@@ -77,7 +83,10 @@ impl Update {
     #[inline(always)]
     fn apply(&self, flag: u8, f: &mut [f32; Q]) {
         match flag & TYPE_MASK {
-            0 => lattice::collide(f, self.omega_plus, self.omega_minus, self.force),
+            0 => match self.model {
+                None => lattice::collide(f, self.omega_plus, self.omega_minus, self.force),
+                Some(m) => lattice::collide_model(f, self.tau, m, self.force),
+            },
             // Outlet: ρ = 1 and the velocity that arrives.
             _ => {
                 let (rho, j) = lattice::moments(f);
@@ -352,7 +361,10 @@ impl CpuSolver {
                     let c = base + x;
                     // SAFETY: AA even step touches only the cells' own slots.
                     unsafe {
-                        if x + LANES <= nx && flags[c..c + LANES].iter().all(|&f| f == 0) {
+                        if update.model.is_none()
+                            && x + LANES <= nx
+                            && flags[c..c + LANES].iter().all(|&f| f == 0)
+                        {
                             let mut f = [[0.0f32; LANES]; Q];
                             for (i, v) in f.iter_mut().enumerate() {
                                 for (l, w) in v.iter_mut().enumerate() {
@@ -449,7 +461,8 @@ impl CpuSolver {
                     // writes slot i of x + e_i; those slots belong to c alone.
                     unsafe {
                         // Interior run of bulk fluid: no wrap along x, all neighbours run.
-                        if x >= 1
+                        if update.model.is_none()
+                            && x >= 1
                             && x + LANES < nx
                             && this.flags[c..c + LANES].iter().all(|&f| f == 0)
                         {

@@ -3,23 +3,27 @@
 //! FP32 results bit for bit equal to the CPU reference.
 
 use crate::solver::Precision;
-use crate::system::Tuning;
 
 /// The kernel source, embedded so the binary needs no files at run time.
 pub const KERNEL_SOURCE: &str = include_str!("../../../../kernels/lbm/d3q19.cu");
 
 /// NVRTC source for a storage precision (a define picks the storage type),
 /// after the developer's `#define`s ([`defines`]).
-pub fn kernel_source(precision: Precision, defines_text: &str) -> String {
+pub fn kernel_source(precision: Precision, defines_text: &str, model: bool) -> String {
     let define = match precision {
         Precision::Fp32 => "",
         Precision::Fp16 => "#define STORAGE_FP16\n",
     };
-    format!("{}{define}{KERNEL_SOURCE}", defines(defines_text))
+    let model = if model {
+        "#define COLLISION_MODEL\n"
+    } else {
+        ""
+    };
+    format!("{}{define}{model}{KERNEL_SOURCE}", defines(defines_text))
 }
 
 /// `#define` lines for a developer's tuning string such as `ODD_PAIR_BLOCKS=3`
-/// ([`Tuning::kernel_defines`], for benchmarks of kernel variants without a
+/// ([`crate::system::Tuning::kernel_defines`], for benchmarks of kernel variants without a
 /// rebuild).
 fn defines(tuning: &str) -> String {
     tuning
@@ -53,7 +57,8 @@ pub fn compile(
     precision: Precision,
     major: i32,
     minor: i32,
-    tuning: &Tuning,
+    kernel_defines: &str,
+    model: bool,
 ) -> Result<cudarc::nvrtc::Ptx, String> {
     // SAFETY: only tries to open the shared library.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -65,7 +70,7 @@ pub fn compile(
         options: compile_options(major, minor, precision),
         ..Default::default()
     };
-    let source = kernel_source(precision, &tuning.kernel_defines);
+    let source = kernel_source(precision, kernel_defines, model);
     match std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(source, options)) {
         Ok(Ok(ptx)) => Ok(ptx),
         Ok(Err(cudarc::nvrtc::CompileError::CompileError { log, .. })) => Err(format!(
@@ -95,8 +100,8 @@ mod tests {
 
     #[test]
     fn kernel_source_selects_storage_and_options_disable_fma() {
-        assert!(kernel_source(Precision::Fp16, "").starts_with("#define STORAGE_FP16\n"));
-        assert!(!kernel_source(Precision::Fp32, "").contains("#define STORAGE_FP16\n"));
+        assert!(kernel_source(Precision::Fp16, "", false).starts_with("#define STORAGE_FP16\n"));
+        assert!(!kernel_source(Precision::Fp32, "", false).contains("#define STORAGE_FP16\n"));
         for name in [
             "aa_even(",
             "aa_odd(",

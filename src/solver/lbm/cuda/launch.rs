@@ -34,9 +34,14 @@ pub struct CudaParams {
     pub omega_minus: f32,
     pub force: [f32; 3],
     pub has_force: u32,
+    /// τ, 18√2 C_s² (0: no subgrid model) and the `MODEL_*` bits of kernels
+    /// compiled with `COLLISION_MODEL`.
+    pub tau0: f32,
+    pub smagorinsky: f32,
+    pub model: u32,
     pub velocities: [[f32; 3]; VELOCITY_SLOTS],
 }
-const _: () = assert!(std::mem::size_of::<CudaParams>() == 4 * 10 + 4 * 3 * VELOCITY_SLOTS);
+const _: () = assert!(std::mem::size_of::<CudaParams>() == 4 * 13 + 4 * 3 * VELOCITY_SLOTS);
 
 // SAFETY: plain old data with the C layout of the kernel's `Params`.
 unsafe impl DeviceRepr for CudaParams {}
@@ -56,6 +61,11 @@ impl CudaParams {
             omega_minus,
             force: p.force,
             has_force: (p.force != [0.0; 3]) as u32,
+            tau0: p.tau,
+            smagorinsky: p.model().map_or(0.0, |m| m.smagorinsky),
+            model: p
+                .model()
+                .map_or(0, |m| m.trt as u32 | (m.regularized as u32) << 1),
             velocities: p.velocities,
         }
     }

@@ -119,6 +119,51 @@ pub struct CudaSolver {
     pub poison: bool,
     /// The odd step's bulk kernel is `aa_odd4` (see `set_odd_quads`).
     odd_quads: bool,
+    /// How `kernels` were compiled (again when the collision model changes).
+    build: KernelBuild,
+}
+
+/// What the kernels are compiled for.
+#[derive(Clone, Debug, PartialEq)]
+struct KernelBuild {
+    precision: Precision,
+    capability: (i32, i32),
+    /// The developer's `#define`s ([`Tuning::kernel_defines`]).
+    defines: String,
+    /// With `COLLISION_MODEL`: a subgrid model or the regularized collision
+    /// ([`Params::model`]); without, plain BGK/TRT, untouched by either.
+    model: bool,
+}
+
+impl KernelBuild {
+    fn load(&self, ctx: &Arc<CudaContext>) -> Result<Kernels, SolverError> {
+        let (major, minor) = self.capability;
+        let ptx = compile(self.precision, major, minor, &self.defines, self.model)
+            .map_err(SolverError::Device)?;
+        let module = ctx.load_module(ptx).map_err(dev)?;
+        let load = |name: &str| module.load_function(name).map_err(dev);
+        Ok(Kernels {
+            even: load("aa_even")?,
+            even2: load("aa_even2")?,
+            odd2: load("aa_odd2")?,
+            odd4: match self.precision {
+                // Absent when compiled with NO_ODD_QUAD (Tuning::kernel_defines,
+                // for benchmarks against aa_odd2).
+                Precision::Fp32 => module.load_function("aa_odd4").ok(),
+                Precision::Fp16 => None,
+            },
+            odd: load("aa_odd")?,
+            boundary: load("aa_boundary")?,
+            fields: load("fields")?,
+            display: load("display_fields")?,
+            stats: load("stats")?,
+            forces: load("forces")?,
+            init_uniform: load("init_uniform")?,
+            fill_f32: load("fill_f32")?,
+            velocity_change: load("velocity_change")?,
+            unpack: load("unpack_planes")?,
+        })
+    }
 }
 
 fn dev(e: impl std::fmt::Display) -> SolverError {
@@ -194,30 +239,13 @@ impl CudaSolver {
         };
         let stream = ctx.default_stream();
         let (major, minor) = info.compute_capability;
-        let ptx = compile(precision, major, minor, tuning).map_err(SolverError::Device)?;
-        let module = ctx.load_module(ptx).map_err(dev)?;
-        let load = |name: &str| module.load_function(name).map_err(dev);
-        let kernels = Kernels {
-            even: load("aa_even")?,
-            even2: load("aa_even2")?,
-            odd2: load("aa_odd2")?,
-            odd4: match precision {
-                // Absent when compiled with NO_ODD_QUAD (Tuning::kernel_defines,
-                // for benchmarks against aa_odd2).
-                Precision::Fp32 => module.load_function("aa_odd4").ok(),
-                Precision::Fp16 => None,
-            },
-            odd: load("aa_odd")?,
-            boundary: load("aa_boundary")?,
-            fields: load("fields")?,
-            display: load("display_fields")?,
-            stats: load("stats")?,
-            forces: load("forces")?,
-            init_uniform: load("init_uniform")?,
-            fill_f32: load("fill_f32")?,
-            velocity_change: load("velocity_change")?,
-            unpack: load("unpack_planes")?,
+        let build = KernelBuild {
+            precision,
+            capability: (major, minor),
+            defines: tuning.kernel_defines.clone(),
+            model: params.model().is_some(),
         };
+        let kernels = build.load(&ctx)?;
         let n = grid.cells();
         let lattice = match precision {
             Precision::Fp32 => Lattice::Fp32(stream.alloc_zeros::<f32>(Q * n).map_err(dev)?),
@@ -279,6 +307,7 @@ impl CudaSolver {
             device_name: info.name,
             poison: false,
             odd_quads,
+            build,
         };
         solver.initialise()?;
         Ok(solver)
@@ -407,6 +436,18 @@ impl Solver for CudaSolver {
 
     fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
         check_params(&params)?;
+        let model = params.model().is_some();
+        if model != self.build.model {
+            // Queued steps use the old kernels: they finish first.
+            self.stream.synchronize().map_err(dev)?;
+            let build = KernelBuild {
+                model,
+                ..self.build.clone()
+            };
+            self.kernels = build.load(&self.ctx)?;
+            self.odd_quads &= self.kernels.odd4.is_some();
+            self.build = build;
+        }
         self.kparams = CudaParams::new(&self.grid, &params);
         self.params = params;
         Ok(())
