@@ -566,7 +566,15 @@ mod tests {
             (8, 9, 10, 0b101, 1)
         );
         assert_eq!(k.omega_plus, k.omega_minus);
-        // The kernel's Params: 4 u32, 2 f32, 3 f32, u32, 16x3 f32.
-        assert_eq!(std::mem::size_of::<CudaParams>(), 232);
+        assert_eq!((k.tau0, k.smagorinsky, k.model), (0.8, 0.0, 0));
+        p.collision = lattice::Collision::Trt;
+        p.smagorinsky = 0.1;
+        let k = CudaParams::new(&grid, &p);
+        assert_eq!(k.model, 1, "MODEL_TRT");
+        assert!((k.smagorinsky - 18.0 * 2f32.sqrt() * 0.01).abs() < 1e-6);
+        p.collision = lattice::Collision::Regularized;
+        assert_eq!(CudaParams::new(&grid, &p).model, 2, "MODEL_REGULARIZED");
+        // The kernel's Params: 4 u32, 2 f32, 3 f32, u32, 2 f32, u32, 16x3 f32.
+        assert_eq!(std::mem::size_of::<CudaParams>(), 244);
     }
 }
