@@ -167,108 +167,17 @@ __device__ __forceinline__ void equilibrium(float rho, float ux, float uy, float
 #define MODEL_TRT 1u
 #define MODEL_REGULARIZED 2u
 
-// lattice::collide_model: the relaxation time from the Smagorinsky model
-// where it is on, the regularized collision where chosen. Same operations in
-// the same order as the Rust (no FMA contraction in FP32), so the CPU
-// reference is matched bit for bit.
-__device__ __forceinline__ void collide_model(float* f, const Params& p) {
-    float rho, jx, jy, jz;
-    moments(f, &rho, &jx, &jy, &jz);
-    float inv = 1.0f / rho;
-    float ux = (jx + 0.5f * p.fx) * inv;
-    float uy = (jy + 0.5f * p.fy) * inv;
-    float uz = (jz + 0.5f * p.fz) * inv;
-    float drho = rho - 1.0f;
-    float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
-    // The non-equilibrium stress, pair by pair.
-    float pxx = 0.0f, pyy = 0.0f, pzz = 0.0f, pxy = 0.0f, pxz = 0.0f, pyz = 0.0f;
-#pragma unroll
-    for (int q = 0; q < 9; q++) {
-        int a = 2 * q + 1;
-        int b = a + 1;
-        float w = weight(a);
-        float eua = edot(a, ux, uy, uz);
-        float eub = edot(b, ux, uy, uz);
-        float feqa = w * drho + w * rho * (3.0f * eua + 4.5f * eua * eua - usq);
-        float feqb = w * drho + w * rho * (3.0f * eub + 4.5f * eub * eub - usq);
-        float s = (f[a] - feqa) + (f[b] - feqb);
-        ACC(pxx, CEX(a) * CEX(a), s);
-        ACC(pyy, CEY(a) * CEY(a), s);
-        ACC(pzz, CEZ(a) * CEZ(a), s);
-        ACC(pxy, CEX(a) * CEY(a), s);
-        ACC(pxz, CEX(a) * CEZ(a), s);
-        ACC(pyz, CEY(a) * CEZ(a), s);
-    }
-    float tau = p.tau0;
-    if (p.smagorinsky != 0.0f) {
-        float qq = pxx * pxx + pyy * pyy + pzz * pzz + 2.0f * (pxy * pxy + pxz * pxz + pyz * pyz);
-        tau = 0.5f * (p.tau0 + sqrtf(p.tau0 * p.tau0 + p.smagorinsky * sqrtf(qq) / rho));
-    }
-    float op = 1.0f / tau;
-    float om = (p.model & MODEL_TRT) ? 1.0f / (0.1875f / (tau - 0.5f) + 0.5f) : op;
-    bool regularized = (p.model & MODEL_REGULARIZED) != 0u;
-    bool has_force = p.has_force != 0u;
-    float fu = p.fx * ux + p.fy * uy + p.fz * uz;
-    float kp = 1.0f - 0.5f * op;
-    float km = 1.0f - 0.5f * om;
-    float feq0 = W0 * drho + W0 * rho * (-usq);
-    float trace = (pxx + pyy + pzz) * (1.0f / 3.0f);
-    float keep = (1.0f - op) * 4.5f;
-    if (regularized) {
-        f[0] = feq0 + keep * W0 * (-trace);
-    } else {
-        f[0] += op * (feq0 - f[0]);
-    }
-    if (has_force) f[0] += kp * W0 * (-3.0f * fu);
-#pragma unroll
-    for (int q = 0; q < 9; q++) {
-        int a = 2 * q + 1;
-        int b = a + 1;
-        float w = weight(a);
-        float eua = edot(a, ux, uy, uz);
-        float eub = edot(b, ux, uy, uz);
-        float feqa = w * drho + w * rho * (3.0f * eua + 4.5f * eua * eua - usq);
-        float feqb = w * drho + w * rho * (3.0f * eub + 4.5f * eub * eub - usq);
-        float ep = 0.5f * (feqa + feqb);
-        float em = 0.5f * (feqa - feqb);
-        if (regularized) {
-            float diag = 0.0f, off = 0.0f;
-            ACC(diag, CEX(a) * CEX(a), pxx);
-            ACC(diag, CEY(a) * CEY(a), pyy);
-            ACC(diag, CEZ(a) * CEZ(a), pzz);
-            ACC(off, CEX(a) * CEY(a), pxy);
-            ACC(off, CEX(a) * CEZ(a), pxz);
-            ACC(off, CEY(a) * CEZ(a), pyz);
-            float h = diag + 2.0f * off - trace;
-            float pp = ep + keep * w * h;
-            float mm = em;
-            if (has_force) {
-                float ef = edot(a, p.fx, p.fy, p.fz);
-                pp += kp * w * (9.0f * eua * ef - 3.0f * fu);
-                mm += (1.0f - op) * w * (-1.5f * ef) + km * w * 3.0f * ef;
-            }
-            f[a] = pp + mm;
-            f[b] = pp - mm;
-        } else {
-            float fp = 0.5f * (f[a] + f[b]);
-            float fm = 0.5f * (f[a] - f[b]);
-            float dp = op * (ep - fp);
-            float dm = om * (em - fm);
-            if (has_force) {
-                float ef = edot(a, p.fx, p.fy, p.fz);
-                dp += kp * w * (9.0f * eua * ef - 3.0f * fu);
-                dm += km * w * 3.0f * ef;
-            }
-            f[a] += dp + dm;
-            f[b] += dp - dm;
-        }
-    }
-}
+// lattice::collide_model (the relaxation time from the Smagorinsky model,
+// the regularized collision) is done by collide_fast in both storages: with
+// FMA contraction and the fast reciprocal it agrees with the CPU reference
+// to float rounding, at nearly the plain kernels' speed.
+template <bool RAW>
+__device__ __forceinline__ void collide_fast(float* f, const Params& p);
 #endif
 
 __device__ __forceinline__ void collide(float* f, const Params& p) {
 #ifdef COLLISION_MODEL
-    collide_model(f, p);
+    collide_fast<false>(f, p);
     return;
 #endif
     float rho, jx, jy, jz;
@@ -327,15 +236,6 @@ __device__ __forceinline__ void collide(float* f, const Params& p) {
 template <bool RAW>
 __device__ __forceinline__ void collide_fast(float* f, const Params& p) {
     const float up = RAW ? 0x1p112f : 1.0f, down = RAW ? 0x1p-112f : 1.0f;
-#ifdef COLLISION_MODEL
-    // Powers of two scale exactly: the model collision in real units.
-#pragma unroll
-    for (int i = 0; i < Q; i++) f[i] *= up;
-    collide_model(f, p);
-#pragma unroll
-    for (int i = 0; i < Q; i++) f[i] *= down;
-    return;
-#endif
     float s[9], d[9];
     float sum = f[0];
     float jx = 0.0f, jy = 0.0f, jz = 0.0f;
@@ -355,7 +255,43 @@ __device__ __forceinline__ void collide_fast(float* f, const Params& p) {
     const float uy = (jy * up + 0.5f * p.fy) * inv;
     const float uz = (jz * up + 0.5f * p.fz) * inv;
     const float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
+#ifdef COLLISION_MODEL
+    // collide_model's stress, relaxation time and regularization, from the
+    // pair sums already at hand (s in the populations' units).
+    float mxx = 0.0f, myy = 0.0f, mzz = 0.0f, mxy = 0.0f, mxz = 0.0f, myz = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 9; q++) {
+        const int a = 2 * q + 1;
+        ACC(mxx, CEX(a) * CEX(a), s[q]);
+        ACC(myy, CEY(a) * CEY(a), s[q]);
+        ACC(mzz, CEZ(a) * CEZ(a), s[q]);
+        ACC(mxy, CEX(a) * CEY(a), s[q]);
+        ACC(mxz, CEX(a) * CEZ(a), s[q]);
+        ACC(myz, CEY(a) * CEZ(a), s[q]);
+    }
+    const float third = drho * (1.0f / 3.0f);
+    const float pxx = mxx * up - (third + rho * ux * ux);
+    const float pyy = myy * up - (third + rho * uy * uy);
+    const float pzz = mzz * up - (third + rho * uz * uz);
+    const float pxy = mxy * up - rho * ux * uy;
+    const float pxz = mxz * up - rho * ux * uz;
+    const float pyz = myz * up - rho * uy * uz;
+    float tau = p.tau0;
+    if (p.smagorinsky != 0.0f) {
+        const float qq = pxx * pxx + pyy * pyy + pzz * pzz + 2.0f * (pxy * pxy + pxz * pxz + pyz * pyz);
+        tau = 0.5f * (p.tau0 + sqrtf(p.tau0 * p.tau0 + p.smagorinsky * sqrtf(qq) * inv));
+    }
+    const float op = __fdividef(1.0f, tau);
+    const float om = (p.model & MODEL_TRT) ? __fdividef(1.0f, __fdividef(0.1875f, tau - 0.5f) + 0.5f) : op;
+    const bool regularized = (p.model & MODEL_REGULARIZED) != 0u;
+    const float trace = (pxx + pyy + pzz) * (1.0f / 3.0f);
+    const float keep = (1.0f - op) * 4.5f;
+#else
     const float op = p.omega_plus, om = p.omega_minus;
+    const bool regularized = false;
+    const float trace = 0.0f, keep = 0.0f;
+    const float pxx = 0.0f, pyy = 0.0f, pzz = 0.0f, pxy = 0.0f, pxz = 0.0f, pyz = 0.0f;
+#endif
     // Velocities scaled by sqrt(4.5): the pair's e.u squared is then 4.5 (e.u)^2.
     const float k = 2.12132034f, kinv = 0.471404520f;
     const float vx = k * ux, vy = k * uy, vz = k * uz;
@@ -368,27 +304,48 @@ __device__ __forceinline__ void collide_fast(float* f, const Params& p) {
     const bool has_force = p.has_force != 0u;
     const float fu = p.fx * ux + p.fy * uy + p.fz * uz;
     const float kp = down * (1.0f - 0.5f * op), km = down * (1.0f - 0.5f * om);
-    f[0] = (1.0f - op) * f[0] + down * op * W0 * (drho - rho * usq);
+    if (regularized) {
+        f[0] = down * (W0 * (drho - rho * usq) + keep * W0 * (-trace));
+    } else {
+        f[0] = (1.0f - op) * f[0] + down * op * W0 * (drho - rho * usq);
+    }
     if (has_force) f[0] += kp * W0 * (-3.0f * fu);
 #pragma unroll
     for (int q = 0; q < 9; q++) {
         const int a = 2 * q + 1;
         const bool axis = a < 7;
+        const float w = axis ? WS : WE;
         float ev = 0.0f;
         ACC(ev, CEX(a), vx);
         ACC(ev, CEY(a), vy);
         ACC(ev, CEZ(a), vz);
         const float t = ev * ev - usq;
-        float P = (axis ? bs : be) * t + ((axis ? as : ae) + hp * s[q]);
-        float M = (axis ? cs : ce) * ev + hm * d[q];
+        float P, M;
+        if (regularized) {
+            // Equilibrium plus the relaxed projection of the stress: nothing
+            // of the incoming pair is kept (collide_model).
+            float diag = 0.0f, off = 0.0f;
+            ACC(diag, CEX(a) * CEX(a), pxx);
+            ACC(diag, CEY(a) * CEY(a), pyy);
+            ACC(diag, CEZ(a) * CEZ(a), pzz);
+            ACC(off, CEX(a) * CEY(a), pxy);
+            ACC(off, CEX(a) * CEZ(a), pxz);
+            ACC(off, CEY(a) * CEZ(a), pyz);
+            const float h = diag + 2.0f * off - trace;
+            P = down * w * (drho + rho * t + keep * h);
+            M = down * 3.0f * w * kinv * rho * ev;
+        } else {
+            P = (axis ? bs : be) * t + ((axis ? as : ae) + hp * s[q]);
+            M = (axis ? cs : ce) * ev + hm * d[q];
+        }
         if (has_force) {
-            const float w = axis ? WS : WE;
             float ef = 0.0f;
             ACC(ef, CEX(a), p.fx);
             ACC(ef, CEY(a), p.fy);
             ACC(ef, CEZ(a), p.fz);
             P += kp * w * (9.0f * (ev * kinv) * ef - 3.0f * fu);
             M += km * w * 3.0f * ef;
+            if (regularized) M += down * (1.0f - op) * w * (-1.5f * ef);
         }
         f[a] = P + M;
         f[a + 1] = P - M;

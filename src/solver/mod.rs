@@ -262,7 +262,8 @@ pub enum SolverError {
         "the simulation became unstable at step {step}: {what} at cell ({}, {}, {}). \
          Lower the Reynolds number (fluid.reynolds) or the lattice speed (fluid.velocity / fluid.mach), \
          or refine the grid (domain.size, fluid.length_cells) so that τ stays above ~0.51; \
-         or try the other collision model (fluid.collision = \"bgk\" or \"trt\")",
+         for a turbulent flow (Reynolds number above ~10³) turn on the subgrid model \
+         (fluid.turbulence = \"smagorinsky\", which takes the regularized collision)",
         cell[0], cell[1], cell[2]
     )]
     Unstable {

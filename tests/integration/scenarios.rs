@@ -383,3 +383,65 @@ fn info_on_a_huge_grid_checks_its_size_without_voxelising_it() {
         "{out}"
     );
 }
+
+#[test]
+fn the_subgrid_model_takes_the_regularized_collision_and_its_constant_is_checked() {
+    use flowscope::scenario::{Turbulence, SMAGORINSKY_CONSTANT};
+    use flowscope::solver::Collision;
+    let plain = parse(GOOD).unwrap();
+    assert_eq!(
+        (plain.turbulence, plain.collision),
+        (Turbulence::None, Collision::Trt)
+    );
+    assert_eq!(plain.params(&plain.voxelize().slots).smagorinsky, 0.0);
+
+    let les = GOOD.replace(
+        "velocity = 0.05\n",
+        "velocity = 0.05\nturbulence = \"smagorinsky\"\n",
+    );
+    let s = parse(&les).unwrap();
+    assert_eq!(
+        (s.turbulence, s.collision),
+        (Turbulence::Smagorinsky, Collision::Regularized)
+    );
+    let p = s.params(&s.voxelize().slots);
+    assert_eq!(p.smagorinsky, SMAGORINSKY_CONSTANT as f32);
+    assert!(p.model().is_some_and(|m| m.regularized));
+    // A collision the file names is kept; the constant can be set.
+    let s = parse(&les.replace(
+        "turbulence = \"smagorinsky\"\n",
+        "turbulence = \"smagorinsky\"\ncollision = \"trt\"\nsmagorinsky_constant = 0.17\n",
+    ))
+    .unwrap();
+    assert_eq!(s.collision, Collision::Trt);
+    assert_eq!(s.params(&s.voxelize().slots).smagorinsky, 0.17);
+    // A high Reynolds number with the model on: no τ warning.
+    let s = parse(&les.replace("reynolds = 50.0", "reynolds = 5000.0")).unwrap();
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    // Without it, the warning names the model.
+    let s = parse(&GOOD.replace("reynolds = 50.0", "reynolds = 5000.0")).unwrap();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("turbulence = \"smagorinsky\"")),
+        "{:?}",
+        s.warnings
+    );
+
+    let e = error(&GOOD.replace(
+        "velocity = 0.05\n",
+        "velocity = 0.05\nsmagorinsky_constant = 0.1\n",
+    ));
+    assert!(e.message.contains("fluid.turbulence is \"none\""), "{e}");
+    assert_eq!(e.line.map(|l| l.0), Some(16));
+    for bad in ["0.0", "-0.1", "0.9", "nan"] {
+        let e = error(&les.replace(
+            "turbulence = \"smagorinsky\"\n",
+            &format!("turbulence = \"smagorinsky\"\nsmagorinsky_constant = {bad}\n"),
+        ));
+        assert!(e.message.contains("is not between 0 and 0.5"), "{bad}: {e}");
+        assert!(e.help.contains("0.08 and 0.2"), "{e}");
+    }
+    let e = error(&les.replace("\"smagorinsky\"", "\"wale\""));
+    assert!(e.message.contains("unknown variant `wale`"), "{e}");
+}

@@ -39,12 +39,15 @@ fn defines(tuning: &str) -> String {
 /// FMA contraction, since the CPU reference rounds every product and the two
 /// agree bit for bit. 16-bit storage rounds far more than FMA changes, and its
 /// kernels are bound by instruction issue: contraction is allowed there.
-pub fn compile_options(major: i32, minor: i32, precision: Precision) -> Vec<String> {
+pub fn compile_options(major: i32, minor: i32, precision: Precision, model: bool) -> Vec<String> {
     vec![
         format!("--gpu-architecture=compute_{major}{minor}"),
-        match precision {
-            Precision::Fp32 => "--fmad=false".into(),
-            Precision::Fp16 => "--fmad=true".into(),
+        // Plain FP32 kernels round every product as the CPU reference does
+        // (bit for bit); 16-bit storage and the collision models agree with
+        // it to float rounding, and contraction saves them instructions.
+        match (precision, model) {
+            (Precision::Fp32, false) => "--fmad=false".into(),
+            _ => "--fmad=true".into(),
         },
         "--std=c++17".into(),
         "-default-device".into(),
@@ -67,7 +70,7 @@ pub fn compile(
             .map_or_else(String::new, |e| e.0));
     }
     let options = cudarc::nvrtc::CompileOptions {
-        options: compile_options(major, minor, precision),
+        options: compile_options(major, minor, precision, model),
         ..Default::default()
     };
     let source = kernel_source(precision, kernel_defines, model);
@@ -121,9 +124,9 @@ mod tests {
                 "{name}"
             );
         }
-        let o = compile_options(9, 0, Precision::Fp32);
+        let o = compile_options(9, 0, Precision::Fp32, false);
         assert!(o.contains(&"--gpu-architecture=compute_90".to_string()));
         assert!(o.contains(&"--fmad=false".to_string()));
-        assert!(compile_options(9, 0, Precision::Fp16).contains(&"--fmad=true".to_string()));
+        assert!(compile_options(9, 0, Precision::Fp16, false).contains(&"--fmad=true".to_string()));
     }
 }
