@@ -592,7 +592,11 @@ __device__ __forceinline__ void collide_pair(pair_t* w, const Params& p) {
 }
 
 #ifndef EVEN_PAIR_BLOCKS
-#ifdef STORAGE_FP16
+// With a collision model 16-bit storage's even step runs best at 6 (H100,
+// 256³: 32 269 against 31 443 MLUPS at 5; BENCHMARKS.md 2026-11-24).
+#if defined(STORAGE_FP16) && defined(COLLISION_MODEL)
+#define EVEN_PAIR_BLOCKS 6
+#elif defined(STORAGE_FP16)
 #define EVEN_PAIR_BLOCKS 5
 #else
 #define EVEN_PAIR_BLOCKS 4
@@ -736,9 +740,15 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
 }
 
 #if !defined(STORAGE_FP16) && !defined(NO_ODD_QUAD)
-// Blocks of up to 256 threads, 128 registers.
+// Blocks of up to 256 threads, 128 registers; with a collision model one
+// block and 255 registers: at two blocks its four cells spill (H100, 256³:
+// 17 356 against 18 879 MLUPS).
 #ifndef ODD_QUAD_BLOCKS
+#ifdef COLLISION_MODEL
+#define ODD_QUAD_BLOCKS 1
+#else
 #define ODD_QUAD_BLOCKS 2
+#endif
 #endif
 __device__ __forceinline__ float& quad_at(float4& q, int h) { return h == 0 ? q.x : (h == 1 ? q.y : (h == 2 ? q.z : q.w)); }
 __device__ __forceinline__ float lane_down(float v) { return __shfl_down_sync(0xffffffffu, v, 1); }
