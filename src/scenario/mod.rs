@@ -465,6 +465,20 @@ impl Scenario {
         self.with_units(units)
     }
 
+    /// This scenario with the subgrid model on or off. Turning it on also
+    /// takes the regularized collision, the one that stays up with it
+    /// ([`SMAGORINSKY_CONSTANT`] unless the file set a constant); turning it
+    /// off keeps the collision.
+    pub fn with_turbulence(&self, turbulence: Turbulence) -> Scenario {
+        let mut s = self.clone();
+        s.turbulence = turbulence;
+        if turbulence == Turbulence::Smagorinsky {
+            s.collision = Collision::Regularized;
+        }
+        s.warnings = unit_warnings(&s.units, s.turbulence, s.collision);
+        s
+    }
+
     fn with_units(&self, units: Units) -> Result<Scenario, ScenarioError> {
         if let Some((message, help)) = tau_error(&units) {
             return Err(self.live_error(message, help));

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::history::History;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, Turbulence};
 use crate::solver::display::SharedLease;
-use crate::solver::Fields;
+use crate::solver::{Collision, Fields};
 
 /// What a driver asks of the solver thread.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +23,9 @@ pub enum Command {
     /// Change the reference speed (inlets, lids) live, in lattice units (the
     /// Reynolds number stays).
     SetVelocity(f64),
+    /// Turn the subgrid model on or off live (see
+    /// [`Scenario::with_turbulence`]).
+    SetTurbulence(Turbulence),
     /// Replace the running scenario by this one (parsed by the driver).
     Load(Box<Scenario>),
     /// Read this scenario file and run it; the running scenario goes on if
@@ -82,6 +85,9 @@ pub struct Status {
     pub reynolds: f64,
     pub velocity: f64,
     pub tau: f64,
+    /// The subgrid model and the collision the solver runs with.
+    pub turbulence: Turbulence,
+    pub collision: Collision,
     pub max_speed: f32,
     /// Set when the run stopped itself (instability) or a command failed:
     /// the error and its causes, in one line.

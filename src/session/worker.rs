@@ -254,6 +254,10 @@ impl Session {
                 let scenario = engine.scenario.with_velocity(u)?;
                 engine.retune(scenario)?;
             }
+            Command::SetTurbulence(t) => {
+                let scenario = engine.scenario.with_turbulence(t);
+                engine.retune(scenario)?;
+            }
             Command::Open(path) => {
                 let scenario = Scenario::load(&path, &[])?;
                 return self.apply(Command::Load(Box::new(scenario)));
@@ -406,6 +410,8 @@ impl Session {
             s.reynolds = units.reynolds;
             s.velocity = units.velocity_lattice;
             s.tau = units.tau;
+            s.turbulence = engine.scenario.turbulence;
+            s.collision = engine.scenario.collision;
             s.size = engine.scenario.size;
             s.stride = engine.publisher.stride;
             s.history = engine.history.clone();
@@ -419,7 +425,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::scenario::Turbulence;
     use crate::solver::display;
+    use crate::solver::Collision;
 
     #[test]
     fn a_blow_up_pauses_the_run_with_the_cause_and_keeps_the_last_good_frame() {
@@ -615,5 +623,20 @@ mod tests {
         // And the run goes on at the new τ.
         let at = s.step;
         wait_for(&worker, |s| s.step > at + 10 && s.message.is_none());
+        // The subgrid model on, live: with the regularized collision, and the
+        // run goes on; off again, the collision stays.
+        assert_eq!(
+            (s.turbulence, s.collision),
+            (Turbulence::None, Collision::Trt)
+        );
+        worker.send(Command::SetTurbulence(Turbulence::Smagorinsky));
+        let s = wait_for(&worker, |s| s.turbulence == Turbulence::Smagorinsky);
+        assert_eq!(s.collision, Collision::Regularized);
+        let at = s.step;
+        let s = wait_for(&worker, |s| s.step > at + 10);
+        assert!(s.message.is_none(), "{:?}", s.message);
+        worker.send(Command::SetTurbulence(Turbulence::None));
+        let s = wait_for(&worker, |s| s.turbulence == Turbulence::None);
+        assert_eq!(s.collision, Collision::Regularized);
     }
 }

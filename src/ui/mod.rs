@@ -11,6 +11,7 @@ use crate::render::scene::{Anaglyph, Stereo};
 use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
 use crate::render::viewer::ViewerInfo;
 use crate::render::viewer::{SurfaceMode, ViewSettings};
+use crate::scenario::Turbulence;
 use crate::session::{Command, Status};
 
 /// What the view reports for display.
@@ -254,6 +255,22 @@ fn run_section(
         "Re {:.1}   u {:.4}   τ {:.4}   max |u| {:.4}",
         status.reynolds, status.velocity, status.tau, status.max_speed
     ));
+    let mut les = status.turbulence == Turbulence::Smagorinsky;
+    let toggled = ui
+        .checkbox(&mut les, "subgrid model (LES)")
+        .on_hover_text(
+            "Smagorinsky–Lilly large-eddy simulation, for turbulent flows (Reynolds number \
+             above ~10³); turning it on takes the regularized collision",
+        )
+        .changed();
+    if toggled {
+        commands.push(Command::SetTurbulence(if les {
+            Turbulence::Smagorinsky
+        } else {
+            Turbulence::None
+        }));
+    }
+    ui.label(format!("collision {}", status.collision));
     match entered(ui, "Reynolds", &mut state.reynolds_text) {
         Some(Some(re)) => commands.push(Command::SetReynolds(re)),
         Some(None) => state.reynolds_text = format!("{:.1}", status.reynolds),

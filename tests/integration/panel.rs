@@ -99,6 +99,27 @@ fn run_controls_send_their_commands() {
 }
 
 #[test]
+fn the_subgrid_model_checkbox_turns_the_model_on_and_off() {
+    use flowscope::scenario::Turbulence;
+    let mut h = harness(true);
+    h.run();
+    h.get_by_label("subgrid model (LES)").click();
+    h.run();
+    assert_eq!(
+        sent(&mut h),
+        vec![Command::SetTurbulence(Turbulence::Smagorinsky)]
+    );
+    // The status says it is on: the box is ticked, a click turns it off.
+    h.state_mut().status.turbulence = Turbulence::Smagorinsky;
+    h.state_mut().status.collision = flowscope::solver::Collision::Regularized;
+    h.run();
+    assert!(h.query_by_label("collision regularized").is_some());
+    h.get_by_label("subgrid model (LES)").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::SetTurbulence(Turbulence::None)]);
+}
+
+#[test]
 fn typed_reynolds_number_is_sent_and_a_bad_one_is_put_back() {
     let mut h = harness(true);
     h.run();
