@@ -322,8 +322,14 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
         u.velocity_lattice,
         u.mach()
     );
+    let subgrid = match s.turbulence {
+        crate::scenario::Turbulence::Smagorinsky => {
+            format!(", Smagorinsky LES (C_s {})", s.smagorinsky_constant)
+        }
+        crate::scenario::Turbulence::None => String::new(),
+    };
     println!(
-        "                ν = {:.6e}, τ = {:.5}, collision {}",
+        "                ν = {:.6e}, τ = {:.5}, collision {}{subgrid}",
         u.viscosity_lattice, u.tau, s.collision
     );
     println!(
