@@ -438,8 +438,9 @@ impl Solver for CudaSolver {
         check_params(&params)?;
         let model = params.model().is_some();
         if model != self.build.model {
-            // Queued steps use the old kernels: they finish first.
-            self.stream.synchronize().map_err(dev)?;
+            // Work queued on any stream (steps, display copies) uses the old
+            // module: it finishes before the module goes.
+            self.ctx.synchronize().map_err(dev)?;
             let build = KernelBuild {
                 model,
                 ..self.build.clone()
