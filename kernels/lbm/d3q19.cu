@@ -227,8 +227,10 @@ __device__ __forceinline__ void collide(float* f, const Params& p) {
 // symmetric and antisymmetric parts, the equilibrium's parts are formed
 // directly, zero direction components cost nothing, and 1/rho is the fast
 // reciprocal. The results differ from `collide` by FP32 reassociation, far below
-// the 16-bit storage's rounding (2^-12); the FP32 kernels keep `collide`, which
-// matches the CPU reference bit for bit.
+// the 16-bit storage's rounding (2^-12); the plain FP32 kernels keep `collide`,
+// which matches the CPU reference bit for bit. With COLLISION_MODEL it also
+// does lattice::collide_model's local relaxation time and regularization, in
+// both storages.
 //
 // RAW: populations in and out are in units of 2^-112, the f32 whose bits the
 // 16-bit format keeps (fp16c_raw_decode), so the codec needs no multiplies. Values
