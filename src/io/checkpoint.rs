@@ -62,9 +62,8 @@ const FNV_START: u64 = 0xCBF2_9CE4_8422_2325;
 /// Hash of the geometry part of the flags (the derived NEAR bit left out).
 pub fn flags_hash(flags: &[u8]) -> u64 {
     let mut h = FNV_START;
-    for chunk in flags.chunks(1 << 16) {
-        let stripped: Vec<u8> = chunk.iter().map(|f| f & !NEAR).collect();
-        fnv1a(&mut h, &stripped);
+    for &f in flags {
+        fnv1a(&mut h, &[f & !NEAR]);
     }
     h
 }

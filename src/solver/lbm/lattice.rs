@@ -294,27 +294,27 @@ pub fn collide_model(f: &mut [f32; Q], tau0: f32, model: Model, force: [f32; 3])
     } else {
         smagorinsky_tau(tau0, model.smagorinsky, rho, &pi)
     };
+    if !model.regularized {
+        // BGK or TRT at the local τ.
+        let rates = if model.trt {
+            Collision::Trt
+        } else {
+            Collision::Bgk
+        };
+        let (op, om) = relaxation_rates(rates, tau);
+        collide(f, op, om, force);
+        return;
+    }
     let op = 1.0 / tau;
-    let om = if model.trt {
-        1.0 / (TRT_MAGIC / (tau - 0.5) + 0.5)
-    } else {
-        op
-    };
     let drho = rho - 1.0;
     let usq = 1.5 * (u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
     let has_force = force[0] != 0.0 || force[1] != 0.0 || force[2] != 0.0;
     let fu = force[0] * u[0] + force[1] * u[1] + force[2] * u[2];
     let kp = 1.0 - 0.5 * op;
-    let km = 1.0 - 0.5 * om;
-    let feq0 = W[0] * drho + W[0] * rho * (-usq);
     // c_s² tr Π, and (1 − ω) / (2 c_s⁴).
     let trace = (pi[0] + pi[1] + pi[2]) * (1.0 / 3.0);
     let keep = (1.0 - op) * 4.5;
-    if model.regularized {
-        f[0] = feq0 + keep * W[0] * (-trace);
-    } else {
-        f[0] += op * (feq0 - f[0]);
-    }
+    f[0] = W[0] * drho + W[0] * rho * (-usq) + keep * W[0] * (-trace);
     if has_force {
         f[0] += kp * W[0] * (-3.0 * fu);
     }
@@ -324,52 +324,37 @@ pub fn collide_model(f: &mut [f32; Q], tau0: f32, model: Model, force: [f32; 3])
         let (eua, eub) = (dot(a, u), dot(b, u));
         let feqa = w * drho + w * rho * (3.0 * eua + 4.5 * eua * eua - usq);
         let feqb = w * drho + w * rho * (3.0 * eub + 4.5 * eub * eub - usq);
-        let ep = 0.5 * (feqa + feqb);
-        let em = 0.5 * (feqa - feqb);
-        if model.regularized {
-            // (e e − c_s² I) : Π, the same for a and b = −a.
-            let e = E[a];
-            let mut diag = 0.0f32;
-            let mut off = 0.0f32;
-            for (k, (x, y)) in [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)]
-                .into_iter()
-                .enumerate()
-            {
-                let c = e[x] * e[y];
-                let acc = if k < 3 { &mut diag } else { &mut off };
-                if c > 0 {
-                    *acc += pi[k];
-                } else if c < 0 {
-                    *acc -= pi[k];
-                }
+        // (e e − c_s² I) : Π, the same for a and b = −a.
+        let e = E[a];
+        let mut diag = 0.0f32;
+        let mut off = 0.0f32;
+        for (k, (x, y)) in [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)]
+            .into_iter()
+            .enumerate()
+        {
+            let c = e[x] * e[y];
+            let acc = if k < 3 { &mut diag } else { &mut off };
+            if c > 0 {
+                *acc += pi[k];
+            } else if c < 0 {
+                *acc -= pi[k];
             }
-            let h = diag + 2.0 * off - trace;
-            // The outgoing pair, P ± M: nothing of the incoming one is kept.
-            let mut pp = ep + keep * w * h;
-            let mut mm = em;
-            if has_force {
-                let ef = dot(a, force);
-                pp += kp * w * (9.0 * eua * ef - 3.0 * fu);
-                // The incoming momentum is ρu − F/2 (Guo): the first-order
-                // part of the non-equilibrium, 3 w e·(−F/2), is kept and
-                // relaxed too, or the force would act only in part.
-                mm += (1.0 - op) * w * (-1.5 * ef) + km * w * 3.0 * ef;
-            }
-            f[a] = pp + mm;
-            f[b] = pp - mm;
-        } else {
-            let fp = 0.5 * (f[a] + f[b]);
-            let fm = 0.5 * (f[a] - f[b]);
-            let mut dp = op * (ep - fp);
-            let mut dm = om * (em - fm);
-            if has_force {
-                let ef = dot(a, force);
-                dp += kp * w * (9.0 * eua * ef - 3.0 * fu);
-                dm += km * w * 3.0 * ef;
-            }
-            f[a] += dp + dm;
-            f[b] += dp - dm;
         }
+        let h = diag + 2.0 * off - trace;
+        // The outgoing pair, P ± M: nothing of the incoming one is kept.
+        let mut pp = 0.5 * (feqa + feqb) + keep * w * h;
+        let mut mm = 0.5 * (feqa - feqb);
+        if has_force {
+            let ef = dot(a, force);
+            pp += kp * w * (9.0 * eua * ef - 3.0 * fu);
+            // The incoming momentum is ρu − F/2 (Guo): the first-order
+            // part of the non-equilibrium, 3 w e·(−F/2), is kept and
+            // relaxed too, or the force would act only in part. One rate:
+            // 1 − ω/2 is kp here.
+            mm += (1.0 - op) * w * (-1.5 * ef) + kp * w * 3.0 * ef;
+        }
+        f[a] = pp + mm;
+        f[b] = pp - mm;
     }
 }
 
