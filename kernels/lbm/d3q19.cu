@@ -59,6 +59,12 @@ struct Params {
     float tau0, smagorinsky;
     u32 model;
     float vel[16][3];
+    // Inlet profiles per velocity slot (solver/mod.rs: Profiles): 0 uniform,
+    // 1 | axes << 4 parabolic, 2 log law with roughness[slot]; the walls
+    // bounding the fluid per axis.
+    u32 profile[16];
+    float roughness[16];
+    float wall_lo[3], wall_hi[3];
 };
 
 __constant__ int EX[Q] = {0, 1, -1, 0, 0, 0, 0, 1, -1, 1, -1, 0, 0, 1, -1, 1, -1, 0, 0};
@@ -416,17 +422,52 @@ __device__ long long specular(const Params& p, const unsigned char* flags, int x
     return tc;
 }
 
-// Velocity slot of the inlet or moving wall met along a free-slip face (cpu.rs:
-// CpuSolver::edge_velocity), or -1.
-__device__ int edge_velocity(const Params& p, const unsigned char* flags, int x, int y, int z, int ex, int ey, int ez, int axis) {
+// The inlet or moving wall met along a free-slip face (cpu.rs:
+// CpuSolver::edge_velocity): its cell, or -1.
+__device__ long long edge_velocity(const Params& p, const unsigned char* flags, int x, int y, int z, int ex, int ey, int ez, int axis) {
     int t[3] = {ex, ey, ez};
     t[axis] = 0;
     if (t[0] == 0 && t[1] == 0 && t[2] == 0) return -1;
     long long m = neighbour(p, x, y, z, t[0], t[1], t[2]);
     if (m < 0) return -1;
-    u32 tf = flags[m];
-    u32 ty = tf & TYPE_MASK;
-    return (ty == T_INLET || ty == T_MOVING) ? (int)TAG(tf) : -1;
+    u32 ty = flags[m] & TYPE_MASK;
+    return (ty == T_INLET || ty == T_MOVING) ? m : -1;
+}
+
+// Profile factor of slot `slot` at boundary cell (x, y, z) (solver/mod.rs:
+// Profiles::factor, same arithmetic).
+__device__ float profile_factor(const Params& p, int slot, int x, int y, int z) {
+    u32 code = p.profile[slot];
+    int q[3] = {x, y, z};
+    if ((code & 15u) == 1u) {
+        float f = 1.0f;
+        for (int a = 0; a < 3; a++) {
+            if (code & (16u << a)) {
+                float s = ((float)q[a] - p.wall_lo[a]) / (p.wall_hi[a] - p.wall_lo[a]);
+                f *= 4.0f * s * (1.0f - s);
+            }
+        }
+        return fmaxf(f, 0.0f);
+    }
+    float h = (float)z - p.wall_lo[2];
+    if (h <= 0.0f) return 0.0f;
+    float z0 = p.roughness[slot];
+    float top = p.wall_hi[2] - p.wall_lo[2];
+    return fminf(logf((h + z0) / z0) / logf((top + z0) / z0), 1.0f);
+}
+
+// Velocity of inlet or moving-wall cell m (flag tag `slot`) into u.
+__device__ void wall_velocity(const Params& p, int slot, long long m, float* u) {
+    u[0] = p.vel[slot][0]; u[1] = p.vel[slot][1]; u[2] = p.vel[slot][2];
+    if (p.profile[slot] != 0u) {
+        long long nxy = (long long)p.nx * p.ny;
+        int z = (int)(m / nxy);
+        long long r = m - (long long)z * nxy;
+        int y = (int)(r / p.nx);
+        int x = (int)(r - (long long)y * p.nx);
+        float f = profile_factor(p, slot, x, y, z);
+        u[0] *= f; u[1] *= f; u[2] *= f;
+    }
 }
 
 __device__ __forceinline__ float edot_rt(int i, const float* u) {
@@ -447,7 +488,9 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
         } else if (t == T_WALL) {
             v[j] = ld(f, (u64)j * n + c);
         } else if (t == T_MOVING || t == T_INLET) {
-            v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, p.vel[TAG(sf)]);
+            float u[3];
+            wall_velocity(p, (int)TAG(sf), s, u);
+            v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, u);
         } else {
             int axis = (int)TAG(sf);
             int jr = mirror(j, axis);
@@ -455,9 +498,14 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
             if (s2 >= 0 && jr != j) {
                 v[j] = ld(f, (u64)opposite(jr) * n + (u64)s2);
             } else {
-                int ev = edge_velocity(p, flags, x, y, z, -EX[j], -EY[j], -EZ[j], axis);
-                if (ev >= 0) v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, p.vel[ev]);
-                else v[j] = ld(f, (u64)j * n + c);
+                long long ev = edge_velocity(p, flags, x, y, z, -EX[j], -EY[j], -EZ[j], axis);
+                if (ev >= 0) {
+                    float u[3];
+                    wall_velocity(p, (int)TAG(flags[ev]), ev, u);
+                    v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, u);
+                } else {
+                    v[j] = ld(f, (u64)j * n + c);
+                }
             }
         }
     }
@@ -478,7 +526,9 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
         } else if (t == T_WALL) {
             st(f, (u64)o * n + c, v[i]);
         } else if (t == T_MOVING || t == T_INLET) {
-            st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, p.vel[TAG(mf)]));
+            float u[3];
+            wall_velocity(p, (int)TAG(mf), m, u);
+            st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, u));
         } else {
             int axis = (int)TAG(mf);
             int ir = mirror(i, axis);
@@ -486,9 +536,14 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
             if (tc >= 0 && ir != i) {
                 st(f, (u64)ir * n + (u64)tc, v[i]);
             } else {
-                int ev = edge_velocity(p, flags, x, y, z, EX[i], EY[i], EZ[i], axis);
-                if (ev >= 0) st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, p.vel[ev]));
-                else st(f, (u64)o * n + c, v[i]);
+                long long ev = edge_velocity(p, flags, x, y, z, EX[i], EY[i], EZ[i], axis);
+                if (ev >= 0) {
+                    float u[3];
+                    wall_velocity(p, (int)TAG(flags[ev]), ev, u);
+                    st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, u));
+                } else {
+                    st(f, (u64)o * n + c, v[i]);
+                }
             }
         }
     }
@@ -926,7 +981,7 @@ __device__ void cell_fields(const store_t* f, const unsigned char* flags, const 
     u32 t = fl & TYPE_MASK;
     if (!runs(fl)) {
         out[0] = 1.0f;
-        if (t == T_MOVING || t == T_INLET) { out[1] = p.vel[TAG(fl)][0]; out[2] = p.vel[TAG(fl)][1]; out[3] = p.vel[TAG(fl)][2]; }
+        if (t == T_MOVING || t == T_INLET) wall_velocity(p, (int)TAG(fl), (long long)c, out + 1);
         else { out[1] = 0.0f; out[2] = 0.0f; out[3] = 0.0f; }
         return;
     }

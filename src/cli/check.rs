@@ -98,6 +98,15 @@ pub fn cases(dir: &Path, max_cells: u64) -> anyhow::Result<Vec<Case>> {
         // collision, both, and the regularized collision under a body force.
         let model_cases: &[(&str, &[&str])] = match name.as_str() {
             "cylinder" => &[
+                // Not a model: a duct's parabolic inlet, varying along y and z.
+                (
+                    "cylinder duct parabolic",
+                    &[
+                        "boundaries.x_min={ inlet = [1.0, 0.0, 0.0], profile = \"parabolic\" }",
+                        "boundaries.y=\"wall\"",
+                        "boundaries.z=\"wall\"",
+                    ],
+                ),
                 ("cylinder les", &["fluid.turbulence=\"smagorinsky\""]),
                 (
                     "cylinder les Re2e4",

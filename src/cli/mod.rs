@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::scenario::{Face, Scenario};
+use crate::scenario::{Face, InletProfile, Scenario};
 use crate::session::{Backend, Choice, Gpus};
 use crate::solver::Precision;
 use crate::system::{available_memory, human_bytes, Tuning};
@@ -269,7 +269,11 @@ fn face_name(f: &Face) -> String {
         Face::Outlet => "outlet".into(),
         Face::FreeSlip => "free-slip".into(),
         Face::MovingWall(v) => format!("moving wall {v:?}×u"),
-        Face::Inlet(v) => format!("inlet {v:?}×u"),
+        Face::Inlet {
+            velocity,
+            profile: InletProfile::Uniform,
+        } => format!("inlet {velocity:?}×u"),
+        Face::Inlet { velocity, profile } => format!("inlet {velocity:?}×u, {profile}"),
     }
 }
 

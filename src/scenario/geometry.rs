@@ -1,8 +1,8 @@
 //! Voxelisation: domain faces and obstacles to cell flags.
 
-use super::{Face, Scenario, Shape};
+use super::{parabolic_axes, Face, InletProfile, Scenario, Shape};
 use crate::solver::flags::{self, CellType};
-use crate::solver::VELOCITY_SLOTS;
+use crate::solver::{Profile, Profiles, VELOCITY_SLOTS};
 
 /// An obstacle as the solver and the force output see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,15 +16,18 @@ pub struct ObstacleInfo {
 }
 
 /// The velocities that inlet and moving-wall cells reference by their tag,
-/// as multiples of the scenario's reference speed: a live change of that
-/// speed rescales them without voxelising again.
+/// as multiples of the scenario's reference speed (a live change of that
+/// speed rescales them without voxelising again), and their profiles.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct VelocitySlots(pub [[f64; 3]; VELOCITY_SLOTS]);
+pub struct VelocitySlots {
+    pub velocities: [[f64; 3]; VELOCITY_SLOTS],
+    pub profiles: Profiles,
+}
 
 impl VelocitySlots {
     /// The slots in lattice units for the reference speed `u_lattice`.
     pub fn lattice(&self, u_lattice: f64) -> [[f32; 3]; VELOCITY_SLOTS] {
-        self.0.map(|v| v.map(|c| (c * u_lattice) as f32))
+        self.velocities.map(|v| v.map(|c| (c * u_lattice) as f32))
     }
 }
 
@@ -189,7 +192,7 @@ fn face_rank(face: &Face) -> u8 {
     match face {
         Face::Periodic => 0,
         Face::Outlet => 1,
-        Face::Inlet(_) => 2,
+        Face::Inlet { .. } => 2,
         Face::FreeSlip => 3,
         Face::Wall => 4,
         Face::MovingWall(_) => 5,
@@ -202,13 +205,15 @@ fn face_rank(face: &Face) -> u8 {
 pub fn voxelize(scenario: &Scenario) -> Voxels {
     let [nx, ny, nz] = scenario.size;
     let mut velocities = [[0.0f64; 3]; VELOCITY_SLOTS];
+    let mut profiles = [Profile::Uniform; VELOCITY_SLOTS];
     let mut used = 1usize; // slot 0 stays zero
-    let mut slot_of = |v: [f64; 3]| -> u8 {
-        if let Some(k) = velocities[..used].iter().position(|w| *w == v) {
+    let mut slot_of = |v: [f64; 3], profile: Profile| -> u8 {
+        if let Some(k) = (0..used).position(|k| velocities[k] == v && profiles[k] == profile) {
             return k as u8;
         }
         // Six faces can use at most six slots, so this never runs out.
         velocities[used] = v;
+        profiles[used] = profile;
         used += 1;
         (used - 1) as u8
     };
@@ -222,12 +227,37 @@ pub fn voxelize(scenario: &Scenario) -> Voxels {
                 Face::Wall => flags::make(CellType::Wall, 0),
                 Face::Outlet => flags::make(CellType::Outlet, 0),
                 Face::FreeSlip => flags::make(CellType::FreeSlip, (k / 2) as u8),
-                Face::MovingWall(v) => flags::make(CellType::MovingWall, slot_of(*v)),
-                Face::Inlet(v) => flags::make(CellType::Inlet, slot_of(*v)),
+                Face::MovingWall(v) => {
+                    flags::make(CellType::MovingWall, slot_of(*v, Profile::Uniform))
+                }
+                Face::Inlet { velocity, profile } => {
+                    let profile = match *profile {
+                        InletProfile::Uniform => Profile::Uniform,
+                        InletProfile::Parabolic => Profile::Parabolic {
+                            axes: parabolic_axes(&scenario.faces, k),
+                        },
+                        InletProfile::Log { roughness } => Profile::Log {
+                            roughness: roughness as f32,
+                        },
+                    };
+                    flags::make(CellType::Inlet, slot_of(*velocity, profile))
+                }
             };
             (face_rank(f), flag)
         })
         .collect();
+    // Where the fluid ends along each axis: half a cell beyond the last fluid
+    // cell of a non-periodic face (halfway bounce-back).
+    let periodic = [0, 1, 2].map(|a| scenario.faces[2 * a] == Face::Periodic);
+    let lo = [0, 1, 2].map(|a| if periodic[a] { 0.0 } else { 0.5 });
+    let hi = [0, 1, 2].map(|a| {
+        let n = scenario.size[a] as f32;
+        if periodic[a] {
+            n
+        } else {
+            n - 1.5
+        }
+    });
 
     let n = nx * ny * nz;
     let mut cell_flags = vec![flags::make(CellType::Fluid, 0); n];
@@ -298,7 +328,14 @@ pub fn voxelize(scenario: &Scenario) -> Voxels {
         .count() as u64;
     Voxels {
         flags: cell_flags,
-        slots: VelocitySlots(velocities),
+        slots: VelocitySlots {
+            velocities,
+            profiles: Profiles {
+                slots: profiles,
+                lo,
+                hi,
+            },
+        },
         fluid_cells,
         obstacles,
     }

@@ -52,20 +52,164 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-/// One domain face's boundary condition, as written in the file.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// One domain face's boundary condition, as written in the file: a name
+/// (`"wall"`, `"periodic"`, `"outlet"`, `"free_slip"`) or a table
+/// (`{ moving_wall = [u, v, w] }`, `{ inlet = [u, v, w], profile = "log",
+/// roughness = 0.5 }`).
+#[derive(Clone, Debug, PartialEq)]
 pub enum Face {
     Wall,
     Periodic,
     Outlet,
     FreeSlip,
     /// Tangential velocity in units of `fluid.velocity`.
-    #[serde(deserialize_with = "exactly")]
     MovingWall([f64; 3]),
-    /// Inflow velocity in units of `fluid.velocity`.
-    #[serde(deserialize_with = "exactly")]
-    Inlet([f64; 3]),
+    /// Inflow velocity in units of `fluid.velocity`: the profile's largest.
+    Inlet {
+        velocity: [f64; 3],
+        profile: InletProfile,
+    },
+}
+
+impl Face {
+    /// A uniform inlet.
+    pub fn inlet(velocity: [f64; 3]) -> Face {
+        Face::Inlet {
+            velocity,
+            profile: InletProfile::Uniform,
+        }
+    }
+
+    /// The velocity of an inlet or moving wall.
+    pub fn velocity(&self) -> Option<[f64; 3]> {
+        match self {
+            Face::Inlet { velocity, .. } | Face::MovingWall(velocity) => Some(*velocity),
+            _ => None,
+        }
+    }
+}
+
+/// How an inlet's velocity varies over its face (`profile = …`).
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub enum InletProfile {
+    /// The same velocity everywhere (the default).
+    #[default]
+    Uniform,
+    /// Zero at the walls on either side, the inlet velocity midway: laminar
+    /// channel flow between two walls, or a duct's product of two parabolas.
+    Parabolic,
+    /// Log law over the floor (the z_min wall), the inlet velocity at the
+    /// top: the atmospheric boundary layer, `roughness` z0 in cells.
+    Log { roughness: f64 },
+}
+
+impl fmt::Display for InletProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InletProfile::Uniform => write!(f, "uniform profile"),
+            InletProfile::Parabolic => write!(f, "parabolic profile"),
+            InletProfile::Log { roughness } => {
+                write!(f, "log-law profile (roughness z0 = {roughness} cells)")
+            }
+        }
+    }
+}
+
+const FACE_NAMES: &[&str] = &[
+    "wall",
+    "periodic",
+    "outlet",
+    "free_slip",
+    "moving_wall",
+    "inlet",
+];
+
+impl<'de> Deserialize<'de> for Face {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Face, D::Error> {
+        use serde::de::{self, MapAccess, Visitor};
+        struct FaceVisitor;
+        impl<'de> Visitor<'de> for FaceVisitor {
+            type Value = Face;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "\"wall\", \"periodic\", \"outlet\", \"free_slip\", { moving_wall = [u, v, w] } or { inlet = [u, v, w] }",
+                )
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<Face, E> {
+                match name {
+                    "wall" => Ok(Face::Wall),
+                    "periodic" => Ok(Face::Periodic),
+                    "outlet" => Ok(Face::Outlet),
+                    "free_slip" => Ok(Face::FreeSlip),
+                    "moving_wall" | "inlet" => Err(E::custom(format!(
+                        "`{name}` needs a velocity: {{ {name} = [1.0, 0.0, 0.0] }}"
+                    ))),
+                    _ => Err(E::unknown_variant(name, FACE_NAMES)),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Face, A::Error> {
+                let three = |v: Vec<f64>| -> Result<[f64; 3], A::Error> {
+                    let n = v.len();
+                    v.try_into()
+                        .map_err(|_| de::Error::invalid_length(n, &"exactly 3 values"))
+                };
+                let (mut inlet, mut moving, mut profile, mut roughness) = (None, None, None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "inlet" => inlet = Some(three(map.next_value()?)?),
+                        "moving_wall" => moving = Some(three(map.next_value()?)?),
+                        "profile" => profile = Some(map.next_value::<String>()?),
+                        "roughness" => roughness = Some(map.next_value::<f64>()?),
+                        other => {
+                            return Err(de::Error::unknown_field(
+                                other,
+                                &["inlet", "moving_wall", "profile", "roughness"],
+                            ))
+                        }
+                    }
+                }
+                match (inlet, moving) {
+                    (Some(_), Some(_)) => Err(de::Error::custom(
+                        "a face is either an inlet or a moving wall, not both",
+                    )),
+                    (None, Some(v)) => match (profile, roughness) {
+                        (None, None) => Ok(Face::MovingWall(v)),
+                        _ => Err(de::Error::custom(
+                            "`profile` and `roughness` belong to inlets, not moving walls",
+                        )),
+                    },
+                    (Some(velocity), None) => {
+                        let profile = match (profile.as_deref(), roughness) {
+                            (None | Some("uniform"), None) => InletProfile::Uniform,
+                            (Some("parabolic"), None) => InletProfile::Parabolic,
+                            (Some("log"), Some(roughness)) => InletProfile::Log { roughness },
+                            (Some("log"), None) => {
+                                return Err(de::Error::custom(
+                                    "a log-law profile needs `roughness`, the roughness length z0 in cells, e.g. roughness = 0.5",
+                                ))
+                            }
+                            (None | Some("uniform" | "parabolic"), Some(_)) => {
+                                return Err(de::Error::custom(
+                                    "`roughness` belongs to profile = \"log\"",
+                                ))
+                            }
+                            (Some(other), _) => {
+                                return Err(de::Error::unknown_variant(
+                                    other,
+                                    &["uniform", "parabolic", "log"],
+                                ))
+                            }
+                        };
+                        Ok(Face::Inlet { velocity, profile })
+                    }
+                    (None, None) => Err(de::Error::custom(
+                        "a face table needs `inlet = [u, v, w]` or `moving_wall = [u, v, w]`",
+                    )),
+                }
+            }
+        }
+        d.deserialize_any(FaceVisitor)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -305,6 +449,80 @@ pub struct Scenario {
     obstacle_lines: Vec<Option<(usize, usize)>>,
 }
 
+/// Whether a face is a no-slip wall (a parabolic profile vanishes there).
+fn is_wall(face: &Face) -> bool {
+    matches!(face, Face::Wall | Face::MovingWall(_))
+}
+
+/// The walled axes a parabolic profile on face `k` varies along: those across
+/// its face with walls on both sides.
+pub fn parabolic_axes(faces: &[Face; 6], k: usize) -> [bool; 3] {
+    [0, 1, 2].map(|a| a != k / 2 && is_wall(&faces[2 * a]) && is_wall(&faces[2 * a + 1]))
+}
+
+/// Checks an inlet profile against the faces around it.
+fn check_profile(
+    ctx: &Ctx,
+    faces: &[Face; 6],
+    k: usize,
+    profile: InletProfile,
+    size: [usize; 3],
+) -> Result<(), ScenarioError> {
+    let names = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
+    let place = ctx.key(names[k]).or_else(|| ctx.key(&names[k][..1]));
+    match profile {
+        InletProfile::Uniform => Ok(()),
+        InletProfile::Parabolic => {
+            if parabolic_axes(faces, k).contains(&true) {
+                Ok(())
+            } else {
+                Err(ctx.err(
+                    place,
+                    format!(
+                        "boundaries.{}: a parabolic profile needs walls on both sides of the inlet along one of its axes, but no pair of faces across it is two walls",
+                        names[k]
+                    ),
+                    "make the faces on either side walls (a channel), or use profile = \"uniform\"",
+                ))
+            }
+        }
+        InletProfile::Log { roughness } => {
+            // The top of the fluid, as Profiles::hi puts it.
+            let height = size[2] as f64 - 2.0;
+            if k / 2 == 2 {
+                Err(ctx.err(
+                    place,
+                    format!(
+                        "boundaries.{}: a log-law profile grows with height above the floor (z_min), so it cannot be on a z face",
+                        names[k]
+                    ),
+                    "put the log-law inlet on an x or y face",
+                ))
+            } else if faces[4] != Face::Wall {
+                Err(ctx.err(
+                    place,
+                    format!(
+                        "boundaries.{}: a log-law profile needs a floor, but z_min is {:?}",
+                        names[k], faces[4]
+                    ),
+                    "set z_min = \"wall\" (the ground)",
+                ))
+            } else if !(roughness > 0.0 && roughness < height) {
+                Err(ctx.err(
+                    place,
+                    format!(
+                        "boundaries.{}: roughness = {roughness} must be a length in cells between 0 and the height of the fluid ({height})",
+                        names[k]
+                    ),
+                    "use a roughness length of a fraction of a cell to a few cells, e.g. 0.5",
+                ))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Lines and columns of byte offsets in a text.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
@@ -418,6 +636,7 @@ impl Scenario {
             p.smagorinsky = self.smagorinsky_constant as f32;
         }
         p.velocities = slots.lattice(self.units.velocity_lattice);
+        p.profiles = slots.profiles;
         p
     }
 
@@ -895,7 +1114,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
     let face_names = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
     for (k, face) in faces.iter().enumerate() {
         let axis = k / 2;
-        if let Face::Inlet(v) | Face::MovingWall(v) = face {
+        if let Some(v) = &face.velocity() {
             if !finite(v) {
                 let both = &face_names[k][..1];
                 return Err(ctx.err(
@@ -908,6 +1127,9 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
                 ));
             }
         }
+        if let Face::Inlet { profile, .. } = face {
+            check_profile(ctx, &faces, k, *profile, size)?;
+        }
         if let Face::MovingWall(v) = face {
             if v[axis] != 0.0 {
                 return Err(ctx.err(
@@ -917,7 +1139,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
                 ));
             }
         }
-        if let Face::Inlet(v) | Face::MovingWall(v) = face {
+        if let Some(v) = face.velocity() {
             let speed = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt() * velocity;
             if speed / (crate::solver::lbm::lattice::CS2 as f64).sqrt() > MACH_MAX {
                 return Err(ctx.err(
@@ -935,7 +1157,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         faces
             .iter()
             .find_map(|f| match f {
-                Face::Inlet(v) => Some(*v),
+                Face::Inlet { velocity, .. } => Some(*velocity),
                 _ => None,
             })
             .unwrap_or([0.0; 3])

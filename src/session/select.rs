@@ -124,14 +124,9 @@ pub fn build_cpu_slabs(
     Ok(SlabSolver::new(
         partition,
         flags,
-        |s, grid, flags, owned| {
-            CpuSolver::slab(
-                grid,
-                flags,
-                params.clone(),
-                slab_initial(&p, s, &initial),
-                owned,
-            )
+        params,
+        |s, grid, flags, owned, params| {
+            CpuSolver::slab(grid, flags, params, slab_initial(&p, s, &initial), owned)
         },
     )?)
 }
@@ -171,12 +166,12 @@ fn cuda_slabs(
     let params = scenario.params(&geometry.slots);
     let initial = scenario.initial();
     let p = partition.clone();
-    let solver = SlabSolver::new(partition, flags, |s, grid, flags, owned| {
+    let solver = SlabSolver::new(partition, flags, params, |s, grid, flags, owned, params| {
         CudaSolver::on_device(
             Placement::slab(s, owned),
             grid,
             flags,
-            params.clone(),
+            params,
             slab_initial(&p, s, &initial),
             precision,
             tuning,

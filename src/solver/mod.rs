@@ -73,6 +73,8 @@ pub struct Params {
     pub velocities: [[f32; 3]; VELOCITY_SLOTS],
     /// Smagorinsky constant C_s of the subgrid model; 0 without one.
     pub smagorinsky: f32,
+    /// How the velocity of each slot varies over its inlet face.
+    pub profiles: Profiles,
 }
 
 impl Params {
@@ -83,6 +85,20 @@ impl Params {
             force: [0.0; 3],
             velocities: [[0.0; 3]; VELOCITY_SLOTS],
             smagorinsky: 0.0,
+            profiles: Profiles::default(),
+        }
+    }
+
+    /// The velocity of boundary cell `p` tagged with velocity slot `slot`.
+    #[inline]
+    pub fn wall_velocity(&self, slot: usize, p: [usize; 3]) -> [f32; 3] {
+        let v = self.velocities[slot];
+        match self.profiles.slots[slot] {
+            Profile::Uniform => v,
+            _ => {
+                let f = self.profiles.factor(slot, p);
+                [v[0] * f, v[1] * f, v[2] * f]
+            }
         }
     }
 
@@ -93,6 +109,63 @@ impl Params {
 
     pub fn viscosity(&self) -> f32 {
         (self.tau - 0.5) / 3.0
+    }
+}
+
+/// How an inlet's velocity varies over its face: the slot's velocity times a
+/// factor of the boundary cell's position, at most 1 (the slot's velocity is
+/// the profile's largest, so the scenario's Mach check holds for it).
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub enum Profile {
+    #[default]
+    Uniform,
+    /// Laminar channel or duct flow: Π 4s(1 − s) over the marked axes, s the
+    /// position between the walls bounding them ([`Profiles::lo`], `hi`):
+    /// zero at the walls, 1 midway.
+    Parabolic { axes: [bool; 3] },
+    /// Atmospheric boundary layer over the floor at `lo[2]`:
+    /// ln((h + z0)/z0) / ln((H + z0)/z0) at height h above it, H the height of
+    /// the top (`hi[2]`), z0 the roughness length in cells. The shift by z0
+    /// keeps the first cell above the floor moving (plain ln(h/z0) is zero or
+    /// negative below z0).
+    Log { roughness: f32 },
+}
+
+/// The profiles of the velocity slots and the walls they refer to.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Profiles {
+    pub slots: [Profile; VELOCITY_SLOTS],
+    /// Wall surfaces bounding the fluid along each axis, in cell coordinates
+    /// (0.5 and n − 1.5 where a face is a layer of boundary cells).
+    pub lo: [f32; 3],
+    pub hi: [f32; 3],
+}
+
+impl Profiles {
+    /// The factor of slot `slot` at boundary cell `p`, in [0, 1]. The CUDA
+    /// kernels (`profile_factor`) do the same arithmetic.
+    pub fn factor(&self, slot: usize, p: [usize; 3]) -> f32 {
+        match self.slots[slot] {
+            Profile::Uniform => 1.0,
+            Profile::Parabolic { axes } => {
+                let mut f = 1.0f32;
+                for a in 0..3 {
+                    if axes[a] {
+                        let s = (p[a] as f32 - self.lo[a]) / (self.hi[a] - self.lo[a]);
+                        f *= 4.0 * s * (1.0 - s);
+                    }
+                }
+                f.max(0.0)
+            }
+            Profile::Log { roughness } => {
+                let h = p[2] as f32 - self.lo[2];
+                if h <= 0.0 {
+                    return 0.0;
+                }
+                let top = self.hi[2] - self.lo[2];
+                (((h + roughness) / roughness).ln() / ((top + roughness) / roughness).ln()).min(1.0)
+            }
+        }
     }
 }
 

@@ -67,7 +67,14 @@ pub fn scaled_overrides(s: &Scenario, factor: f64, min_tau: f64) -> Vec<String> 
     let nu_min = (min_tau - 0.5) / 3.0;
     let re_max = s.units.velocity_lattice * length / nu_min;
     if s.units.reynolds > re_max {
-        o.push(format!("fluid.reynolds={:.3}", re_max));
+        match &s.units.physical {
+            // With physical units the Reynolds number follows from the viscosity.
+            Some(p) => o.push(format!(
+                "physical.viscosity_m2_s={:e}",
+                p.velocity_m_s * length * p.cell_size_m / re_max
+            )),
+            None => o.push(format!("fluid.reynolds={:.3}", re_max)),
+        }
     }
     o
 }

@@ -443,3 +443,87 @@ fn urban_block_at_re_1e6_with_the_subgrid_model_runs_600_steps_on_the_cpu() {
         stats.max_speed
     );
 }
+
+/// A parabolic inlet feeds a channel already developed: the profile stays the
+/// parabola down the channel (a uniform inlet would peak at 1.5 U there), and
+/// the inlet cells show the profile they impose.
+#[test]
+fn a_parabolic_inlet_carries_poiseuille_flow_down_a_channel() {
+    let (nx, ny) = (48usize, 26usize);
+    let text = format!(
+        r#"name = "channel"
+[domain]
+size = [{nx}, {ny}, 4]
+[boundaries]
+x_min = {{ inlet = [1.0, 0.0, 0.0], profile = "parabolic" }}
+x_max = "outlet"
+y = "wall"
+z = "periodic"
+[fluid]
+reynolds = 10
+length_cells = 24
+velocity = 0.05
+"#
+    );
+    let scenario =
+        flowscope::scenario::Scenario::from_text(std::path::Path::new("channel.toml"), &text, &[])
+            .unwrap();
+    let mut solver = cpu(&scenario);
+    solver.step(4000).unwrap();
+    let f = solver.fields().unwrap();
+    let h = (ny - 2) as f64;
+    let parabola = |y: usize| {
+        let s = (y as f64 - 0.5) / h;
+        0.05 * 4.0 * s * (1.0 - s)
+    };
+    // The inlet column shows exactly the imposed profile.
+    for y in 1..ny - 1 {
+        let shown = f.ux[f.index(0, y, 2)] as f64;
+        assert!((shown - parabola(y)).abs() < 1e-7, "inlet y {y}: {shown}");
+    }
+    for x in [12, 24, 36] {
+        let worst = (1..ny - 1)
+            .map(|y| (f.ux[f.index(x, y, 2)] as f64 - parabola(y)).abs())
+            .fold(0.0, f64::max);
+        println!(
+            "x {x}: largest deviation from the parabola {:.2}% of U",
+            worst / 0.05 * 100.0
+        );
+        assert!(worst < 0.02 * 0.05, "x {x}: {worst}");
+    }
+}
+
+/// A log-law inlet over a floor: the inlet column shows
+/// U ln((h + z0)/z0) / ln((H + z0)/z0), zero at the floor, U at the top, and the
+/// flow stays finite.
+#[test]
+fn a_log_law_inlet_shows_the_atmospheric_profile() {
+    let nz = 20usize;
+    let scenario = load(
+        "urban.toml",
+        &[
+            &format!("domain.size=[32,8,{nz}]"),
+            "boundaries.x_min={ inlet = [1.0, 0.0, 0.0], profile = \"log\", roughness = 0.5 }",
+            "obstacles=[]",
+            "fluid.collision=\"trt\"",
+            "fluid.reynolds=100",
+            "fluid.length_cells=8",
+        ],
+    );
+    let mut solver = cpu(&scenario);
+    solver.step(200).unwrap();
+    let f = solver.fields().unwrap();
+    let (z0, top) = (0.5f64, nz as f64 - 2.0);
+    let u = scenario.units.velocity_lattice;
+    for z in 1..nz - 1 {
+        let h = z as f64 - 0.5;
+        let want = u * ((h + z0) / z0).ln() / ((top + z0) / z0).ln();
+        let shown = f.ux[f.index(0, 4, z)] as f64;
+        assert!((shown - want).abs() < 2e-7, "z {z}: {shown} vs {want}");
+    }
+    assert!(f.ux[f.index(0, 4, 0)] == 0.0, "the floor does not move");
+    assert!(solver.stats().unwrap().instability().is_none());
+    // Downstream the wind still grows with height.
+    let column: Vec<f32> = (1..nz - 1).map(|z| f.ux[f.index(16, 4, z)]).collect();
+    assert!(column.windows(2).all(|w| w[1] > w[0]), "{column:?}");
+}

@@ -454,3 +454,131 @@ fn the_subgrid_model_takes_the_regularized_collision_and_its_constant_is_checked
     let e = error(&les.replace("\"smagorinsky\"", "\"wale\""));
     assert!(e.message.contains("unknown variant `wale`"), "{e}");
 }
+
+#[test]
+fn inlet_profiles_parse_and_are_checked_against_the_faces_around_them() {
+    use flowscope::scenario::{Face, InletProfile};
+    use flowscope::solver::Profile;
+    let with = |face: &str, others: &[(&str, &str)]| {
+        let mut text = GOOD.replace("x_min = { inlet = [1.0, 0.0, 0.0] }", face);
+        for (a, b) in others {
+            text = text.replace(a, b);
+        }
+        text
+    };
+    // A channel: walls across y, a parabolic inlet.
+    let channel = with(
+        "x_min = { inlet = [1.0, 0.0, 0.0], profile = \"parabolic\" }",
+        &[("y = \"free_slip\"", "y = \"wall\"")],
+    );
+    let s = parse(&channel).unwrap();
+    assert_eq!(
+        s.faces[0],
+        Face::Inlet {
+            velocity: [1.0, 0.0, 0.0],
+            profile: InletProfile::Parabolic
+        }
+    );
+    let p = s.params(&s.voxelize().slots);
+    assert_eq!(
+        p.profiles.slots[1],
+        Profile::Parabolic {
+            axes: [false, true, false]
+        }
+    );
+    assert_eq!((p.profiles.lo[1], p.profiles.hi[1]), (0.5, 10.5));
+    // Over a floor: the log law.
+    let floor = with(
+        "x_min = { inlet = [1.0, 0.0, 0.0], profile = \"log\", roughness = 0.5 }",
+        &[
+            (
+                "z = \"periodic\"",
+                "z_min = \"wall\"\nz_max = \"free_slip\"",
+            ),
+            ("y = \"free_slip\"", "y = \"periodic\""),
+        ],
+    );
+    let s = parse(&floor).unwrap();
+    let p = s.params(&s.voxelize().slots);
+    assert_eq!(p.profiles.slots[1], Profile::Log { roughness: 0.5 });
+    assert_eq!(p.profiles.lo[2], 0.5);
+
+    let cases: &[(String, &str)] = &[
+        (
+            with(
+                "x_min = { inlet = [1.0, 0.0, 0.0], profile = \"parabolic\" }",
+                &[],
+            ),
+            "no pair of faces across it is two walls",
+        ),
+        (
+            with(
+                "x_min = { inlet = [1.0, 0.0, 0.0], profile = \"log\" }",
+                &[],
+            ),
+            "needs `roughness`",
+        ),
+        (
+            with(
+                "x_min = { inlet = [1.0, 0.0, 0.0], profile = \"log\", roughness = 0.5 }",
+                &[],
+            ),
+            "needs a floor, but z_min is Periodic",
+        ),
+        (
+            floor.replace("roughness = 0.5", "roughness = 0.0"),
+            "roughness = 0 must be a length",
+        ),
+        (
+            floor.replace("roughness = 0.5", "roughness = 9.0"),
+            "roughness = 9 must be a length",
+        ),
+        (
+            with("x_min = { inlet = [1.0, 0.0, 0.0], roughness = 0.5 }", &[]),
+            "`roughness` belongs to profile = \"log\"",
+        ),
+        (
+            with(
+                "x_min = { inlet = [1.0, 0.0, 0.0], profile = \"cubic\" }",
+                &[],
+            ),
+            "unknown variant `cubic`",
+        ),
+        (
+            with(
+                "x_min = { moving_wall = [0.0, 1.0, 0.0], profile = \"parabolic\" }",
+                &[],
+            ),
+            "belong to inlets, not moving walls",
+        ),
+        (
+            with("x_min = { inlet = [1.0, 0.0, 0.0], speed = 2 }", &[]),
+            "unknown field `speed`",
+        ),
+        (with("x_min = \"inlet\"", &[]), "`inlet` needs a velocity"),
+        (with("x_min = \"wal\"", &[]), "unknown variant `wal`"),
+        (
+            with("x_min = { inlet = [1.0, 0.0] }", &[]),
+            "exactly 3 values",
+        ),
+        (with("x_min = {}", &[]), "needs `inlet = [u, v, w]`"),
+    ];
+    for (text, expected) in cases {
+        let e = error(text);
+        assert!(e.to_string().contains(expected), "{expected}: {e}");
+        assert_eq!(e.line.map(|l| l.0), Some(7), "{e}");
+    }
+    // A log-law inlet on the floor itself.
+    let e = error(
+        &floor
+            .replace(
+                "x_min = { inlet = [1.0, 0.0, 0.0], profile = \"log\", roughness = 0.5 }",
+                "x_min = \"wall\"",
+            )
+            .replace(
+                "z_max = \"free_slip\"",
+                "z_max = { inlet = [0.0, 0.0, -1.0], profile = \"log\", roughness = 0.5 }",
+            ),
+    );
+    assert!(e.message.contains("cannot be on a z face"), "{e}");
+}

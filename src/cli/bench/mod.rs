@@ -401,12 +401,13 @@ fn cuda_slabs(
     Ok(SlabSolver::new(
         partition,
         cell_flags,
-        |s, grid, f, owned| {
+        collision.params(0.6),
+        |s, grid, f, owned, params| {
             CudaSolver::on_device(
                 Placement::slab(s, owned),
                 grid,
                 f,
-                collision.params(0.6),
+                params,
                 Initial::Uniform([0.05, 0.02, -0.01]),
                 precision,
                 tuning,

@@ -16,7 +16,6 @@ use super::slabs::{Part, SlabLattice, Transfer};
 use crate::solver::flags::{self, CellType, NEAR, TYPE_MASK};
 use crate::solver::{
     check_params, ChangeSums, Fields, Grid, Initial, Params, Solver, SolverError, Stats,
-    VELOCITY_SLOTS,
 };
 
 #[inline(always)]
@@ -59,7 +58,6 @@ struct Update {
     omega_plus: f32,
     omega_minus: f32,
     force: [f32; 3],
-    velocities: [[f32; 3]; VELOCITY_SLOTS],
     tau: f32,
     /// A subgrid model or regularized collision: every cell goes through
     /// [`lattice::collide_model`], none through the lanes of plain TRT.
@@ -73,7 +71,6 @@ impl Update {
             omega_plus,
             omega_minus,
             force: p.force,
-            velocities: p.velocities,
             tau: p.tau,
             model: p.model(),
         }
@@ -186,18 +183,20 @@ impl CpuSolver {
         specular_partner(&self.grid, &self.flags, p, e, axis)
     }
 
+    /// Velocity of inlet or moving-wall cell `c` with flag `flag`: its slot's,
+    /// times the slot's profile at the cell.
+    #[inline]
+    fn wall_velocity(&self, flag: u8, c: usize) -> [f32; 3] {
+        self.params
+            .wall_velocity(flags::tag(flag) as usize, self.grid.coords(c))
+    }
+
     /// Where a free-slip face meets an inlet or a moving wall, a link that cannot
     /// reflect specularly bounces back off that neighbour along the face instead,
     /// with its velocity: the velocity of the cell at `p + e` without the normal
     /// component, if it is an inlet or a moving wall.
     #[inline]
-    fn edge_velocity(
-        &self,
-        p: [usize; 3],
-        e: [i32; 3],
-        axis: usize,
-        vel: &[[f32; 3]],
-    ) -> Option<[f32; 3]> {
+    fn edge_velocity(&self, p: [usize; 3], e: [i32; 3], axis: usize) -> Option<[f32; 3]> {
         let mut tangential = e;
         tangential[axis] = 0;
         if tangential == [0; 3] {
@@ -206,14 +205,14 @@ impl CpuSolver {
         let t = self.grid.neighbour(p[0], p[1], p[2], tangential)?;
         let tf = self.flags[t];
         matches!(CellType::of(tf), CellType::Inlet | CellType::MovingWall)
-            .then(|| vel[flags::tag(tf) as usize])
+            .then(|| self.wall_velocity(tf, t))
     }
 
     /// Incoming populations of running cell `c` in the odd-step layout, with the
     /// boundary rules. `lat` may be read concurrently with other cells' updates
     /// only within the AA ownership rules.
     #[inline]
-    unsafe fn read_odd(&self, lat: Lattice, c: usize, p: [usize; 3], vel: &[[f32; 3]]) -> [f32; Q] {
+    unsafe fn read_odd(&self, lat: Lattice, c: usize, p: [usize; 3]) -> [f32; Q] {
         let g = &self.grid;
         let mut f = [0.0f32; Q];
         f[0] = lat.get(0, c);
@@ -229,14 +228,14 @@ impl CpuSolver {
                         CellType::Fluid | CellType::Outlet => lat.get(o, s),
                         CellType::Wall => lat.get(j, c),
                         CellType::MovingWall | CellType::Inlet => {
-                            lat.get(j, c) + 6.0 * W[j] * edot(j, vel[flags::tag(sf) as usize])
+                            lat.get(j, c) + 6.0 * W[j] * edot(j, self.wall_velocity(sf, s))
                         }
                         CellType::FreeSlip => {
                             let axis = flags::tag(sf) as usize;
                             let jr = MIRROR[axis][j];
                             match self.specular(p, neg(E[j]), axis) {
                                 Some(s2) if jr != j => lat.get(opposite(jr), s2),
-                                _ => match self.edge_velocity(p, neg(E[j]), axis, vel) {
+                                _ => match self.edge_velocity(p, neg(E[j]), axis) {
                                     Some(v) => lat.get(j, c) + 6.0 * W[j] * edot(j, v),
                                     None => lat.get(j, c),
                                 },
@@ -251,14 +250,7 @@ impl CpuSolver {
 
     /// Writes outgoing populations of running cell `c` in the odd-step layout.
     #[inline]
-    unsafe fn write_odd(
-        &self,
-        lat: Lattice,
-        c: usize,
-        p: [usize; 3],
-        vel: &[[f32; 3]],
-        f: &[f32; Q],
-    ) {
+    unsafe fn write_odd(&self, lat: Lattice, c: usize, p: [usize; 3], f: &[f32; Q]) {
         let g = &self.grid;
         lat.set(0, c, f[0]);
         for i in 1..Q {
@@ -275,17 +267,15 @@ impl CpuSolver {
                     match CellType::of(mf) {
                         CellType::Fluid | CellType::Outlet => lat.set(i, m, f[i]),
                         CellType::Wall => lat.set(o, c, f[i]),
-                        CellType::MovingWall | CellType::Inlet => lat.set(
-                            o,
-                            c,
-                            f[i] - 6.0 * W[i] * edot(i, vel[flags::tag(mf) as usize]),
-                        ),
+                        CellType::MovingWall | CellType::Inlet => {
+                            lat.set(o, c, f[i] - 6.0 * W[i] * edot(i, self.wall_velocity(mf, m)))
+                        }
                         CellType::FreeSlip => {
                             let axis = flags::tag(mf) as usize;
                             let ir = MIRROR[axis][i];
                             match self.specular(p, E[i], axis) {
                                 Some(t) if ir != i => lat.set(ir, t, f[i]),
-                                _ => match self.edge_velocity(p, E[i], axis, vel) {
+                                _ => match self.edge_velocity(p, E[i], axis) {
                                     Some(v) => lat.set(o, c, f[i] - 6.0 * W[i] * edot(i, v)),
                                     None => lat.set(o, c, f[i]),
                                 },
@@ -312,7 +302,7 @@ impl CpuSolver {
                 }
                 f
             } else {
-                self.read_odd(lat, c, self.grid.coords(c), &self.params.velocities)
+                self.read_odd(lat, c, self.grid.coords(c))
             }
         }
     }
@@ -333,9 +323,7 @@ impl CpuSolver {
         let fl = self.flags[c];
         match CellType::of(fl) {
             _ if flags::runs(fl) => self.cell_fields(c),
-            CellType::MovingWall | CellType::Inlet => {
-                (1.0, self.params.velocities[flags::tag(fl) as usize])
-            }
+            CellType::MovingWall | CellType::Inlet => (1.0, self.wall_velocity(fl, c)),
             CellType::FreeSlip => self.free_slip_fields(c, flags::tag(fl) as usize),
             _ => (1.0, [0.0; 3]),
         }
@@ -453,7 +441,6 @@ impl CpuSolver {
                     }
                 }
                 let base = row * nx;
-                let vel = &update.velocities;
                 let mut x = 0;
                 while x < nx {
                     let c = base + x;
@@ -519,9 +506,9 @@ impl CpuSolver {
                             }
                         } else {
                             let p = [x, y, z];
-                            let mut f = this.read_odd(lat, c, p, vel);
+                            let mut f = this.read_odd(lat, c, p);
                             update.apply(fl, &mut f);
-                            this.write_odd(lat, c, p, vel, &f);
+                            this.write_odd(lat, c, p, &f);
                         }
                     }
                     x += 1;

@@ -189,6 +189,17 @@ impl Partition {
         }
     }
 
+    /// Slab `s`'s parameters: inlet profiles that vary along z measure it
+    /// from the slab's first local layer.
+    pub fn local_params(&self, s: usize, params: &Params) -> Params {
+        let slab = &self.slabs[s];
+        let first = slab.layers.start as f32 - slab.halo_below.is_some() as u32 as f32;
+        let mut local = params.clone();
+        local.profiles.lo[2] -= first;
+        local.profiles.hi[2] -= first;
+        local
+    }
+
     /// Slab `s`'s share of a per-cell array of `planes` planes of the global grid
     /// (flags: 1 plane; populations: 19; fields: 4), halos included.
     pub fn scatter<T: Copy>(&self, s: usize, global: &[T], planes: usize) -> Vec<T> {
@@ -349,17 +360,22 @@ pub struct SlabSolver<S: SlabLattice> {
     fill: Vec<Transfer>,
     write_back: Vec<Transfer>,
     flags: Vec<u8>,
+    /// The parameters of the whole grid (each slab gets
+    /// [`Partition::local_params`]).
+    params: Params,
     t: u64,
     /// Skip the exchange (benchmarks only: measures what it costs; results are wrong).
     pub skip_exchange: bool,
 }
 
 impl<S: SlabLattice> SlabSolver<S> {
-    /// `build(s, local grid, local flags, owned layers)` makes slab `s`'s lattice.
+    /// `build(s, local grid, local flags, owned layers, local parameters)`
+    /// makes slab `s`'s lattice.
     pub fn new(
         partition: Partition,
         cell_flags: Vec<u8>,
-        mut build: impl FnMut(usize, Grid, Vec<u8>, Range<usize>) -> Result<S, SolverError>,
+        params: Params,
+        mut build: impl FnMut(usize, Grid, Vec<u8>, Range<usize>, Params) -> Result<S, SolverError>,
     ) -> Result<SlabSolver<S>, SolverError> {
         let mut flags = cell_flags;
         crate::solver::flags::mark_near_cells(&partition.grid, &mut flags);
@@ -371,6 +387,7 @@ impl<S: SlabLattice> SlabSolver<S> {
                 partition.local_grid(s),
                 local,
                 partition.slabs[s].owned(),
+                partition.local_params(s, &params),
             )?);
         }
         let fill = partition.transfers(true);
@@ -384,6 +401,7 @@ impl<S: SlabLattice> SlabSolver<S> {
             slabs,
             link,
             flags,
+            params,
             t: 0,
             skip_exchange: false,
         })
@@ -440,13 +458,14 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn params(&self) -> &Params {
-        self.slabs[0].params()
+        &self.params
     }
 
     fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
-        for s in &mut self.slabs {
-            s.set_params(params.clone())?;
+        for (k, s) in self.slabs.iter_mut().enumerate() {
+            s.set_params(self.partition.local_params(k, &params))?;
         }
+        self.params = params;
         Ok(())
     }
 

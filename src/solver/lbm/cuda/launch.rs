@@ -12,7 +12,7 @@ use cudarc::driver::{
 
 use super::{dev, CudaSolver};
 use crate::solver::lbm::lattice;
-use crate::solver::{Grid, Params, SolverError, VELOCITY_SLOTS};
+use crate::solver::{Grid, Params, Profile, SolverError, VELOCITY_SLOTS};
 
 /// Threads per block along x for the lattice kernels (tunable by `bench --block`).
 pub const DEFAULT_BLOCK: u32 = 128;
@@ -40,8 +40,16 @@ pub struct CudaParams {
     pub smagorinsky: f32,
     pub model: u32,
     pub velocities: [[f32; 3]; VELOCITY_SLOTS],
+    /// Per slot: 0 uniform, 1 | axes << 4 parabolic, 2 log law
+    /// ([`crate::solver::Profile`]), and the log law's roughness.
+    pub profile: [u32; VELOCITY_SLOTS],
+    pub roughness: [f32; VELOCITY_SLOTS],
+    pub wall_lo: [f32; 3],
+    pub wall_hi: [f32; 3],
 }
-const _: () = assert!(std::mem::size_of::<CudaParams>() == 4 * 13 + 4 * 3 * VELOCITY_SLOTS);
+const _: () = assert!(
+    std::mem::size_of::<CudaParams>() == 4 * 13 + 4 * 3 * VELOCITY_SLOTS + 8 * VELOCITY_SLOTS + 24
+);
 
 // SAFETY: plain old data with the C layout of the kernel's `Params`.
 unsafe impl DeviceRepr for CudaParams {}
@@ -67,6 +75,19 @@ impl CudaParams {
                 .model()
                 .map_or(0, |m| m.trt as u32 | (m.regularized as u32) << 1),
             velocities: p.velocities,
+            profile: p.profiles.slots.map(|s| match s {
+                Profile::Uniform => 0,
+                Profile::Parabolic { axes } => {
+                    1 | (0..3).filter(|&a| axes[a]).map(|a| 16u32 << a).sum::<u32>()
+                }
+                Profile::Log { .. } => 2,
+            }),
+            roughness: p.profiles.slots.map(|s| match s {
+                Profile::Log { roughness } => roughness,
+                _ => 0.0,
+            }),
+            wall_lo: p.profiles.lo,
+            wall_hi: p.profiles.hi,
         }
     }
 }
@@ -574,7 +595,16 @@ mod tests {
         assert!((k.smagorinsky - 18.0 * 2f32.sqrt() * 0.01).abs() < 1e-6);
         p.collision = lattice::Collision::Regularized;
         assert_eq!(CudaParams::new(&grid, &p).model, 2, "MODEL_REGULARIZED");
-        // The kernel's Params: 4 u32, 2 f32, 3 f32, u32, 2 f32, u32, 16x3 f32.
-        assert_eq!(std::mem::size_of::<CudaParams>(), 244);
+        // Profile codes: parabolic along y and z, the log law.
+        p.profiles.slots[1] = crate::solver::Profile::Parabolic {
+            axes: [false, true, true],
+        };
+        p.profiles.slots[2] = crate::solver::Profile::Log { roughness: 0.5 };
+        let k = CudaParams::new(&grid, &p);
+        assert_eq!(k.profile[..3], [0, 1 | 32 | 64, 2]);
+        assert_eq!(k.roughness[..3], [0.0, 0.0, 0.5]);
+        // The kernel's Params: 4 u32, 2 f32, 3 f32, u32, 2 f32, u32, 16x3 f32,
+        // 16 u32, 16 f32, 2x3 f32.
+        assert_eq!(std::mem::size_of::<CudaParams>(), 244 + 64 + 64 + 24);
     }
 }
