@@ -1157,13 +1157,35 @@ extern "C" __global__ void __launch_bounds__(256) forces(const store_t* __restri
 }
 
 // Initial state: equilibrium of rho = 1 and velocity u0 in running cells.
-extern "C" __global__ void init_uniform(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, float ux, float uy, float uz) {
+// A number in [-1, 1) for component k of global cell `cell` (solver/mod.rs:
+// perturbation, the lowbias32 hash).
+__device__ float perturbation(u32 cell, u32 k) {
+    u32 h = cell * 3u + k;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    return (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// Equilibrium of (ux, uy, uz) plus `amp` times a pseudo-random perturbation
+// of the global cell (x, y, (z + zoff) mod nz_global) (solver/mod.rs:
+// Initial::velocity_at).
+extern "C" __global__ void init_uniform(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, float ux, float uy, float uz, float amp, u32 zoff, u32 nz_global) {
     CELL_COORDS
     u32 fl = flags[c];
     float v[Q];
     if (!runs(fl)) {
         for (int i = 0; i < Q; i++) v[i] = 0.0f;
     } else {
+        if (amp != 0.0f) {
+            u64 zg = ((u64)z + zoff) % (u64)nz_global;
+            u32 cell = (u32)((u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * zg));
+            ux += amp * perturbation(cell, 0u);
+            uy += amp * perturbation(cell, 1u);
+            uz += amp * perturbation(cell, 2u);
+        }
         equilibrium(1.0f, ux, uy, uz, v);
     }
     for (int i = 0; i < Q; i++) st(f, (u64)i * n + c, v[i]);

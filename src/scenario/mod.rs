@@ -337,6 +337,8 @@ struct FluidSection {
     /// Initial velocity in units of `velocity`; default: the first inlet's.
     #[serde(default, deserialize_with = "exactly_some")]
     initial_velocity: Option<[f64; 3]>,
+    /// Random perturbation of the initial velocity, in units of `velocity`.
+    initial_noise: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -439,6 +441,12 @@ pub struct Scenario {
     pub smagorinsky_constant: f64,
     pub force: [f64; 3],
     pub initial_velocity: [f64; 3],
+    /// Largest random perturbation of each initial velocity component, in
+    /// units of `fluid.velocity` (0: none). A flow symmetric along an axis,
+    /// such as the wake of a spanwise-periodic cylinder, stays exactly
+    /// two-dimensional in deterministic arithmetic until something breaks the
+    /// symmetry; a few percent lets the three-dimensional instability grow.
+    pub initial_noise: f64,
     pub obstacles: Vec<Shape>,
     pub run: RunSection,
     pub forces: ForcesSection,
@@ -720,7 +728,17 @@ impl Scenario {
 
     pub fn initial(&self) -> Initial {
         let u = self.units.velocity_lattice;
-        Initial::Uniform(self.initial_velocity.map(|v| (v * u) as f32))
+        let velocity = self.initial_velocity.map(|v| (v * u) as f32);
+        if self.initial_noise > 0.0 {
+            Initial::Perturbed {
+                velocity,
+                amplitude: (self.initial_noise * u) as f32,
+                z_offset: 0,
+                nz_global: self.size[2] as u32,
+            }
+        } else {
+            Initial::Uniform(velocity)
+        }
     }
 
     /// Checks that a solver needing `bytes_per_cell` fits in `available` bytes.
@@ -1153,6 +1171,20 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
             }
         }
     }
+    let initial_noise = match &fl.initial_noise {
+        None => 0.0,
+        Some(v) => {
+            let noise = *v.get_ref();
+            if !(0.0..=0.5).contains(&noise) {
+                return Err(ctx.err(
+                    Some(v.span()),
+                    format!("fluid.initial_noise = {noise} is not between 0 and 0.5"),
+                    "give the perturbation in units of fluid.velocity, e.g. 0.05",
+                ));
+            }
+            noise
+        }
+    };
     let initial_velocity = fl.initial_velocity.unwrap_or_else(|| {
         faces
             .iter()
@@ -1229,6 +1261,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         smagorinsky_constant,
         force,
         initial_velocity,
+        initial_noise,
         obstacles,
         run: file.run,
         forces: file.forces,

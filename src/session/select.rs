@@ -94,6 +94,22 @@ fn split(voxels: Voxels) -> (Vec<u8>, Geometry) {
 fn slab_initial(partition: &Partition, s: usize, initial: &Initial) -> Initial {
     match initial {
         Initial::Uniform(u) => Initial::Uniform(*u),
+        Initial::Perturbed {
+            velocity,
+            amplitude,
+            ..
+        } => {
+            let slab = &partition.slabs[s];
+            let nz = partition.grid.size[2];
+            // Local layer 0 is the halo below, or the first owned layer.
+            let first = slab.halo_below.unwrap_or(slab.layers.start);
+            Initial::Perturbed {
+                velocity: *velocity,
+                amplitude: *amplitude,
+                z_offset: first as u32,
+                nz_global: nz as u32,
+            }
+        }
         Initial::Fields(f) => {
             let all = [&f.rho[..], &f.ux[..], &f.uy[..], &f.uz[..]].concat();
             let local = partition.scatter(s, &all, 4);

@@ -209,6 +209,53 @@ pub enum Initial {
     Uniform([f32; 3]),
     /// Per-cell density and velocity (tests, restarts from exported fields).
     Fields(Fields),
+    /// ρ = 1 and `velocity` plus a pseudo-random perturbation of up to
+    /// `amplitude` per component ([`perturbation`]), which seeds
+    /// three-dimensional turbulence where geometry and flow are symmetric. Cell
+    /// (x, y, z) draws from the global cell (x, y, (z + z_offset) mod nz_global):
+    /// a slab of a larger grid starts as its part of the whole.
+    Perturbed {
+        velocity: [f32; 3],
+        amplitude: f32,
+        z_offset: u32,
+        nz_global: u32,
+    },
+}
+
+impl Initial {
+    /// The initial velocity of cell `p` of `grid` (ρ is 1) for the uniform
+    /// kinds; `None` for [`Initial::Fields`].
+    pub fn velocity_at(&self, grid: &Grid, p: [usize; 3]) -> Option<[f32; 3]> {
+        match self {
+            Initial::Uniform(u) => Some(*u),
+            Initial::Fields(_) => None,
+            Initial::Perturbed {
+                velocity,
+                amplitude,
+                z_offset,
+                nz_global,
+            } => {
+                let [nx, ny, _] = grid.size;
+                let z = (p[2] as u64 + *z_offset as u64) % (*nz_global).max(1) as u64;
+                let cell = (p[0] as u64 + nx as u64 * (p[1] as u64 + ny as u64 * z)) as u32;
+                Some(std::array::from_fn(|k| {
+                    velocity[k] + amplitude * perturbation(cell, k as u32)
+                }))
+            }
+        }
+    }
+}
+
+/// A pseudo-random number in [−1, 1) for component `k` of cell `cell`: the
+/// lowbias32 integer hash, the same in the CUDA kernel `init_uniform`.
+pub fn perturbation(cell: u32, k: u32) -> f32 {
+    let mut h = cell.wrapping_mul(3).wrapping_add(k);
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x7feb_352d);
+    h ^= h >> 15;
+    h = h.wrapping_mul(0x846c_a68b);
+    h ^= h >> 16;
+    (h >> 8) as f32 * (2.0 / 16_777_216.0) - 1.0
 }
 
 /// Macroscopic fields, one value per cell, x fastest.

@@ -582,3 +582,65 @@ fn inlet_profiles_parse_and_are_checked_against_the_faces_around_them() {
     );
     assert!(e.message.contains("cannot be on a z face"), "{e}");
 }
+
+#[test]
+fn initial_noise_perturbs_each_cell_the_same_way_on_any_split_and_is_checked() {
+    use flowscope::solver::{Grid, Initial};
+    let s = parse(&GOOD.replace(
+        "velocity = 0.05\n",
+        "velocity = 0.05\ninitial_noise = 0.1\n",
+    ))
+    .unwrap();
+    let initial = s.initial();
+    let Initial::Perturbed { amplitude, .. } = initial else {
+        panic!("{initial:?}")
+    };
+    assert!((amplitude - 0.005).abs() < 1e-9);
+    let grid = Grid {
+        size: s.size,
+        periodic: [false, false, true],
+    };
+    let mut sum = [0.0f64; 3];
+    let mut distinct = std::collections::HashSet::new();
+    let n = grid.cells();
+    for c in 0..n {
+        let u = initial.velocity_at(&grid, grid.coords(c)).unwrap();
+        let base = [0.05, 0.0, 0.0];
+        for k in 0..3 {
+            let d = u[k] - base[k];
+            assert!(d.abs() <= amplitude, "{d}");
+            sum[k] += d as f64;
+        }
+        distinct.insert(u[2].to_bits());
+    }
+    // Zero mean within the sampling error, and really random-looking.
+    for k in 0..3 {
+        assert!(
+            (sum[k] / n as f64).abs() < 0.1 * amplitude as f64,
+            "{sum:?}"
+        );
+    }
+    assert!(distinct.len() > n * 9 / 10, "{} of {n}", distinct.len());
+    // A slab's cell (x, y, z) is the global (x, y, z + offset).
+    let slab = Initial::Perturbed {
+        velocity: [0.05, 0.0, 0.0],
+        amplitude,
+        z_offset: 2,
+        nz_global: 6,
+    };
+    let local = Grid {
+        size: [20, 12, 3],
+        periodic: [false; 3],
+    };
+    assert_eq!(
+        slab.velocity_at(&local, [3, 4, 1]),
+        initial.velocity_at(&grid, [3, 4, 3])
+    );
+    for bad in ["-0.1", "0.6", "nan"] {
+        let e = error(&GOOD.replace(
+            "velocity = 0.05\n",
+            &format!("velocity = 0.05\ninitial_noise = {bad}\n"),
+        ));
+        assert!(e.message.contains("is not between 0 and 0.5"), "{e}");
+    }
+}

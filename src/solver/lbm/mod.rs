@@ -54,8 +54,13 @@ pub fn initial_populations(
             continue;
         }
         let (rho, u) = match initial {
-            Initial::Uniform(u) => (1.0, *u),
             Initial::Fields(fields) => (fields.rho[c], fields.velocity(c)),
+            _ => (
+                1.0,
+                initial
+                    .velocity_at(grid, grid.coords(c))
+                    .expect("a uniform kind"),
+            ),
         };
         let feq = lattice::equilibrium_shifted(rho, u);
         for i in 0..lattice::Q {

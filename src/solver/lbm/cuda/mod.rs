@@ -332,8 +332,18 @@ impl CudaSolver {
     }
 
     pub(super) fn initialise(&mut self) -> Result<(), SolverError> {
-        match &self.initial {
-            Initial::Uniform(u) => {
+        let uniform = match &self.initial {
+            Initial::Uniform(u) => Some((*u, 0.0f32, 0u32, self.grid.size[2] as u32)),
+            Initial::Perturbed {
+                velocity,
+                amplitude,
+                z_offset,
+                nz_global,
+            } => Some((*velocity, *amplitude, *z_offset, *nz_global)),
+            Initial::Fields(_) => None,
+        };
+        match uniform {
+            Some((u, amp, zoff, nz_global)) => {
                 let cfg = self.lattice_config();
                 let (ux, uy, uz) = (u[0], u[1], u[2]);
                 let mut b = self.stream.launch_builder(&self.kernels.init_uniform);
@@ -342,12 +352,15 @@ impl CudaSolver {
                     .arg(&self.kparams)
                     .arg(&ux)
                     .arg(&uy)
-                    .arg(&uz);
+                    .arg(&uz)
+                    .arg(&amp)
+                    .arg(&zoff)
+                    .arg(&nz_global);
                 // SAFETY: argument list matches `init_uniform`; the grid covers the lattice.
                 unsafe { b.launch(cfg) }.map_err(dev)?;
                 self.stream.synchronize().map_err(dev)?;
             }
-            Initial::Fields(_) => {
+            None => {
                 let host = super::initial_populations(
                     &self.grid,
                     &self.flags,
