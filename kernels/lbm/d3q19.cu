@@ -1033,6 +1033,25 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
     out[3 * n + c] = r[3];
 }
 
+// Adds the current state to the time averages (solver/average.rs): Welford's
+// update in f64 of the mean and the sum of squared deviations of ux, uy, uz
+// and p - p0 = (rho - 1) / 3; `acc` holds the four planes of means, then the
+// four of sums, n doubles each; `count` is this sample's number (1-based).
+extern "C" __global__ void average_sample(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, double* __restrict__ acc, double count) {
+    CELL_COORDS
+    float r[4];
+    report(f, flags, p, parity, n, x, y, z, r);
+    float q[4] = {r[1], r[2], r[3], (1.0f / 3.0f) * (r[0] - 1.0f)};
+    for (int k = 0; k < 4; k++) {
+        double v = (double)q[k];
+        double m = acc[(u64)k * n + c];
+        double d = v - m;
+        m += d / count;
+        acc[(u64)k * n + c] = m;
+        acc[(u64)(4 + k) * n + c] += d * (v - m);
+    }
+}
+
 // A display frame: the mean of `report` over blocks of stride^3 cells (partial
 // at the far faces), as four planes of mx*my*mz floats, one thread per block.
 // The sum runs x fastest in FP32, as display.rs: downsample_fields does.

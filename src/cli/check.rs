@@ -452,6 +452,58 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         );
     }
 
+    // Time averages kept on the GPU (f64 Welford per cell) match the CPU's,
+    // steps queued in pieces that do not line up with the samples.
+    {
+        let schedule = crate::solver::Schedule {
+            from_step: 50,
+            every: 3,
+        };
+        let mut cpu = select::build_cpu(&s, None)?;
+        cpu.start_averages(schedule)?;
+        cpu.step(301)?;
+        let reference = cpu.averages()?.expect("kept");
+        let speed = reference.velocity_mean[0]
+            .iter()
+            .fold(0.0f32, |m, v| m.max(v.abs()));
+        for precision in [Precision::Fp32, Precision::Fp16] {
+            let mut gpu = select::build_cuda(&s, precision, tuning)?;
+            gpu.start_averages(schedule)?;
+            gpu.step(120)?;
+            gpu.enqueue(181)?;
+            gpu.finish()?;
+            let got = gpu.averages()?.expect("kept");
+            let mut worst = 0.0f32;
+            for k in 0..3 {
+                for (a, b) in [
+                    (&reference.velocity_mean[k], &got.velocity_mean[k]),
+                    (&reference.velocity_rms[k], &got.velocity_rms[k]),
+                ] {
+                    for (x, y) in a.iter().zip(b) {
+                        worst = worst.max((x - y).abs());
+                        if !y.is_finite() {
+                            worst = f32::INFINITY;
+                        }
+                    }
+                }
+            }
+            let bound = match precision {
+                Precision::Fp32 => FP32_MAX_ABS_U,
+                Precision::Fp16 => FP16_MAX_REL_SPEED * speed as f64,
+            };
+            let ok = got.samples == reference.samples && (worst as f64) < bound;
+            all_ok &= ok;
+            println!(
+                "time averages {} ({} samples from step {}): max|Δ mean, rms| {:.3e}: {}",
+                precision.name(),
+                got.samples,
+                got.from_step,
+                worst,
+                if ok { "ok" } else { "FAIL" }
+            );
+        }
+    }
+
     // Display frames: averaged on the GPU and copied on the second stream
     // while the solver steps on, equal to the host's averages of the fields
     // of the step they were started at (odd and even steps).

@@ -14,7 +14,8 @@ use crate::io::probe::ProbeLine;
 use crate::io::{checkpoint, probe, vti, GrowingFile};
 use crate::scenario::Scenario;
 use crate::session::select;
-use crate::solver::{Fields, Solver};
+use crate::solver::average::welford;
+use crate::solver::{Averages, Fields, Schedule, Solver};
 use crate::system::Tuning;
 
 #[derive(clap::Args, Debug)]
@@ -55,6 +56,17 @@ pub struct RunArgs {
     /// opens as one animated dataset.
     #[arg(long, value_name = "K", requires = "vti", value_parser = clap::value_parser!(u64).range(1..))]
     pub vti_every: Option<u64>,
+    /// Keep time averages from step STEP on: the mean and RMS of the
+    /// velocity and pressure per cell (in the --vti file as velocity_mean,
+    /// velocity_rms, pressure_mean, pressure_rms; in the probe CSV as
+    /// ux_mean…p_mean) and of the force coefficients (the last two rows of
+    /// --forces). A resumed run starts its averages afresh.
+    #[arg(long, value_name = "STEP")]
+    pub average_from: Option<u64>,
+    /// Steps between the samples of the time averages (consecutive steps
+    /// differ little: the flow moves a twentieth of a cell per step).
+    #[arg(long, value_name = "K", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub average_every: u64,
     /// Save the full solver state to FILE at the end (and every --checkpoint-every steps).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
@@ -119,11 +131,17 @@ impl Outputs<'_> {
         }
         let step = solver.time_step();
         let fields = solver.fields()?;
+        let averages = solver.averages()?;
         if let Some(path) = &args.vti {
-            self.write_vti(&place(path, step), &fields, solver.flags())?;
+            self.write_vti(
+                &place(path, step),
+                &fields,
+                averages.as_ref(),
+                solver.flags(),
+            )?;
         }
         if let Some(path) = &args.probe_out {
-            self.write_probe(&place(path, step), step, &fields)?;
+            self.write_probe(&place(path, step), step, &fields, averages.as_ref())?;
         }
         Ok(())
     }
@@ -148,21 +166,86 @@ impl Outputs<'_> {
         Ok(())
     }
 
-    fn write_vti(&self, path: &Path, fields: &Fields, flags: &[u8]) -> anyhow::Result<()> {
-        vti::write(path, fields, flags, self.physical.as_ref())
+    fn write_vti(
+        &self,
+        path: &Path,
+        fields: &Fields,
+        averages: Option<&Averages>,
+        flags: &[u8],
+    ) -> anyhow::Result<()> {
+        vti::write(path, fields, averages, flags, self.physical.as_ref())
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
         Ok(())
     }
 
-    fn write_probe(&self, path: &Path, step: u64, fields: &Fields) -> anyhow::Result<()> {
+    fn write_probe(
+        &self,
+        path: &Path,
+        step: u64,
+        fields: &Fields,
+        averages: Option<&Averages>,
+    ) -> anyhow::Result<()> {
         let Some(line) = &self.args.probe else {
             return Ok(());
         };
-        let csv = probe::to_csv(step, &line.sample(fields));
+        let means = averages.map(|a| line.sample(&a.mean_fields()));
+        let csv = probe::to_csv(step, &line.sample(fields), means.as_deref());
         crate::io::write_atomically(path, |w| w.write_all(csv.as_bytes()))
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
+        Ok(())
+    }
+}
+
+/// Mean and RMS of the force coefficients over the rows of the averaging
+/// window (Welford, as the field averages).
+#[derive(Default)]
+struct ForceAverages {
+    samples: u64,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+}
+
+impl ForceAverages {
+    fn add(&mut self, coefficients: &[f64]) {
+        self.samples += 1;
+        self.mean.resize(coefficients.len(), 0.0);
+        self.m2.resize(coefficients.len(), 0.0);
+        for (k, &x) in coefficients.iter().enumerate() {
+            welford(&mut self.mean[k], &mut self.m2[k], x, self.samples);
+        }
+    }
+
+    /// The closing rows of the forces CSV: `mean,…` and `rms,…` (the RMS of
+    /// each coefficient's fluctuation about its mean), and the same on stderr.
+    fn write(&self, file: &mut GrowingFile, from: Option<u64>) -> anyhow::Result<()> {
+        let Some(from) = from else {
+            return Ok(());
+        };
+        if self.samples == 0 {
+            eprintln!("no force coefficients averaged: the run ended before step {from}");
+            return Ok(());
+        }
+        let row = |label: &str, values: Vec<f64>| {
+            let mut row = label.to_string();
+            for v in values {
+                row.push_str(&format!(",{v:.6e}"));
+            }
+            row
+        };
+        let rms: Vec<f64> = self
+            .m2
+            .iter()
+            .map(|s| (s / self.samples as f64).sqrt())
+            .collect();
+        let (mean_row, rms_row) = (row("mean", self.mean.clone()), row("rms", rms));
+        file.write_line(&mean_row)?;
+        file.write_line(&rms_row)?;
+        eprintln!(
+            "force coefficients from step {from}, {} rows: {mean_row}; {rms_row}",
+            self.samples
+        );
         Ok(())
     }
 }
@@ -222,6 +305,24 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         solver.set_populations(ckpt.step, &ckpt.populations)?;
         eprintln!("resumed from {} at step {}", path.display(), ckpt.step);
     }
+
+    if let Some(from) = args.average_from {
+        let schedule = Schedule {
+            from_step: from,
+            every: args.average_every,
+        };
+        solver
+            .start_averages(schedule)
+            .context("cannot keep the time averages --average-from asks for")?;
+        if from < solver.time_step() {
+            eprintln!(
+                "time averages start at step {} (a resumed run does not continue the averages of the run before it)",
+                solver.time_step()
+            );
+        }
+    }
+    let average_from = args.average_from.map(|from| from.max(solver.time_step()));
+    let mut force_sums = ForceAverages::default();
 
     // Steadiness stops a run early; the step count always caps it.
     let until_steady = args.until_steady.or(scenario.run.until_steady);
@@ -307,6 +408,7 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         if let Some(err) = stats.instability() {
             bar.abandon();
             if let Some(f) = forces_file.as_mut() {
+                force_sums.write(f, average_from)?;
                 f.finish()?;
             }
             outputs.write_diagnosis(solver.as_mut())?;
@@ -317,16 +419,18 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
             if t % args.every == 0 || t == target {
                 let forces = solver.obstacle_forces()?;
                 let mut row = format!("{t}");
+                let mut coefficients = Vec::with_capacity(2 * obstacles.len());
                 for (k, o) in obstacles.iter().enumerate() {
                     let force = forces[k + 1];
                     let q = 0.5 * u_ref * u_ref * o.frontal_area.max(1.0);
-                    row.push_str(&format!(
-                        ",{:.6e},{:.6e}",
-                        force[drag_axis] / q,
-                        force[lift_axis] / q
-                    ));
+                    let (cd, cl) = (force[drag_axis] / q, force[lift_axis] / q);
+                    row.push_str(&format!(",{cd:.6e},{cl:.6e}"));
+                    coefficients.extend([cd, cl]);
                 }
                 f.write_line(&row)?;
+                if average_from.is_some_and(|from| t >= from) {
+                    force_sums.add(&coefficients);
+                }
             }
         }
         if (until_steady.is_some() || !args.quiet) && t % args.every == 0 {
@@ -342,8 +446,9 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         if let Some(series) = series.as_mut() {
             if t % vti_every == 0 {
                 let fields = solver.fields()?;
+                let averages = solver.averages()?;
                 series
-                    .write(t, &fields, solver.flags())
+                    .write(t, &fields, averages.as_ref(), solver.flags())
                     .with_context(|| format!("cannot write {}", series.member(t).display()))?;
             }
         }
@@ -384,6 +489,7 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
     }
     bar.finish_and_clear();
     if let Some(f) = forces_file.as_mut() {
+        force_sums.write(f, average_from)?;
         f.finish()?;
     }
     if let (Some(tol), true) = (until_steady, code == exit::OK) {

@@ -122,14 +122,27 @@ pub fn sample_at(fields: &Fields, p: [f64; 3]) -> Sample {
     }
 }
 
-/// CSV with a header: `step,x,y,z,rho,ux,uy,uz,p`.
-pub fn to_csv(step: u64, samples: &[Sample]) -> String {
-    let mut s = String::from("step,x,y,z,rho,ux,uy,uz,p\n");
-    for m in samples {
+/// CSV with a header: `step,x,y,z,rho,ux,uy,uz,p`, and with time averages
+/// (`means`, the same points sampled from [`crate::solver::Averages::mean_fields`])
+/// `ux_mean,uy_mean,uz_mean,p_mean` too.
+pub fn to_csv(step: u64, samples: &[Sample], means: Option<&[Sample]>) -> String {
+    let mut s = String::from("step,x,y,z,rho,ux,uy,uz,p");
+    if means.is_some() {
+        s.push_str(",ux_mean,uy_mean,uz_mean,p_mean");
+    }
+    s.push('\n');
+    for (k, m) in samples.iter().enumerate() {
         s.push_str(&format!(
-            "{step},{},{},{},{:.9},{:.9e},{:.9e},{:.9e},{:.9e}\n",
+            "{step},{},{},{},{:.9},{:.9e},{:.9e},{:.9e},{:.9e}",
             m.position[0], m.position[1], m.position[2], m.rho, m.u[0], m.u[1], m.u[2], m.pressure
         ));
+        if let Some(a) = means.and_then(|means| means.get(k)) {
+            s.push_str(&format!(
+                ",{:.9e},{:.9e},{:.9e},{:.9e}",
+                a.u[0], a.u[1], a.u[2], a.pressure
+            ));
+        }
+        s.push('\n');
     }
     s
 }

@@ -1,15 +1,17 @@
 //! VTK XML image data (`.vti`) that ParaView opens: point data `rho`,
 //! `pressure` (p − p0, lattice units), `velocity` (3 components) and `flags`
-//! (cell type in bits 0–2, tag in bits 3–6), raw appended binary. With
+//! (cell type in bits 0–2, tag in bits 3–6), raw appended binary. With time
+//! averages, `velocity_mean`, `velocity_rms` (RMS of each component's
+//! fluctuation), `pressure_mean` and `pressure_rms` join them. With
 //! physical units the spacing is in metres and `velocity_m_s` and
-//! `pressure_pa` join the lattice arrays; a series of them is tied together by
-//! a `.pvd` collection.
+//! `pressure_pa` (and `…_m_s`, `…_pa` of the averages) join the lattice
+//! arrays; a series of them is tied together by a `.pvd` collection.
 
 use std::path::{Path, PathBuf};
 
 use crate::scenario::units::Units;
 use crate::solver::flags::NEAR;
-use crate::solver::Fields;
+use crate::solver::{Averages, Fields};
 
 /// Scales from lattice to SI units (from a scenario's `[physical]` section).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,41 +42,79 @@ impl Physical {
 pub fn write(
     path: &Path,
     fields: &Fields,
+    averages: Option<&Averages>,
     flags: &[u8],
     physical: Option<&Physical>,
 ) -> std::io::Result<()> {
     let [nx, ny, nz] = fields.size;
     let n = nx * ny * nz;
     let pressure: Vec<f32> = (0..n).map(|c| fields.pressure(c)).collect();
-    let mut velocity = Vec::with_capacity(3 * n);
-    for c in 0..n {
-        velocity.extend_from_slice(&fields.velocity(c));
-    }
+    let interleave = |v: &dyn Fn(usize) -> [f32; 3]| -> Vec<f32> {
+        let mut out = Vec::with_capacity(3 * n);
+        for c in 0..n {
+            out.extend_from_slice(&v(c));
+        }
+        out
+    };
+    let velocity = interleave(&|c| fields.velocity(c));
     let geometry: Vec<u8> = flags.iter().map(|f| f & !NEAR).collect();
     let scaled =
         |v: &[f32], s: f64| -> Vec<f32> { v.iter().map(|&x| (x as f64 * s) as f32).collect() };
-    let (velocity_si, pressure_si) = match physical {
-        Some(p) => (scaled(&velocity, p.velocity), scaled(&pressure, p.pressure)),
-        None => (Vec::new(), Vec::new()),
-    };
-    let mut blocks: Vec<(&str, &str, usize, &[u8])> = vec![
-        ("rho", "Float32", 1, bytemuck::cast_slice(&fields.rho)),
-        ("pressure", "Float32", 1, bytemuck::cast_slice(&pressure)),
-        ("velocity", "Float32", 3, bytemuck::cast_slice(&velocity)),
-    ];
-    if physical.is_some() {
-        blocks.push((
-            "velocity_m_s",
-            "Float32",
-            3,
-            bytemuck::cast_slice(&velocity_si),
-        ));
-        blocks.push((
-            "pressure_pa",
-            "Float32",
+    // (name, components, values, scale to SI units, SI name).
+    let mut arrays: Vec<(&str, usize, Vec<f32>, Option<(f64, &str)>)> = vec![
+        (
+            "pressure",
             1,
-            bytemuck::cast_slice(&pressure_si),
+            pressure,
+            physical.map(|p| (p.pressure, "pressure_pa")),
+        ),
+        (
+            "velocity",
+            3,
+            velocity,
+            physical.map(|p| (p.velocity, "velocity_m_s")),
+        ),
+    ];
+    if let Some(a) = averages {
+        let (pu, pp) = (physical.map(|p| p.velocity), physical.map(|p| p.pressure));
+        arrays.push((
+            "velocity_mean",
+            3,
+            interleave(&|c| a.velocity_mean(c)),
+            pu.map(|s| (s, "velocity_mean_m_s")),
         ));
+        arrays.push((
+            "velocity_rms",
+            3,
+            interleave(&|c| a.velocity_rms(c)),
+            pu.map(|s| (s, "velocity_rms_m_s")),
+        ));
+        arrays.push((
+            "pressure_mean",
+            1,
+            a.pressure_mean.clone(),
+            pp.map(|s| (s, "pressure_mean_pa")),
+        ));
+        arrays.push((
+            "pressure_rms",
+            1,
+            a.pressure_rms.clone(),
+            pp.map(|s| (s, "pressure_rms_pa")),
+        ));
+    }
+    let si: Vec<(&str, usize, Vec<f32>)> = arrays
+        .iter()
+        .filter_map(|(_, comps, values, to_si)| {
+            to_si.map(|(scale, name)| (name, *comps, scaled(values, scale)))
+        })
+        .collect();
+    let mut blocks: Vec<(&str, &str, usize, &[u8])> =
+        vec![("rho", "Float32", 1, bytemuck::cast_slice(&fields.rho))];
+    for (name, comps, values, _) in &arrays {
+        blocks.push((name, "Float32", *comps, bytemuck::cast_slice(values)));
+    }
+    for (name, comps, values) in &si {
+        blocks.push((name, "Float32", *comps, bytemuck::cast_slice(values)));
     }
     blocks.push(("flags", "UInt8", 1, &geometry));
     let (spacing, vectors) = match physical {
@@ -143,9 +183,15 @@ impl Series {
 
     /// Writes the fields of `step` and the updated collection; returns the
     /// new member's path.
-    pub fn write(&mut self, step: u64, fields: &Fields, flags: &[u8]) -> std::io::Result<PathBuf> {
+    pub fn write(
+        &mut self,
+        step: u64,
+        fields: &Fields,
+        averages: Option<&Averages>,
+        flags: &[u8],
+    ) -> std::io::Result<PathBuf> {
         let path = self.member(step);
-        write(&path, fields, flags, self.physical.as_ref())?;
+        write(&path, fields, averages, flags, self.physical.as_ref())?;
         let name = path
             .file_name()
             .unwrap_or_default()

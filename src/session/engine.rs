@@ -11,7 +11,11 @@ use super::publisher::Publisher;
 use super::select::{self, Backend, Geometry};
 use crate::io::checkpoint::{self, CheckpointError};
 use crate::scenario::Scenario;
-use crate::solver::{Solver, SolverError};
+use crate::solver::{Schedule, Solver, SolverError};
+
+/// Steps between the samples of the window's time averages (as `run`'s
+/// default).
+const WINDOW_AVERAGE_EVERY: u64 = 10;
 
 pub(super) struct Engine {
     pub(super) scenario: Scenario,
@@ -67,9 +71,10 @@ impl Engine {
         &mut self,
         mailbox: &Mailbox,
         host: bool,
+        live: bool,
     ) -> Result<(), SessionError> {
         self.publisher
-            .begin_frame(self.solver.as_mut(), &mut self.history, mailbox, host)
+            .begin_frame(self.solver.as_mut(), &mut self.history, mailbox, host, live)
     }
 
     /// See [`Publisher::deliver`].
@@ -82,6 +87,24 @@ impl Engine {
     pub(super) fn show_now(&mut self, mailbox: &Mailbox) -> Result<(), SessionError> {
         self.publisher
             .show_now(self.solver.as_mut(), &mut self.history, mailbox)
+    }
+
+    /// Keeps time averages while the mean is shown: after a reset, a loaded
+    /// checkpoint or scenario, they start over from the current step.
+    pub(super) fn keep_averages(&mut self) -> Result<(), SessionError> {
+        if self.publisher.mean && self.solver.average_progress().is_none() {
+            self.restart_averages()?;
+        }
+        Ok(())
+    }
+
+    /// Starts the time averages over from the current step.
+    pub(super) fn restart_averages(&mut self) -> Result<(), SessionError> {
+        self.solver.start_averages(Schedule {
+            from_step: self.solver.time_step(),
+            every: WINDOW_AVERAGE_EVERY,
+        })?;
+        Ok(())
     }
 
     /// Frontal area of the first obstacle, the reference of its coefficients.
@@ -122,12 +145,19 @@ impl Engine {
 
     pub(super) fn export_vti(&mut self, path: &Path) -> Result<(), SessionError> {
         let fields = self.solver.fields()?;
+        // The averages the window keeps go with the fields.
+        let averages = self.solver.averages()?;
         let physical = crate::io::vti::Physical::of(&self.scenario.units);
-        crate::io::vti::write(path, &fields, self.solver.flags(), physical.as_ref()).map_err(
-            |source| SessionError::Write {
-                path: path.to_path_buf(),
-                source,
-            },
+        crate::io::vti::write(
+            path,
+            &fields,
+            averages.as_ref(),
+            self.solver.flags(),
+            physical.as_ref(),
         )
+        .map_err(|source| SessionError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }

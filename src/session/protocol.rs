@@ -26,6 +26,11 @@ pub enum Command {
     /// Turn the subgrid model on or off live (see
     /// [`Scenario::with_turbulence`]).
     SetTurbulence(Turbulence),
+    /// Show the time-averaged fields instead of the current ones (averages
+    /// are kept from the first time this is asked for on).
+    ShowMean(bool),
+    /// Start the time averages over from the current step.
+    ResetAverages,
     /// Replace the running scenario by this one (parsed by the driver).
     Load(Box<Scenario>),
     /// Read this scenario file and run it; the running scenario goes on if
@@ -89,6 +94,10 @@ pub struct Status {
     pub turbulence: Turbulence,
     pub collision: Collision,
     pub max_speed: f32,
+    /// Whether frames show the time averages, and the averages' first step
+    /// and samples while they are kept.
+    pub show_mean: bool,
+    pub averaging: Option<(u64, u64)>,
     /// Set when the run stopped itself (instability) or a command failed:
     /// the error and its causes, in one line.
     pub message: Option<String>,

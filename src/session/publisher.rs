@@ -36,7 +36,15 @@ pub(super) struct Publisher {
     full: Fields,
     /// The probe point, in cells of the solver's grid.
     pub(super) probe: [f32; 3],
+    /// Frames show the time averages ([`Solver::averages`]), made on the
+    /// host at most every [`MEAN_EVERY`] while running: each copies the
+    /// whole grid's sums.
+    pub(super) mean: bool,
+    mean_shown: Option<Instant>,
 }
+
+/// How often a running session shows new time averages.
+pub(super) const MEAN_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Frames the pool keeps: the one on screen, the one in the mailbox, spares.
 const POOL: usize = 4;
@@ -55,6 +63,8 @@ impl Publisher {
             pool: Vec::new(),
             full: Fields::default(),
             probe,
+            mean: false,
+            mean_shown: None,
         }
     }
 
@@ -83,6 +93,11 @@ impl Publisher {
         history: &mut History,
         mailbox: &Mailbox,
     ) -> Result<(), SessionError> {
+        if self.mean {
+            if let Some(averages) = solver.averages()? {
+                return self.publish_mean(solver, averages.mean_fields(), mailbox);
+            }
+        }
         let mut fields = self.spare_fields();
         if self.stride <= 1 {
             solver.fields_into(&mut fields)?;
@@ -95,6 +110,30 @@ impl Publisher {
             return Err(unstable(solver, step));
         }
         self.publish_fields(step, fields, None, history, mailbox);
+        Ok(())
+    }
+
+    /// Publishes time-averaged fields (the probe's time series samples the
+    /// current fields only, so it skips them).
+    fn publish_mean(
+        &mut self,
+        solver: &mut dyn Solver,
+        mean: Fields,
+        mailbox: &Mailbox,
+    ) -> Result<(), SessionError> {
+        self.mean_shown = Some(Instant::now());
+        let fields = if self.stride <= 1 {
+            mean
+        } else {
+            let mut out = self.spare_fields();
+            display::downsample_fields_into(&mean, self.stride, &mut out);
+            out
+        };
+        let step = solver.time_step();
+        if !fields.is_stable() {
+            return Err(unstable(solver, step));
+        }
+        self.post(step, fields, None, mailbox);
         Ok(())
     }
 
@@ -115,6 +154,11 @@ impl Publisher {
         mailbox: &Mailbox,
     ) {
         history.record_probe(step, &fields, self.stride, self.probe);
+        self.post(step, fields, shared, mailbox);
+    }
+
+    /// Puts a frame in the mailbox.
+    fn post(&mut self, step: u64, fields: Fields, shared: Option<SharedLease>, mailbox: &Mailbox) {
         self.shown = Some(step);
         let fields = Arc::new(fields);
         self.pool.push(fields.clone());
@@ -135,14 +179,24 @@ impl Publisher {
     }
 
     /// Starts the display frame of the current step: copied while the solver
-    /// steps on where it can, made here otherwise.
+    /// steps on where it can, made here otherwise. `live`: the session runs
+    /// on (time-averaged frames come less often then).
     pub(super) fn begin_frame(
         &mut self,
         solver: &mut dyn Solver,
         history: &mut History,
         mailbox: &Mailbox,
         host: bool,
+        live: bool,
     ) -> Result<(), SessionError> {
+        if self.mean {
+            // While running, not before the last mean frame has been on
+            // screen a while.
+            if live && self.mean_shown.is_some_and(|at| at.elapsed() < MEAN_EVERY) {
+                return Ok(());
+            }
+            return self.publish(solver, history, mailbox);
+        }
         if host {
             self.host_copied = Instant::now();
         }
@@ -188,7 +242,7 @@ impl Publisher {
         if self.shown == Some(solver.time_step()) {
             return Ok(());
         }
-        self.begin_frame(solver, history, mailbox, true)?;
+        self.begin_frame(solver, history, mailbox, true, false)?;
         self.deliver(solver, history, mailbox)
     }
 }

@@ -244,7 +244,23 @@ impl Session {
             }
             Command::Reset => {
                 engine.solver.reset()?;
+                engine.keep_averages()?;
                 engine.publish(&mailbox)?;
+            }
+            Command::ShowMean(on) => {
+                engine.publisher.mean = on;
+                if let Err(e) = engine.keep_averages() {
+                    engine.publisher.mean = false;
+                    return Err(e);
+                }
+                engine.deliver(&mailbox)?;
+                engine.publish(&mailbox)?;
+            }
+            Command::ResetAverages => {
+                engine.restart_averages()?;
+                if engine.publisher.mean {
+                    engine.publish(&mailbox)?;
+                }
             }
             Command::SetReynolds(re) => {
                 let scenario = engine.scenario.with_reynolds(re)?;
@@ -265,14 +281,18 @@ impl Session {
             Command::Load(scenario) => {
                 let generation = engine.publisher.geometry + 1;
                 let probe = engine.publisher.probe;
+                let mean = engine.publisher.mean;
                 *engine = Engine::load(*scenario, &self.backend, generation, self.limit, probe)?;
                 engine.solver.share_display(self.share);
+                engine.publisher.mean = mean;
+                engine.keep_averages()?;
                 self.running = true;
                 engine.publish(&mailbox)?;
             }
             Command::SaveCheckpoint(p) => engine.save_checkpoint(&p)?,
             Command::LoadCheckpoint(p) => {
                 engine.load_checkpoint(&p)?;
+                engine.keep_averages()?;
                 engine.publish(&mailbox)?;
             }
             Command::ExportVti(p) => engine.export_vti(&p)?,
@@ -389,7 +409,7 @@ impl Session {
             // Host copies of shared frames only as often as the probe is
             // sampled.
             let host = !self.running || self.engine.publisher.host_copied.elapsed() >= SAMPLE_EVERY;
-            if let Err(e) = self.engine.begin_frame(&mailbox, host) {
+            if let Err(e) = self.engine.begin_frame(&mailbox, host, self.running) {
                 self.stop(e);
             }
         }
@@ -412,6 +432,8 @@ impl Session {
             s.tau = units.tau;
             s.turbulence = engine.scenario.turbulence;
             s.collision = engine.scenario.collision;
+            s.show_mean = engine.publisher.mean;
+            s.averaging = engine.solver.average_progress();
             s.size = engine.scenario.size;
             s.stride = engine.publisher.stride;
             s.history = engine.history.clone();
@@ -501,6 +523,53 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         panic!("timed out; status {:?}", worker.status());
+    }
+
+    #[test]
+    fn the_mean_shows_time_averages_that_restart_on_reset() {
+        let worker = cpu_worker(shipped("cavity.toml"));
+        wait_for(&worker, |s| s.step > 10);
+        assert_eq!(worker.status().averaging, None);
+        worker.send(Command::Pause);
+        worker.send(Command::ShowMean(true));
+        let s = wait_for(&worker, |s| s.show_mean && s.averaging.is_some());
+        let (from, samples) = s.averaging.unwrap();
+        assert_eq!(
+            (from, samples),
+            (s.step, 1),
+            "the current step, sampled at once"
+        );
+        // One sample: the mean frame is the current state.
+        let mean = wait_for_frame(&worker);
+        worker.send(Command::ShowMean(false));
+        wait_for(&worker, |s| !s.show_mean);
+        let now = wait_for_frame(&worker);
+        assert_eq!(mean.step, now.step);
+        for c in 0..now.fields.ux.len() {
+            assert!((mean.fields.ux[c] - now.fields.ux[c]).abs() < 1e-9);
+        }
+        // Stepping on adds samples (one every 10 steps); a reset of the
+        // averages starts them over at the current step.
+        worker.send(Command::ShowMean(true));
+        worker.send(Command::Step(40));
+        let s = wait_for(&worker, |s| s.averaging.is_some_and(|a| a.1 == 5));
+        assert_eq!(s.averaging.unwrap().0, from);
+        worker.send(Command::ResetAverages);
+        let s = wait_for(&worker, |s| s.averaging.is_some_and(|a| a.0 != from));
+        assert_eq!(s.averaging, Some((s.step, 1)));
+        // A reset of the flow keeps averaging, from step 0.
+        worker.send(Command::Reset);
+        wait_for(&worker, |s| s.averaging == Some((0, 1)));
+    }
+
+    fn wait_for_frame(worker: &Worker) -> Frame {
+        for _ in 0..600 {
+            if let Some(f) = worker.take_frame() {
+                return f;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no frame");
     }
 
     #[test]

@@ -6,11 +6,14 @@
 //! The methods live below it: [`lbm`] (D3Q19 lattice Boltzmann, CPU and CUDA).
 //! Nothing here knows how a method stores its state.
 
+pub mod average;
 pub mod display;
 pub mod flags;
 pub mod lbm;
 
 use std::fmt;
+
+pub use average::{Averages, Schedule};
 
 pub use lbm::lattice::Collision;
 
@@ -443,6 +446,31 @@ pub trait Solver: Send {
     /// since the previous call, Σ|u − u_prev| / Σ|u| / steps ([`relative_change`]).
     /// The first call only takes the snapshot and returns `None`.
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError>;
+
+    /// Starts time averages anew: the state after step `schedule.from_step`
+    /// and every `schedule.every` steps after it is sampled as the solver
+    /// steps ([`average`]); a first step already reached counts from the
+    /// current one, which is sampled at once. Solvers that keep none say so.
+    fn start_averages(&mut self, _schedule: Schedule) -> Result<(), SolverError> {
+        Err(SolverError::InvalidParams(format!(
+            "{} keeps no time averages",
+            self.describe()
+        )))
+    }
+
+    /// Stops the averages and frees their memory.
+    fn stop_averages(&mut self) {}
+
+    /// The averages so far, while they are kept.
+    fn averages(&mut self) -> Result<Option<Averages>, SolverError> {
+        Ok(None)
+    }
+
+    /// The first step averaged and the samples so far, while averages are
+    /// kept (without copying them).
+    fn average_progress(&self) -> Option<(u64, u64)> {
+        None
+    }
 
     /// Queues `n` time steps without waiting for them where the solver runs
     /// elsewhere (CUDA); [`Solver::finish`] waits. The others step here.

@@ -175,7 +175,7 @@ pub fn panel(
                 run_section(ui, status, view, state, &mut commands)
             });
             section(ui, "Fields and surface", |ui| {
-                fields_section(ui, view, settings, state)
+                fields_section(ui, status, view, settings, state, &mut commands)
             });
             section(ui, "Display", |ui| {
                 let grid = crate::solver::display::coarse_size(status.size, status.stride.max(1));
@@ -285,9 +285,11 @@ fn run_section(
 
 fn fields_section(
     ui: &mut egui::Ui,
+    status: &Status,
     view: &ViewInfo,
     settings: &mut ViewSettings,
     state: &mut PanelState,
+    commands: &mut Vec<Command>,
 ) {
     egui::ComboBox::from_label("plot")
         .selected_text(settings.plot.name())
@@ -298,6 +300,32 @@ fn fields_section(
                 }
             }
         });
+    ui.horizontal(|ui| {
+        let mut mean = status.show_mean;
+        if ui
+            .checkbox(&mut mean, "mean")
+            .on_hover_text(
+                "Every plot shows the time average of the fields instead of the current \
+                 ones, kept from the step this is first turned on (a sample every 10 steps)",
+            )
+            .changed()
+        {
+            commands.push(Command::ShowMean(mean));
+        }
+        if ui
+            .add_enabled(
+                status.averaging.is_some(),
+                egui::Button::new("reset average"),
+            )
+            .on_hover_text("Start the time average over from the current step")
+            .clicked()
+        {
+            commands.push(Command::ResetAverages);
+        }
+    });
+    if let Some((from, samples)) = status.averaging {
+        ui.label(format!("averaged over {samples} samples since step {from}"));
+    }
     let mut frac = settings.iso_frac;
     if ui
         .add(egui::Slider::new(&mut frac, 0.0..=1.0).text("isovalue (fraction of range)"))

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod averages;
 mod checkpoint;
 mod cli;
 mod cuda;

@@ -120,6 +120,31 @@ fn the_subgrid_model_checkbox_turns_the_model_on_and_off() {
 }
 
 #[test]
+fn the_mean_checkbox_and_reset_ask_for_time_averages() {
+    let mut h = harness(true);
+    h.run();
+    // Nothing averaged yet: no reset to ask for.
+    h.get_by_label("reset average").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![]);
+    h.get_by_label("mean").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::ShowMean(true)]);
+    h.state_mut().status.show_mean = true;
+    h.state_mut().status.averaging = Some((120, 37));
+    h.run();
+    assert!(h
+        .query_by_label("averaged over 37 samples since step 120")
+        .is_some());
+    h.get_by_label("reset average").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::ResetAverages]);
+    h.get_by_label("mean").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::ShowMean(false)]);
+}
+
+#[test]
 fn typed_reynolds_number_is_sent_and_a_bad_one_is_put_back() {
     let mut h = harness(true);
     h.run();

@@ -15,7 +15,8 @@ r.Update()
 img = r.GetOutput()
 print("dims", *img.GetDimensions())
 pd = img.GetPointData()
-for name in ["rho", "pressure", "velocity", "flags"]:
+for k in range(pd.GetNumberOfArrays()):
+    name = pd.GetArrayName(k)
     a = vtk_to_numpy(pd.GetArray(name)).reshape(-1)
     print(name, len(a), " ".join(repr(float(v)) for v in a))
 "#;
@@ -33,11 +34,19 @@ fn vti_round_trip_through_python_vtk_gives_back_the_same_numbers() {
         ],
     );
     let mut solver = cpu(&s);
+    solver
+        .start_averages(flowscope::solver::Schedule {
+            from_step: 20,
+            every: 2,
+        })
+        .unwrap();
     solver.step(37).unwrap();
     let fields = solver.fields().unwrap();
+    let averages = solver.averages().unwrap().unwrap();
+    assert_eq!((averages.from_step, averages.samples), (20, 9));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.vti");
-    flowscope::io::vti::write(&path, &fields, solver.flags(), None).unwrap();
+    flowscope::io::vti::write(&path, &fields, Some(&averages), solver.flags(), None).unwrap();
     let out = std::process::Command::new("python3")
         .args(["-c", READER, path.to_str().unwrap()])
         .output()
@@ -73,6 +82,17 @@ fn vti_round_trip_through_python_vtk_gives_back_the_same_numbers() {
     }
     // Not a trivial field.
     assert!(fields.ux.iter().any(|&u| u > 0.01));
+    let (um, ur) = (&arrays["velocity_mean"][1..], &arrays["velocity_rms"][1..]);
+    let (pm, pr) = (&arrays["pressure_mean"][1..], &arrays["pressure_rms"][1..]);
+    for c in 0..n {
+        for k in 0..3 {
+            assert_eq!(um[3 * c + k] as f32, averages.velocity_mean[k][c]);
+            assert_eq!(ur[3 * c + k] as f32, averages.velocity_rms[k][c]);
+        }
+        assert_eq!(pm[c] as f32, averages.pressure_mean[c]);
+        assert_eq!(pr[c] as f32, averages.pressure_rms[c]);
+    }
+    assert!(averages.velocity_rms[0].iter().any(|&r| r > 1e-4));
 }
 
 const SERIES_READER: &str = r#"

@@ -15,7 +15,8 @@ use super::lattice::{self, opposite, E, LANES, Q, W};
 use super::slabs::{Part, SlabLattice, Transfer};
 use crate::solver::flags::{self, CellType, NEAR, TYPE_MASK};
 use crate::solver::{
-    check_params, ChangeSums, Fields, Grid, Initial, Params, Solver, SolverError, Stats,
+    average::HostAverages, check_params, Averages, ChangeSums, Fields, Grid, Initial, Params,
+    Schedule, Solver, SolverError, Stats,
 };
 
 #[inline(always)]
@@ -106,6 +107,8 @@ pub struct CpuSolver {
     snapshot: Option<(u64, [Vec<f32>; 3])>,
     /// Layers (z) this solver updates; the others are halos of a slab.
     owned: Range<usize>,
+    /// Time averages, while kept.
+    averages: Option<HostAverages>,
 }
 
 impl CpuSolver {
@@ -155,6 +158,7 @@ impl CpuSolver {
             t: 0,
             snapshot: None,
             owned,
+            averages: None,
         };
         solver.initialise();
         Ok(solver)
@@ -316,7 +320,25 @@ impl CpuSolver {
         }
     }
 
-    /// Cell indices of the owned layers.
+    /// Adds the current state to the time averages if a sample is due.
+    fn sample_if_due(&mut self) {
+        if self
+            .averages
+            .as_ref()
+            .is_some_and(|a| a.schedule.due(self.t))
+        {
+            self.add_sample_now();
+        }
+    }
+
+    /// Adds the current state of the owned cells to the time averages.
+    fn add_sample_now(&mut self) {
+        if let Some(mut averages) = self.averages.take() {
+            averages.add(self.owned_cells(), |c| self.shown_fields(c));
+            self.averages = Some(averages);
+        }
+    }
+
     /// Density and velocity of cell `c` as [`Solver::fields`] gives them:
     /// boundary cells show their prescribed values.
     fn shown_fields(&self, c: usize) -> (f32, [f32; 3]) {
@@ -329,6 +351,7 @@ impl CpuSolver {
         }
     }
 
+    /// Cell indices of the owned layers.
     fn owned_cells(&self) -> Range<usize> {
         let nxy = self.grid.size[0] * self.grid.size[1];
         self.owned.start * nxy..self.owned.end * nxy
@@ -578,8 +601,33 @@ impl Solver for CpuSolver {
         for _ in 0..n {
             self.update_layers(self.owned.clone());
             self.t += 1;
+            self.sample_if_due();
         }
         Ok(())
+    }
+
+    fn start_averages(&mut self, schedule: Schedule) -> Result<(), SolverError> {
+        let schedule = Schedule {
+            from_step: schedule.from_step.max(self.t),
+            every: schedule.every.max(1),
+        };
+        self.averages = Some(HostAverages::new(schedule, self.grid.cells()));
+        self.sample_if_due();
+        Ok(())
+    }
+
+    fn stop_averages(&mut self) {
+        self.averages = None;
+    }
+
+    fn average_progress(&self) -> Option<(u64, u64)> {
+        self.averages
+            .as_ref()
+            .map(|a| (a.schedule.from_step, a.samples))
+    }
+
+    fn averages(&mut self) -> Result<Option<Averages>, SolverError> {
+        Ok(self.averages.as_ref().map(|a| a.averages(self.grid.size)))
     }
 
     fn time_step(&self) -> u64 {
@@ -588,6 +636,7 @@ impl Solver for CpuSolver {
 
     fn reset(&mut self) -> Result<(), SolverError> {
         self.initialise();
+        self.averages = None;
         Ok(())
     }
 
@@ -746,11 +795,16 @@ impl Solver for CpuSolver {
         }
         self.f.copy_from_slice(populations);
         self.t = step;
+        // Averages of another history do not continue on this one.
+        self.averages = None;
         Ok(())
     }
 
     fn memory_bytes(&self) -> u64 {
-        (self.f.len() * 4 + self.flags.len()) as u64
+        let averages = self.averages.as_ref().map_or(0, |_| {
+            2 * crate::solver::average::QUANTITIES * 8 * self.grid.cells()
+        });
+        (self.f.len() * 4 + self.flags.len() + averages) as u64
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
@@ -858,5 +912,10 @@ impl SlabLattice for CpuSolver {
 
     fn set_time(&mut self, t: u64) {
         self.t = t;
+    }
+
+    fn add_sample(&mut self) -> Result<(), SolverError> {
+        self.add_sample_now();
+        Ok(())
     }
 }

@@ -31,7 +31,9 @@
 use std::ops::Range;
 
 use super::lattice::{E, Q};
-use crate::solver::{ChangeSums, Fields, Grid, Params, Solver, SolverError, Stats};
+use crate::solver::{
+    average, Averages, ChangeSums, Fields, Grid, Params, Schedule, Solver, SolverError, Stats,
+};
 
 /// Directions crossing a face upwards (e_z = +1), in index order.
 pub const UP: [usize; 5] = crossing(1);
@@ -350,6 +352,10 @@ pub trait SlabLattice: Solver + Sized {
     fn change_sums(&mut self) -> Result<Option<ChangeSums>, SolverError>;
     /// Sets the time step without touching the populations.
     fn set_time(&mut self, t: u64);
+    /// Adds the current state to the time averages this slab keeps
+    /// ([`Solver::start_averages`]), whatever their schedule: the slab solver
+    /// samples once the exchange of the step has landed.
+    fn add_sample(&mut self) -> Result<(), SolverError>;
 }
 
 /// One domain as slabs on several devices, behaving as one [`Solver`].
@@ -363,6 +369,8 @@ pub struct SlabSolver<S: SlabLattice> {
     /// The parameters of the whole grid (each slab gets
     /// [`Partition::local_params`]).
     params: Params,
+    /// When the time averages sample, while they are kept.
+    averages: Option<(Schedule, u64)>,
     t: u64,
     /// Skip the exchange (benchmarks only: measures what it costs; results are wrong).
     pub skip_exchange: bool,
@@ -402,6 +410,7 @@ impl<S: SlabLattice> SlabSolver<S> {
             link,
             flags,
             params,
+            averages: None,
             t: 0,
             skip_exchange: false,
         })
@@ -423,6 +432,22 @@ impl<S: SlabLattice> SlabSolver<S> {
     fn global_coords(&self, s: usize, local: [usize; 3]) -> [usize; 3] {
         let layers = self.partition.slabs[s].global_layers();
         [local[0], local[1], layers[local[2].min(layers.len() - 1)]]
+    }
+
+    /// Samples the time averages of every slab if one is due now.
+    fn sample_if_due(&mut self) -> Result<(), SolverError> {
+        let Some((schedule, samples)) = self.averages.as_mut() else {
+            return Ok(());
+        };
+        if !schedule.due(self.t) {
+            return Ok(());
+        }
+        *samples += 1;
+        S::settle(&mut self.slabs)?;
+        for s in &mut self.slabs {
+            s.add_sample()?;
+        }
+        Ok(())
     }
 
     fn gather_planes(
@@ -500,8 +525,63 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
                 slab.advance();
             }
             self.t += 1;
+            self.sample_if_due()?;
         }
         S::settle(&mut self.slabs)
+    }
+
+    fn start_averages(&mut self, schedule: Schedule) -> Result<(), SolverError> {
+        self.stop_averages();
+        // The slabs keep the sums; this solver says when to add to them.
+        for s in &mut self.slabs {
+            s.start_averages(Schedule {
+                from_step: u64::MAX,
+                every: 1,
+            })?;
+        }
+        let schedule = Schedule {
+            from_step: schedule.from_step.max(self.t),
+            every: schedule.every.max(1),
+        };
+        self.averages = Some((schedule, 0));
+        self.sample_if_due()
+    }
+
+    fn stop_averages(&mut self) {
+        self.averages = None;
+        for s in &mut self.slabs {
+            s.stop_averages();
+        }
+    }
+
+    fn average_progress(&self) -> Option<(u64, u64)> {
+        self.averages.map(|(s, samples)| (s.from_step, samples))
+    }
+
+    fn averages(&mut self) -> Result<Option<Averages>, SolverError> {
+        let Some((schedule, samples)) = self.averages else {
+            return Ok(None);
+        };
+        let planes = 2 * average::QUANTITIES;
+        let all = self.gather_planes(planes, |s| {
+            let a = s
+                .averages()?
+                .ok_or_else(|| SolverError::StateMismatch("a slab lost its averages".into()))?;
+            let [u0, u1, u2] = a.velocity_mean;
+            let [r0, r1, r2] = a.velocity_rms;
+            Ok([u0, u1, u2, a.pressure_mean, r0, r1, r2, a.pressure_rms].concat())
+        })?;
+        let n = self.partition.grid.cells();
+        let plane = |k: usize| all[k * n..(k + 1) * n].to_vec();
+        Ok(Some(Averages {
+            size: self.partition.grid.size,
+            from_step: schedule.from_step,
+            samples,
+            velocity_mean: [plane(0), plane(1), plane(2)],
+            pressure_mean: plane(3),
+            velocity_rms: [plane(4), plane(5), plane(6)],
+            pressure_rms: plane(7),
+        }))
     }
 
     fn time_step(&self) -> u64 {
@@ -512,6 +592,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
         for s in &mut self.slabs {
             s.reset()?;
         }
+        self.averages = None;
         self.t = 0;
         Ok(())
     }
@@ -599,6 +680,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             let local = self.partition.scatter(s, populations, Q);
             self.slabs[s].set_populations(step, &local)?;
         }
+        self.averages = None;
         self.t = step;
         Ok(())
     }

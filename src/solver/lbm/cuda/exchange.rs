@@ -400,4 +400,8 @@ impl SlabLattice for CudaSolver {
     fn set_time(&mut self, t: u64) {
         self.t = t;
     }
+
+    fn add_sample(&mut self) -> Result<(), SolverError> {
+        self.add_sample_now()
+    }
 }

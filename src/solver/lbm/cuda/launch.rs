@@ -183,6 +183,7 @@ pub(super) struct Kernels {
     pub(super) odd: CudaFunction,
     pub(super) boundary: CudaFunction,
     pub(super) fields: CudaFunction,
+    pub(super) average: CudaFunction,
     pub(super) display: CudaFunction,
     pub(super) stats: CudaFunction,
     pub(super) forces: CudaFunction,

@@ -37,8 +37,8 @@ pub use launch::{
 use super::lattice::Q;
 use super::slabs::SlabLattice;
 use crate::solver::{
-    check_params, flags, Fields, Grid, Initial, Params, Precision, Solver, SolverError, Stats,
-    TakenFrame,
+    average, check_params, flags, Averages, Fields, Grid, Initial, Params, Precision, Schedule,
+    Solver, SolverError, Stats, TakenFrame,
 };
 use crate::system::Tuning;
 use device::{guarded, lattice_bytes};
@@ -99,6 +99,8 @@ pub struct CudaSolver {
     share: Option<[u8; 16]>,
     /// Velocity snapshot of `velocity_change` (3n floats) and its step.
     snapshot_dev: Option<(u64, CudaSlice<f32>)>,
+    /// Time averages, while kept.
+    averages: Option<DeviceAverages>,
     stats_dev: CudaSlice<u8>,
     forces_dev: CudaSlice<f64>,
     grid: Grid,
@@ -121,6 +123,14 @@ pub struct CudaSolver {
     odd_quads: bool,
     /// How `kernels` were compiled (again when the collision model changes).
     build: KernelBuild,
+}
+
+/// Time averages on the device (`average_sample`): four planes of means and
+/// four of sums of squared deviations, n doubles each.
+struct DeviceAverages {
+    schedule: Schedule,
+    samples: u64,
+    acc: CudaSlice<f64>,
 }
 
 /// What the kernels are compiled for.
@@ -155,6 +165,7 @@ impl KernelBuild {
             odd: load("aa_odd")?,
             boundary: load("aa_boundary")?,
             fields: load("fields")?,
+            average: load("average_sample")?,
             display: load("display_fields")?,
             stats: load("stats")?,
             forces: load("forces")?,
@@ -292,6 +303,7 @@ impl CudaSolver {
             display: None,
             share: None,
             snapshot_dev: None,
+            averages: None,
             stats_dev,
             forces_dev,
             grid,
@@ -408,6 +420,35 @@ impl CudaSolver {
         Ok(())
     }
 
+    /// Queues the time averages' sample of the current step if one is due.
+    fn sample_if_due(&mut self) -> Result<(), SolverError> {
+        match &self.averages {
+            Some(a) if a.schedule.due(self.t) => self.add_sample_now(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Queues a sample of the current step into the time averages.
+    pub(super) fn add_sample_now(&mut self) -> Result<(), SolverError> {
+        let parity = self.parity();
+        let cfg = self.lattice_config();
+        let Some(a) = self.averages.as_mut() else {
+            return Ok(());
+        };
+        a.samples += 1;
+        let count = a.samples as f64;
+        let mut b = self.stream.launch_builder(&self.kernels.average);
+        self.lattice.arg(&mut b);
+        b.arg(&self.flags_dev)
+            .arg(&self.kparams)
+            .arg(&parity)
+            .arg(&mut a.acc)
+            .arg(&count);
+        // SAFETY: signature of `average_sample`; `acc` holds 8n doubles.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        Ok(())
+    }
+
     /// Computes ρ, ux, uy, uz into the device buffer (four planes of n floats).
     pub fn compute_fields(&mut self) -> Result<&CudaSlice<f32>, SolverError> {
         self.fields_buffer()?;
@@ -468,12 +509,76 @@ impl Solver for CudaSolver {
     }
 
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
-        self.enqueue_steps(n)?;
+        self.enqueue(n)?;
         self.stream.synchronize().map_err(dev)
     }
 
     fn enqueue(&mut self, n: u64) -> Result<(), SolverError> {
-        self.enqueue_steps(n)
+        let mut left = n;
+        while left > 0 {
+            let chunk = match &self.averages {
+                Some(a) => a.schedule.steps_to_next(self.t).min(left),
+                None => left,
+            };
+            self.enqueue_steps(chunk)?;
+            left -= chunk;
+            self.sample_if_due()?;
+        }
+        Ok(())
+    }
+
+    fn start_averages(&mut self, schedule: Schedule) -> Result<(), SolverError> {
+        self.averages = None;
+        let values = 2 * average::QUANTITIES * self.grid.cells();
+        let acc = self.stream.alloc_zeros::<f64>(values).map_err(|e| {
+            SolverError::Device(format!(
+                "no GPU memory left for the time averages ({} needed): {e}; \
+                 average a smaller grid, or use 16-bit storage to leave room",
+                crate::system::human_bytes(8 * values as u64)
+            ))
+        })?;
+        self.averages = Some(DeviceAverages {
+            schedule: Schedule {
+                from_step: schedule.from_step.max(self.t),
+                every: schedule.every.max(1),
+            },
+            samples: 0,
+            acc,
+        });
+        self.sample_if_due()
+    }
+
+    fn stop_averages(&mut self) {
+        self.averages = None;
+    }
+
+    fn average_progress(&self) -> Option<(u64, u64)> {
+        self.averages
+            .as_ref()
+            .map(|a| (a.schedule.from_step, a.samples))
+    }
+
+    fn averages(&mut self) -> Result<Option<Averages>, SolverError> {
+        let Some(a) = &self.averages else {
+            return Ok(None);
+        };
+        let n = self.grid.cells();
+        let stream = &self.stream;
+        let plane = |k: usize| stream.clone_dtoh(&a.acc.slice(k * n..(k + 1) * n));
+        let mut failure = None;
+        let out = Averages::from_sums(self.grid.size, a.schedule, a.samples, |q| {
+            match (plane(q), plane(average::QUANTITIES + q)) {
+                (Ok(mean), Ok(m2)) => (mean, m2),
+                (Err(e), _) | (_, Err(e)) => {
+                    failure.get_or_insert(e);
+                    (vec![0.0; n], vec![0.0; n])
+                }
+            }
+        });
+        match failure {
+            Some(e) => Err(dev(e)),
+            None => Ok(Some(out)),
+        }
     }
 
     fn finish(&mut self) -> Result<(), SolverError> {
@@ -498,6 +603,7 @@ impl Solver for CudaSolver {
 
     fn reset(&mut self) -> Result<(), SolverError> {
         self.drop_display_frames()?;
+        self.averages = None;
         self.initialise()
     }
 
@@ -650,6 +756,8 @@ impl Solver for CudaSolver {
         self.drop_display_frames()?;
         self.upload(populations)?;
         self.t = step;
+        // Averages of another history do not continue on this one.
+        self.averages = None;
         Ok(())
     }
 
@@ -663,6 +771,13 @@ impl Solver for CudaSolver {
             .display
             .as_ref()
             .map_or(0, |d| 2 * 16 * d.size.iter().product::<usize>() as u64);
-        lattice_bytes(self.precision, n) + self.fields_dev.as_ref().map_or(0, |_| 16 * n) + display
+        let averages = self
+            .averages
+            .as_ref()
+            .map_or(0, |_| 2 * average::QUANTITIES as u64 * 8 * n);
+        lattice_bytes(self.precision, n)
+            + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
+            + display
+            + averages
     }
 }
