@@ -36,6 +36,10 @@ impl Physical {
     }
 }
 
+/// A float array: name, components, values, and the scale to SI units with
+/// the name of the scaled copy.
+type Array<'a> = (&'a str, usize, Vec<f32>, Option<(f64, &'a str)>);
+
 /// Writes `fields` and `flags` to `path` (whole or not at all, see
 /// [`super::write_atomically`]). Spacing is one cell, or `physical`'s cell
 /// size in metres; the origin is 0.
@@ -60,8 +64,7 @@ pub fn write(
     let geometry: Vec<u8> = flags.iter().map(|f| f & !NEAR).collect();
     let scaled =
         |v: &[f32], s: f64| -> Vec<f32> { v.iter().map(|&x| (x as f64 * s) as f32).collect() };
-    // (name, components, values, scale to SI units, SI name).
-    let mut arrays: Vec<(&str, usize, Vec<f32>, Option<(f64, &str)>)> = vec![
+    let mut arrays: Vec<Array> = vec![
         (
             "pressure",
             1,
