@@ -67,7 +67,7 @@ fn the_cpu_solver_averages_exactly_the_sampled_steps() {
     while solver.time_step() < 400 {
         solver.step(1).unwrap();
         let t = solver.time_step();
-        if t >= 130 && (t - 130) % 3 == 0 {
+        if t >= 130 && (t - 130).is_multiple_of(3) {
             snapshots.push(values(&solver.fields().unwrap()));
         }
     }
