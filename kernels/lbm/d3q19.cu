@@ -434,6 +434,22 @@ __device__ long long edge_velocity(const Params& p, const unsigned char* flags, 
     return (ty == T_INLET || ty == T_MOVING) ? m : -1;
 }
 
+// ln x for a positive finite x with the CPU's operations (solver/mod.rs: ln);
+// logf differs from the CPU's library logarithm in the last bit.
+__device__ float portable_log(float x) {
+    u32 bits = __float_as_uint(x);
+    int e = (int)((bits >> 23) & 0xffu) - 127;
+    float m = __uint_as_float((bits & 0x007fffffu) | 0x3f800000u);
+    if (m > 1.41421356237309504880f) {
+        m *= 0.5f;
+        e += 1;
+    }
+    float s = (m - 1.0f) / (m + 1.0f);
+    float s2 = s * s;
+    float series = s * (2.0f + s2 * (2.0f / 3.0f + s2 * (0.4f + s2 * (2.0f / 7.0f + s2 * (2.0f / 9.0f)))));
+    return (float)e * 0.693147180559945309417f + series;
+}
+
 // Profile factor of slot `slot` at boundary cell (x, y, z) (solver/mod.rs:
 // Profiles::factor, same arithmetic).
 __device__ float profile_factor(const Params& p, int slot, int x, int y, int z) {
@@ -453,7 +469,7 @@ __device__ float profile_factor(const Params& p, int slot, int x, int y, int z) 
     if (h <= 0.0f) return 0.0f;
     float z0 = p.roughness[slot];
     float top = p.wall_hi[2] - p.wall_lo[2];
-    return fminf(logf((h + z0) / z0) / logf((top + z0) / z0), 1.0f);
+    return fminf(portable_log(1.0f + h / z0) / portable_log(1.0f + top / z0), 1.0f);
 }
 
 // Velocity of inlet or moving-wall cell m (flag tag `slot`) into u.
