@@ -110,6 +110,7 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     // The only place the environment's developer knobs are read.
     let tuning = Tuning::from_env();
+    crate::system::set_portable_simd(tuning.portable_simd);
     let command = cli.command.unwrap_or(Command::Gui(GuiArgs {
         scenario: None,
         solver: SolverArgs {

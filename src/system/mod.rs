@@ -49,6 +49,20 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+static PORTABLE_SIMD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the CPU solver keep to its portable code even where the processor
+/// has wider vector units ([`Tuning::portable_simd`]; the results are the
+/// same bit for bit, only the speed differs).
+pub fn set_portable_simd(on: bool) {
+    PORTABLE_SIMD.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// See [`set_portable_simd`].
+pub fn portable_simd() -> bool {
+    PORTABLE_SIMD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Developer knobs for benchmarks of variants without a rebuild. Users never
 /// need them; the README's developer section lists them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +79,9 @@ pub struct Tuning {
     /// `FLOWSCOPE_SHADER_DIR`: read the WGSL shaders from this directory
     /// instead of the copies built into the binary.
     pub shader_dir: Option<PathBuf>,
+    /// `FLOWSCOPE_PORTABLE_SIMD=1`: the CPU solver keeps to the portable
+    /// (SSE2) code where the processor has AVX2 ([`set_portable_simd`]).
+    pub portable_simd: bool,
 }
 
 impl Default for Tuning {
@@ -74,6 +91,7 @@ impl Default for Tuning {
             overlap_steps: true,
             exchange: None,
             shader_dir: None,
+            portable_simd: false,
         }
     }
 }
@@ -92,6 +110,7 @@ impl Tuning {
             overlap_steps: text("FLOWSCOPE_OVERLAP_STEPS").is_none_or(|v| v != "0"),
             exchange: text("FLOWSCOPE_EXCHANGE").filter(|v| !v.is_empty()),
             shader_dir: var("FLOWSCOPE_SHADER_DIR").map(PathBuf::from),
+            portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -109,6 +128,7 @@ mod tests {
                     "FLOWSCOPE_KERNEL_DEFINES" => "NO_ODD_QUAD",
                     "FLOWSCOPE_OVERLAP_STEPS" => "0",
                     "FLOWSCOPE_EXCHANGE" => "peer",
+                    "FLOWSCOPE_PORTABLE_SIMD" => "1",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -118,6 +138,7 @@ mod tests {
         assert!(!t.overlap_steps);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
+        assert!(t.portable_simd);
     }
 
     #[test]

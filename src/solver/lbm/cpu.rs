@@ -19,6 +19,19 @@ use crate::solver::{
     Schedule, Solver, SolverError, Stats,
 };
 
+/// Whether this processor runs AVX2 (checked once; the standard library
+/// caches the answer).
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && !crate::system::portable_simd()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 #[inline(always)]
 fn neg(e: [i32; 3]) -> [i32; 3] {
     [-e[0], -e[1], -e[2]]
@@ -360,183 +373,243 @@ impl CpuSolver {
     fn step_even(&mut self, layers: Range<usize>) {
         let lat = self.lattice();
         let update = Update::new(&self.params);
-        let [nx, ny, _] = self.grid.size;
-        let flags = &self.flags;
-        let grid = &self.grid;
+        let ny = self.grid.size[1];
+        let this = &*self;
+        let avx2 = has_avx2();
         (layers.start * ny..layers.end * ny)
             .into_par_iter()
             .for_each(|row| {
-                let base = row * nx;
-                let mut x = 0;
-                while x < nx {
-                    let c = base + x;
-                    // SAFETY: AA even step touches only the cells' own slots.
-                    unsafe {
-                        if update.model.is_none()
-                            && x + LANES <= nx
-                            && flags[c..c + LANES].iter().all(|&f| f == 0)
-                        {
-                            let mut f = [[0.0f32; LANES]; Q];
-                            for (i, v) in f.iter_mut().enumerate() {
-                                for (l, w) in v.iter_mut().enumerate() {
-                                    *w = lat.get(i, c + l);
-                                }
-                            }
-                            lattice::collide_lanes(
-                                &mut f,
-                                update.omega_plus,
-                                update.omega_minus,
-                                update.force,
-                            );
-                            for (i, v) in f.iter().enumerate() {
-                                for (l, w) in v.iter().enumerate() {
-                                    lat.set(opposite(i), c + l, *w);
-                                }
-                            }
-                            x += LANES;
-                            continue;
+                // SAFETY: rows touch disjoint slots (AA even step); AVX2 is
+                // used only where the processor has it.
+                unsafe {
+                    if avx2 {
+                        this.even_row_avx2(lat, &update, row)
+                    } else {
+                        this.even_row(lat, &update, row)
+                    }
+                }
+            });
+    }
+
+    /// [`CpuSolver::even_row`] compiled for AVX2: eight lanes per register.
+    /// No FMA: each product is rounded as in the portable path (and the CUDA
+    /// kernels), so results stay bit for bit.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn even_row_avx2(&self, lat: Lattice, update: &Update, row: usize) {
+        self.even_row(lat, update, row)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn even_row_avx2(&self, lat: Lattice, update: &Update, row: usize) {
+        self.even_row(lat, update, row)
+    }
+
+    /// The even step on one row of cells.
+    #[inline(always)]
+    unsafe fn even_row(&self, lat: Lattice, update: &Update, row: usize) {
+        let nx = self.grid.size[0];
+        let flags = &self.flags;
+        let grid = &self.grid;
+        let base = row * nx;
+        let mut x = 0;
+        while x < nx {
+            let c = base + x;
+            // SAFETY: AA even step touches only the cells' own slots.
+            unsafe {
+                if update.model.is_none()
+                    && x + LANES <= nx
+                    && flags[c..c + LANES].iter().all(|&f| f == 0)
+                {
+                    let mut f = [[0.0f32; LANES]; Q];
+                    for (i, v) in f.iter_mut().enumerate() {
+                        for (l, w) in v.iter_mut().enumerate() {
+                            *w = lat.get(i, c + l);
                         }
-                        let fl = flags[c];
-                        if flags::runs(fl) {
-                            let mut f = [0.0f32; Q];
-                            for (i, v) in f.iter_mut().enumerate() {
-                                *v = lat.get(i, c);
-                            }
-                            update.apply(fl, &mut f);
-                            for (i, v) in f.iter().enumerate() {
-                                lat.set(opposite(i), c, *v);
-                            }
-                            if fl & NEAR != 0 {
-                                // Populations arriving from beyond a non-periodic face
-                                // are the cell's own outgoing ones (zero gradient).
-                                // Slot j then holds only the outgoing opposite(j),
-                                // which leaves the domain and is read by nobody.
-                                let [px, py, pz] = grid.coords(c);
-                                for j in 1..Q {
-                                    if grid.neighbour(px, py, pz, neg(E[j])).is_none() {
-                                        lat.set(j, c, f[j]);
-                                    }
-                                }
+                    }
+                    lattice::collide_lanes(
+                        &mut f,
+                        update.omega_plus,
+                        update.omega_minus,
+                        update.force,
+                    );
+                    for (i, v) in f.iter().enumerate() {
+                        for (l, w) in v.iter().enumerate() {
+                            lat.set(opposite(i), c + l, *w);
+                        }
+                    }
+                    x += LANES;
+                    continue;
+                }
+                let fl = flags[c];
+                if flags::runs(fl) {
+                    let mut f = [0.0f32; Q];
+                    for (i, v) in f.iter_mut().enumerate() {
+                        *v = lat.get(i, c);
+                    }
+                    update.apply(fl, &mut f);
+                    for (i, v) in f.iter().enumerate() {
+                        lat.set(opposite(i), c, *v);
+                    }
+                    if fl & NEAR != 0 {
+                        // Populations arriving from beyond a non-periodic face
+                        // are the cell's own outgoing ones (zero gradient).
+                        // Slot j then holds only the outgoing opposite(j),
+                        // which leaves the domain and is read by nobody.
+                        let [px, py, pz] = grid.coords(c);
+                        for j in 1..Q {
+                            if grid.neighbour(px, py, pz, neg(E[j])).is_none() {
+                                lat.set(j, c, f[j]);
                             }
                         }
                     }
-                    x += 1;
                 }
-            });
+            }
+            x += 1;
+        }
     }
 
     fn step_odd(&mut self, layers: Range<usize>) {
         let lat = self.lattice();
         let update = Update::new(&self.params);
-        let [nx, ny, nz] = self.grid.size;
-        let periodic = self.grid.periodic;
+        let ny = self.grid.size[1];
         let this = &*self;
+        let avx2 = has_avx2();
         (layers.start * ny..layers.end * ny)
             .into_par_iter()
             .for_each(|row| {
-                let y = row % ny;
-                let z = row / ny;
-                // Start of the rows at (y+dy, z+dz); only NEAR cells can need a row
-                // beyond a non-periodic face, and they take the checked path.
-                let wrap = |v: isize, n: usize, p: bool| -> usize {
-                    if v < 0 {
-                        if p {
-                            (v + n as isize) as usize
-                        } else {
-                            0
-                        }
-                    } else if v >= n as isize {
-                        if p {
-                            (v - n as isize) as usize
-                        } else {
-                            0
-                        }
+                // SAFETY: as in the AA odd step (see odd_row); AVX2 only where
+                // the processor has it.
+                unsafe {
+                    if avx2 {
+                        this.odd_row_avx2(lat, &update, row)
                     } else {
-                        v as usize
+                        this.odd_row(lat, &update, row)
                     }
-                };
-                let mut row_start = [[0usize; 3]; 3];
-                for (dz, r) in row_start.iter_mut().enumerate() {
-                    for (dy, s) in r.iter_mut().enumerate() {
-                        let yy = wrap(y as isize + dy as isize - 1, ny, periodic[1]);
-                        let zz = wrap(z as isize + dz as isize - 1, nz, periodic[2]);
-                        *s = nx * (yy + ny * zz);
-                    }
-                }
-                let base = row * nx;
-                let mut x = 0;
-                while x < nx {
-                    let c = base + x;
-                    // SAFETY: AA odd step: cell c reads slot opposite(j) of x - e_j and
-                    // writes slot i of x + e_i; those slots belong to c alone.
-                    unsafe {
-                        // Interior run of bulk fluid: no wrap along x, all neighbours run.
-                        if update.model.is_none()
-                            && x >= 1
-                            && x + LANES < nx
-                            && this.flags[c..c + LANES].iter().all(|&f| f == 0)
-                        {
-                            let at = |e: [i32; 3]| -> usize {
-                                row_start[(e[2] + 1) as usize][(e[1] + 1) as usize]
-                                    + (x as isize + e[0] as isize) as usize
-                            };
-                            let mut f = [[0.0f32; LANES]; Q];
-                            for (j, v) in f.iter_mut().enumerate() {
-                                let src = at(neg(E[j]));
-                                for (l, w) in v.iter_mut().enumerate() {
-                                    *w = lat.get(opposite(j), src + l);
-                                }
-                            }
-                            lattice::collide_lanes(
-                                &mut f,
-                                update.omega_plus,
-                                update.omega_minus,
-                                update.force,
-                            );
-                            for (i, v) in f.iter().enumerate() {
-                                let dst = at(E[i]);
-                                for (l, w) in v.iter().enumerate() {
-                                    lat.set(i, dst + l, *w);
-                                }
-                            }
-                            x += LANES;
-                            continue;
-                        }
-                        let fl = this.flags[c];
-                        if !flags::runs(fl) {
-                            x += 1;
-                            continue;
-                        }
-                        if fl & NEAR == 0 {
-                            let at = |e: [i32; 3]| -> usize {
-                                let xx = x as isize + e[0] as isize;
-                                let xx = if xx < 0 {
-                                    xx + nx as isize
-                                } else if xx >= nx as isize {
-                                    xx - nx as isize
-                                } else {
-                                    xx
-                                };
-                                row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
-                            };
-                            let mut f = [0.0f32; Q];
-                            for (j, v) in f.iter_mut().enumerate() {
-                                *v = lat.get(opposite(j), at(neg(E[j])));
-                            }
-                            update.apply(fl, &mut f);
-                            for (i, v) in f.iter().enumerate() {
-                                lat.set(i, at(E[i]), *v);
-                            }
-                        } else {
-                            let p = [x, y, z];
-                            let mut f = this.read_odd(lat, c, p);
-                            update.apply(fl, &mut f);
-                            this.write_odd(lat, c, p, &f);
-                        }
-                    }
-                    x += 1;
                 }
             });
+    }
+
+    /// [`CpuSolver::odd_row`] compiled for AVX2 (no FMA, as `even_row_avx2`).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn odd_row_avx2(&self, lat: Lattice, update: &Update, row: usize) {
+        self.odd_row(lat, update, row)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn odd_row_avx2(&self, lat: Lattice, update: &Update, row: usize) {
+        self.odd_row(lat, update, row)
+    }
+
+    /// The odd step on one row of cells.
+    #[inline(always)]
+    unsafe fn odd_row(&self, lat: Lattice, update: &Update, row: usize) {
+        let [nx, ny, nz] = self.grid.size;
+        let periodic = self.grid.periodic;
+        let this = self;
+        let y = row % ny;
+        let z = row / ny;
+        // Start of the rows at (y+dy, z+dz); only NEAR cells can need a row
+        // beyond a non-periodic face, and they take the checked path.
+        let wrap = |v: isize, n: usize, p: bool| -> usize {
+            if v < 0 {
+                if p {
+                    (v + n as isize) as usize
+                } else {
+                    0
+                }
+            } else if v >= n as isize {
+                if p {
+                    (v - n as isize) as usize
+                } else {
+                    0
+                }
+            } else {
+                v as usize
+            }
+        };
+        let mut row_start = [[0usize; 3]; 3];
+        for (dz, r) in row_start.iter_mut().enumerate() {
+            for (dy, s) in r.iter_mut().enumerate() {
+                let yy = wrap(y as isize + dy as isize - 1, ny, periodic[1]);
+                let zz = wrap(z as isize + dz as isize - 1, nz, periodic[2]);
+                *s = nx * (yy + ny * zz);
+            }
+        }
+        let base = row * nx;
+        let mut x = 0;
+        while x < nx {
+            let c = base + x;
+            // SAFETY: AA odd step: cell c reads slot opposite(j) of x - e_j and
+            // writes slot i of x + e_i; those slots belong to c alone.
+            unsafe {
+                // Interior run of bulk fluid: no wrap along x, all neighbours run.
+                if update.model.is_none()
+                    && x >= 1
+                    && x + LANES < nx
+                    && this.flags[c..c + LANES].iter().all(|&f| f == 0)
+                {
+                    let at = |e: [i32; 3]| -> usize {
+                        row_start[(e[2] + 1) as usize][(e[1] + 1) as usize]
+                            + (x as isize + e[0] as isize) as usize
+                    };
+                    let mut f = [[0.0f32; LANES]; Q];
+                    for (j, v) in f.iter_mut().enumerate() {
+                        let src = at(neg(E[j]));
+                        for (l, w) in v.iter_mut().enumerate() {
+                            *w = lat.get(opposite(j), src + l);
+                        }
+                    }
+                    lattice::collide_lanes(
+                        &mut f,
+                        update.omega_plus,
+                        update.omega_minus,
+                        update.force,
+                    );
+                    for (i, v) in f.iter().enumerate() {
+                        let dst = at(E[i]);
+                        for (l, w) in v.iter().enumerate() {
+                            lat.set(i, dst + l, *w);
+                        }
+                    }
+                    x += LANES;
+                    continue;
+                }
+                let fl = this.flags[c];
+                if !flags::runs(fl) {
+                    x += 1;
+                    continue;
+                }
+                if fl & NEAR == 0 {
+                    let at = |e: [i32; 3]| -> usize {
+                        let xx = x as isize + e[0] as isize;
+                        let xx = if xx < 0 {
+                            xx + nx as isize
+                        } else if xx >= nx as isize {
+                            xx - nx as isize
+                        } else {
+                            xx
+                        };
+                        row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
+                    };
+                    let mut f = [0.0f32; Q];
+                    for (j, v) in f.iter_mut().enumerate() {
+                        *v = lat.get(opposite(j), at(neg(E[j])));
+                    }
+                    update.apply(fl, &mut f);
+                    for (i, v) in f.iter().enumerate() {
+                        lat.set(i, at(E[i]), *v);
+                    }
+                } else {
+                    let p = [x, y, z];
+                    let mut f = this.read_odd(lat, c, p);
+                    update.apply(fl, &mut f);
+                    this.write_odd(lat, c, p, &f);
+                }
+            }
+            x += 1;
+        }
     }
 
     /// A free-slip face cell reports the fluid next to it, without the normal
