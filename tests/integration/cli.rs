@@ -393,3 +393,52 @@ fn bench_stream_compares_the_solver_alone_and_while_streaming() {
     assert!(row[4] >= lowest - 0.05 && row[4] <= highest + 0.05, "{out}");
     assert!(row[5] > 1.0 && row[6] > 0.0, "{out}");
 }
+
+#[test]
+fn bench_times_a_scaled_scenario_beside_the_box_of_its_size() {
+    let o = flowscope(
+        &[
+            "bench",
+            "--solver",
+            "cpu",
+            "--scenario",
+            scenario_path("urban.toml").to_str().unwrap(),
+            "--scale",
+            "0.25",
+            "--repeats",
+            "1",
+        ],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("scaled by 0.25: 64x64x16 = 65536 cells"),
+        "{out}"
+    );
+    assert!(out.contains("the box: a periodic 64x64x16 grid"), "{out}");
+    let share: f64 = out
+        .split("MLUPS: ")
+        .nth(1)
+        .and_then(|r| r.split('%').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(share > 5.0 && share < 200.0, "{out}");
+    let o = flowscope(
+        &[
+            "bench",
+            "--solver",
+            "cpu",
+            "--scenario",
+            "urban.toml",
+            "--scale=-2",
+        ],
+        &repo(),
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--scale -2: give a positive factor"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 mod render;
+mod scenario;
 mod stream;
 
 use super::{PrecisionArg, SolverKind};
@@ -49,9 +50,15 @@ pub struct BenchArgs {
     /// the window does; compared with the same solver stepping alone.
     #[arg(long)]
     pub stream: bool,
-    /// Scenario for --stream (its domain is resized to each --size cube).
+    /// A scenario to time beside the periodic box of the same size, with
+    /// the share of its step each kernel takes (with --stream: the scenario
+    /// streamed, its domain resized to each --size cube).
     #[arg(long)]
     pub scenario: Option<std::path::PathBuf>,
+    /// Scale the --scenario by this factor in every direction (obstacles
+    /// with it), e.g. 2 for 8 times the cells.
+    #[arg(long, value_name = "F", requires = "scenario")]
+    pub scale: Option<f64>,
     /// Seconds to stream per size.
     #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
@@ -116,10 +123,6 @@ pub fn bytes_per_cell_step(precision: Precision) -> f64 {
     38.0 * precision.bytes_per_population() as f64
 }
 
-fn periodic_box(n: usize) -> (Grid, Vec<u8>) {
-    periodic_grid([n, n, n])
-}
-
 fn periodic_grid(size: [usize; 3]) -> (Grid, Vec<u8>) {
     let grid = Grid {
         size,
@@ -130,13 +133,19 @@ fn periodic_grid(size: [usize; 3]) -> (Grid, Vec<u8>) {
 
 /// A periodic cube of fluid with a shear flow, so the arithmetic is real.
 pub fn bench_solver(n: usize, collision: Collider) -> anyhow::Result<CpuSolver> {
-    let (grid, cell_flags) = periodic_box(n);
+    bench_solver_grid([n, n, n], collision)
+}
+
+/// [`bench_solver`] on a periodic grid of any size.
+pub fn bench_solver_grid(size: [usize; 3], collision: Collider) -> anyhow::Result<CpuSolver> {
+    let (grid, cell_flags) = periodic_grid(size);
     let mut fields = crate::solver::Fields::new(grid.size);
-    for z in 0..n {
-        for y in 0..n {
-            for x in 0..n {
+    let [nx, ny, nz] = size;
+    for z in 0..nz {
+        for y in 0..ny {
+            for x in 0..nx {
                 let c = fields.index(x, y, z);
-                let phase = 2.0 * std::f32::consts::PI * y as f32 / n as f32;
+                let phase = 2.0 * std::f32::consts::PI * y as f32 / ny as f32;
                 fields.ux[c] = 0.05 * phase.sin();
                 fields.uz[c] = 0.02 * phase.cos();
             }
@@ -189,6 +198,9 @@ pub fn bench(args: BenchArgs, tuning: &Tuning) -> anyhow::Result<()> {
             }
         },
     };
+    if let Some(path) = &args.scenario {
+        return scenario::bench_scenario(&args, path, use_cuda, tuning);
+    }
     if use_cuda && !args.gpus.is_empty() {
         bench_gpus(&args, collision, tuning)
     } else if use_cuda {

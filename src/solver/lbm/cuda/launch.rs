@@ -370,6 +370,33 @@ impl CudaSolver {
         // len within the lattice. The argument values outlive the call, which
         // copies them.
         unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, args) }?;
+        self.launch_boundary(layers)
+    }
+
+    /// The bulk step kernel of the current parity over `layers`, by name.
+    pub fn bulk_kernel_name(&self, layers: Range<usize>) -> &'static str {
+        let (kernel, _) = step_launch(
+            self.grid.size,
+            self.parity(),
+            layers,
+            self.block,
+            self.odd_quads,
+        );
+        match kernel {
+            StepKernel::Even => "aa_even",
+            StepKernel::Even2 => "aa_even2",
+            StepKernel::Odd => "aa_odd",
+            StepKernel::Odd2 => "aa_odd2",
+            StepKernel::Odd4 => "aa_odd4",
+        }
+    }
+
+    /// The boundary kernel over the NEAR cells of `layers` (after the bulk
+    /// kernel of the same step).
+    fn launch_boundary(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        let parity = self.parity();
+        let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
         let a = self.near.partition_point(|&c| (c as u64) < c0);
         let z = self.near.partition_point(|&c| (c as u64) < c1);
         if z > a {
@@ -403,6 +430,52 @@ impl CudaSolver {
     pub(super) fn owned_cells(&self) -> (u64, u64) {
         let nxy = (self.grid.size[0] * self.grid.size[1]) as u64;
         (self.owned.start as u64 * nxy, self.owned.end as u64 * nxy)
+    }
+
+    /// Where the time of `steps` steps goes, kernel by kernel: CUDA events
+    /// around each launch (which keeps a step kernel from starting under the
+    /// previous one, so the sum exceeds a plain step slightly). Milliseconds
+    /// per kernel name, summed.
+    pub fn profile_steps(&mut self, steps: u64) -> Result<Vec<(&'static str, f64)>, SolverError> {
+        use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let mut times: Vec<(&'static str, f64)> = Vec::new();
+        let mut add = |name: &'static str, ms: f64| match times.iter_mut().find(|t| t.0 == name) {
+            Some(t) => t.1 += ms,
+            None => times.push((name, ms)),
+        };
+        let owned = self.owned.clone();
+        let mut events = Vec::new();
+        for _ in 0..steps {
+            let bulk = self.bulk_kernel_name(owned.clone());
+            let e0 = self
+                .stream
+                .record_event(Some(CU_EVENT_DEFAULT))
+                .map_err(dev)?;
+            let overlap = std::mem::replace(&mut self.overlap_steps, false);
+            // The bulk kernel alone: the boundary list runs below.
+            let near = std::mem::take(&mut self.near);
+            let result = self.launch_layers(owned.clone());
+            self.near = near;
+            self.overlap_steps = overlap;
+            result?;
+            let e1 = self
+                .stream
+                .record_event(Some(CU_EVENT_DEFAULT))
+                .map_err(dev)?;
+            self.launch_boundary(owned.clone())?;
+            let e2 = self
+                .stream
+                .record_event(Some(CU_EVENT_DEFAULT))
+                .map_err(dev)?;
+            events.push((bulk, e0, e1, e2));
+            self.t += 1;
+        }
+        self.stream.synchronize().map_err(dev)?;
+        for (bulk, e0, e1, e2) in events {
+            add(bulk, e0.elapsed_ms(&e1).map_err(dev)? as f64);
+            add("aa_boundary", e1.elapsed_ms(&e2).map_err(dev)? as f64);
+        }
+        Ok(times)
     }
 
     /// Launches `n` steps without waiting (benchmarks time them with events).

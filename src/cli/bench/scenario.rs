@@ -1,0 +1,111 @@
+//! `flowscope bench --scenario FILE [--scale F]`: a real scenario's speed
+//! beside the periodic box of the same cells, and where its step's time goes.
+
+use std::time::Instant;
+
+use super::{median, time_cuda, BenchArgs, Collider};
+use crate::scenario::Scenario;
+use crate::session::select;
+use crate::solver::{Precision, Solver};
+use crate::system::Tuning;
+
+/// The scenario of `path` scaled by `scale` in every direction (obstacles
+/// with it; the Reynolds number kept where τ allows).
+fn scaled(path: &std::path::Path, scale: f64) -> anyhow::Result<Scenario> {
+    let s = Scenario::load(path, &[])?;
+    if scale == 1.0 {
+        return Ok(s);
+    }
+    let overrides = crate::validation::scaled_overrides(&s, scale, 0.51);
+    Ok(Scenario::load(path, &overrides)?)
+}
+
+pub(super) fn bench_scenario(
+    args: &BenchArgs,
+    path: &std::path::Path,
+    use_cuda: bool,
+    tuning: &Tuning,
+) -> anyhow::Result<()> {
+    let scale = args.scale.unwrap_or(1.0);
+    if !(scale > 0.0 && scale.is_finite()) {
+        anyhow::bail!("--scale {scale}: give a positive factor, e.g. 2");
+    }
+    let scenario = scaled(path, scale)?;
+    let [nx, ny, nz] = scenario.size;
+    let collider = Collider {
+        collision: scenario.collision,
+        smagorinsky: match scenario.turbulence {
+            crate::scenario::Turbulence::Smagorinsky => scenario.smagorinsky_constant as f32,
+            crate::scenario::Turbulence::None => 0.0,
+        },
+    };
+    println!(
+        "{} scaled by {scale}: {nx}x{ny}x{nz} = {} cells, collision {collider}",
+        scenario.name,
+        scenario.cells()
+    );
+    println!("the box: a periodic {nx}x{ny}x{nz} grid of fluid, same collision");
+    if !use_cuda {
+        let mut solver = select::build_cpu(&scenario, None)?;
+        let mlups = time_cpu(&mut solver, args.repeats)?;
+        let mut boxed = super::bench_solver_grid(scenario.size, collider)?;
+        let box_mlups = time_cpu(&mut boxed, args.repeats)?;
+        println!(
+            "cpu  scenario {mlups:.2} MLUPS, box {box_mlups:.2} MLUPS: {:.1}% of the box",
+            100.0 * mlups / box_mlups
+        );
+        return Ok(());
+    }
+    for &p in &args.precisions {
+        let precision: Precision = p.into();
+        let mut solver = select::build_cuda(&scenario, precision, tuning)?;
+        let mlups = time_cuda(&mut solver, args.repeats)?;
+        let parts = solver.profile_steps(20)?;
+        drop(solver);
+        let mut boxed = super::cuda_grid(scenario.size, collider, precision, tuning)?;
+        let box_mlups = time_cuda(&mut boxed, args.repeats)?;
+        drop(boxed);
+        println!(
+            "{:>5}  scenario {mlups:>8.0} MLUPS   box {box_mlups:>8.0} MLUPS   {:>5.1}% of the box",
+            precision.name(),
+            100.0 * mlups / box_mlups
+        );
+        let total: f64 = parts.iter().map(|p| p.1).sum();
+        let per_step = |ms: f64| ms / 20.0;
+        let line: Vec<String> = parts
+            .iter()
+            .map(|(name, ms)| {
+                format!(
+                    "{name} {:.3} ms ({:.0}%)",
+                    per_step(*ms),
+                    100.0 * ms / total
+                )
+            })
+            .collect();
+        println!(
+            "       per step with an event around each launch ({:.3} ms): {}",
+            per_step(total),
+            line.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// MLUPS of a CPU solver: even step counts of ~0.5 s, median of `repeats`.
+fn time_cpu(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
+    let cells = solver.grid().cells() as f64;
+    let t0 = Instant::now();
+    solver.step(2)?;
+    let per_step = t0.elapsed().as_secs_f64() / 2.0;
+    let steps = (((0.5 / per_step).ceil() as u64).max(2) + 1) & !1;
+    let mut rates = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        solver.step(steps)?;
+        rates.push(cells * steps as f64 / t.elapsed().as_secs_f64() / 1e6);
+    }
+    if let Some(e) = solver.stats()?.instability() {
+        anyhow::bail!("the benchmark's flow became unstable: {e}");
+    }
+    Ok(median(rates))
+}
