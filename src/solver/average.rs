@@ -127,12 +127,30 @@ pub struct HostAverages {
 const PER_CELL: usize = 2 * QUANTITIES;
 
 impl HostAverages {
-    pub fn new(schedule: Schedule, cells: usize) -> HostAverages {
-        HostAverages {
+    /// Zeroed sums for `cells` cells, or why there is no memory for them.
+    pub fn new(schedule: Schedule, cells: usize) -> Result<HostAverages, String> {
+        let values = PER_CELL * cells;
+        let bytes = 8 * values as u64;
+        let refuse = || {
+            format!(
+                "not enough memory for the time averages ({} for {cells} cells); \
+                 average a smaller grid",
+                crate::system::human_bytes(bytes)
+            )
+        };
+        // Linux promises memory it may not have: ask what is free first. A
+        // failed allocation would abort the program, and the run with it.
+        if crate::system::available_memory().is_some_and(|free| bytes > free) {
+            return Err(refuse());
+        }
+        let mut sums = Vec::new();
+        sums.try_reserve_exact(values).map_err(|_| refuse())?;
+        sums.resize(values, 0.0);
+        Ok(HostAverages {
             schedule,
             samples: 0,
-            sums: vec![0.0; PER_CELL * cells],
-        }
+            sums,
+        })
     }
 
     /// Adds one sample over `cells`: `sample(cell)` gives the density and
@@ -200,7 +218,8 @@ mod tests {
                 every: 1,
             },
             6,
-        );
+        )
+        .unwrap();
         let period = 16;
         for k in 0..10 * period {
             let phase = 2.0 * std::f64::consts::PI * k as f64 / period as f64;

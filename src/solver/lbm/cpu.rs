@@ -684,7 +684,10 @@ impl Solver for CpuSolver {
             from_step: schedule.from_step.max(self.t),
             every: schedule.every.max(1),
         };
-        self.averages = Some(HostAverages::new(schedule, self.grid.cells()));
+        self.averages = None;
+        self.averages = Some(
+            HostAverages::new(schedule, self.grid.cells()).map_err(SolverError::InvalidParams)?,
+        );
         self.sample_if_due();
         Ok(())
     }
