@@ -555,6 +555,17 @@ fn the_avx2_and_portable_cpu_paths_agree_bit_for_bit() {
                 "fluid.force=[1e-6,0,0]",
             ][..],
         ),
+        (
+            "cylinder.toml",
+            &[
+                "domain.size=[64,32,12]",
+                "obstacles.0.center=[16,15.5,0]",
+                "obstacles.0.radius=4",
+                "fluid.length_cells=8",
+                "fluid.reynolds=5000",
+                "fluid.turbulence=\"smagorinsky\"",
+            ][..],
+        ),
     ] {
         let (a, b) = (run(true, name, overrides), run(false, name, overrides));
         let same = a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits());

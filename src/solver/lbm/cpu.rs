@@ -73,8 +73,8 @@ struct Update {
     omega_minus: f32,
     force: [f32; 3],
     tau: f32,
-    /// A subgrid model or regularized collision: every cell goes through
-    /// [`lattice::collide_model`], none through the lanes of plain TRT.
+    /// A subgrid model or regularized collision ([`lattice::collide_model`],
+    /// in lanes [`lattice::collide_model_lanes`]).
     model: Option<lattice::Model>,
 }
 
@@ -87,6 +87,15 @@ impl Update {
             force: p.force,
             tau: p.tau,
             model: p.model(),
+        }
+    }
+
+    /// The collision of [`LANES`] bulk fluid cells at once.
+    #[inline(always)]
+    fn apply_lanes(&self, f: &mut [[f32; LANES]; Q]) {
+        match self.model {
+            None => lattice::collide_lanes(f, self.omega_plus, self.omega_minus, self.force),
+            Some(m) => lattice::collide_model_lanes(f, self.tau, m, self.force),
         }
     }
 
@@ -417,22 +426,14 @@ impl CpuSolver {
             let c = base + x;
             // SAFETY: AA even step touches only the cells' own slots.
             unsafe {
-                if update.model.is_none()
-                    && x + LANES <= nx
-                    && flags[c..c + LANES].iter().all(|&f| f == 0)
-                {
+                if x + LANES <= nx && flags[c..c + LANES].iter().all(|&f| f == 0) {
                     let mut f = [[0.0f32; LANES]; Q];
                     for (i, v) in f.iter_mut().enumerate() {
                         for (l, w) in v.iter_mut().enumerate() {
                             *w = lat.get(i, c + l);
                         }
                     }
-                    lattice::collide_lanes(
-                        &mut f,
-                        update.omega_plus,
-                        update.omega_minus,
-                        update.force,
-                    );
+                    update.apply_lanes(&mut f);
                     for (i, v) in f.iter().enumerate() {
                         for (l, w) in v.iter().enumerate() {
                             lat.set(opposite(i), c + l, *w);
@@ -545,11 +546,7 @@ impl CpuSolver {
             // writes slot i of x + e_i; those slots belong to c alone.
             unsafe {
                 // Interior run of bulk fluid: no wrap along x, all neighbours run.
-                if update.model.is_none()
-                    && x >= 1
-                    && x + LANES < nx
-                    && this.flags[c..c + LANES].iter().all(|&f| f == 0)
-                {
+                if x >= 1 && x + LANES < nx && this.flags[c..c + LANES].iter().all(|&f| f == 0) {
                     let at = |e: [i32; 3]| -> usize {
                         row_start[(e[2] + 1) as usize][(e[1] + 1) as usize]
                             + (x as isize + e[0] as isize) as usize
@@ -561,12 +558,7 @@ impl CpuSolver {
                             *w = lat.get(opposite(j), src + l);
                         }
                     }
-                    lattice::collide_lanes(
-                        &mut f,
-                        update.omega_plus,
-                        update.omega_minus,
-                        update.force,
-                    );
+                    update.apply_lanes(&mut f);
                     for (i, v) in f.iter().enumerate() {
                         let dst = at(E[i]);
                         for (l, w) in v.iter().enumerate() {

@@ -372,6 +372,17 @@ pub fn collide_lanes(
     omega_minus: f32,
     force: [f32; 3],
 ) {
+    collide_lanes_at(f, [omega_plus; LANES], [omega_minus; LANES], force)
+}
+
+/// [`collide_lanes`] with rates of each lane's own.
+#[inline(always)]
+fn collide_lanes_at(
+    f: &mut [[f32; LANES]; Q],
+    omega_plus: [f32; LANES],
+    omega_minus: [f32; LANES],
+    force: [f32; 3],
+) {
     const L: usize = LANES;
     let mut drho = f[0];
     let mut j = [[0.0f32; L]; 3];
@@ -401,15 +412,15 @@ pub fn collide_lanes(
         drho[l] = rho[l] - 1.0;
     }
     let has_force = force[0] != 0.0 || force[1] != 0.0 || force[2] != 0.0;
-    let kp = 1.0 - 0.5 * omega_plus;
-    let km = 1.0 - 0.5 * omega_minus;
+    let kp = omega_plus.map(|o| 1.0 - 0.5 * o);
+    let km = omega_minus.map(|o| 1.0 - 0.5 * o);
     let mut fu = [0.0f32; L];
     for l in 0..L {
         fu[l] = force[0] * u[0][l] + force[1] * u[1][l] + force[2] * u[2][l];
         let feq0 = W[0] * drho[l] + W[0] * rho[l] * (3.0 * 0.0 + 4.5 * 0.0 * 0.0 - usq[l]);
-        f[0][l] += omega_plus * (feq0 - f[0][l]);
+        f[0][l] += omega_plus[l] * (feq0 - f[0][l]);
         if has_force {
-            f[0][l] += kp * W[0] * (-3.0 * fu[l]);
+            f[0][l] += kp[l] * W[0] * (-3.0 * fu[l]);
         }
     }
     for p in 0..9 {
@@ -426,15 +437,150 @@ pub fn collide_lanes(
             let fm = 0.5 * (f[a][l] - f[b][l]);
             let ep = 0.5 * (feqa + feqb);
             let em = 0.5 * (feqa - feqb);
-            let mut dp = omega_plus * (ep - fp);
-            let mut dm = omega_minus * (em - fm);
+            let mut dp = omega_plus[l] * (ep - fp);
+            let mut dm = omega_minus[l] * (em - fm);
             if has_force {
                 let ef = ea[0] * force[0] + ea[1] * force[1] + ea[2] * force[2];
-                dp += kp * W[a] * (9.0 * eua * ef - 3.0 * fu[l]);
-                dm += km * W[a] * 3.0 * ef;
+                dp += kp[l] * W[a] * (9.0 * eua * ef - 3.0 * fu[l]);
+                dm += km[l] * W[a] * 3.0 * ef;
             }
             f[a][l] += dp + dm;
             f[b][l] += dp - dm;
+        }
+    }
+}
+
+/// [`collide_model`] for [`LANES`] cells at once, with the same operations in
+/// the same order per lane (bit-identical to it), so that the CPU's turbulent
+/// runs use the SIMD lanes too.
+#[inline(always)]
+pub fn collide_model_lanes(f: &mut [[f32; LANES]; Q], tau0: f32, model: Model, force: [f32; 3]) {
+    const L: usize = LANES;
+    // moments and velocity.
+    let mut drho = f[0];
+    let mut j = [[0.0f32; L]; 3];
+    for p in 0..9 {
+        let e = E[2 * p + 1];
+        for l in 0..L {
+            let a = f[2 * p + 1][l];
+            let b = f[2 * p + 2][l];
+            drho[l] += a + b;
+            let d = a - b;
+            j[0][l] += e[0] as f32 * d;
+            j[1][l] += e[1] as f32 * d;
+            j[2][l] += e[2] as f32 * d;
+        }
+    }
+    let mut rho = [0.0f32; L];
+    let mut u = [[0.0f32; L]; 3];
+    for l in 0..L {
+        rho[l] = 1.0 + drho[l];
+        let inv = 1.0 / rho[l];
+        u[0][l] = (j[0][l] + 0.5 * force[0]) * inv;
+        u[1][l] = (j[1][l] + 0.5 * force[1]) * inv;
+        u[2][l] = (j[2][l] + 0.5 * force[2]) * inv;
+    }
+    // stress.
+    const PAIRS: [(usize, usize); 6] = [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)];
+    let mut m = [[0.0f32; L]; 6];
+    for p in 0..9 {
+        let e = E[2 * p + 1];
+        for l in 0..L {
+            let s = f[2 * p + 1][l] + f[2 * p + 2][l];
+            for (k, (x, y)) in PAIRS.into_iter().enumerate() {
+                let c = e[x] * e[y];
+                if c > 0 {
+                    m[k][l] += s;
+                } else if c < 0 {
+                    m[k][l] -= s;
+                }
+            }
+        }
+    }
+    let mut pi = [[0.0f32; 6]; L];
+    let mut tau = [tau0; L];
+    for l in 0..L {
+        let (r, ux, uy, uz) = (rho[l], u[0][l], u[1][l], u[2][l]);
+        let d = (r - 1.0) * (1.0 / 3.0);
+        pi[l] = [
+            m[0][l] - (d + r * ux * ux),
+            m[1][l] - (d + r * uy * uy),
+            m[2][l] - (d + r * uz * uz),
+            m[3][l] - r * ux * uy,
+            m[4][l] - r * ux * uz,
+            m[5][l] - r * uy * uz,
+        ];
+        if model.smagorinsky != 0.0 {
+            tau[l] = smagorinsky_tau(tau0, model.smagorinsky, r, &pi[l]);
+        }
+    }
+    if !model.regularized {
+        let rates = if model.trt {
+            Collision::Trt
+        } else {
+            Collision::Bgk
+        };
+        let (mut op, mut om) = ([0.0f32; L], [0.0f32; L]);
+        for l in 0..L {
+            (op[l], om[l]) = relaxation_rates(rates, tau[l]);
+        }
+        collide_lanes_at(f, op, om, force);
+        return;
+    }
+    let has_force = force[0] != 0.0 || force[1] != 0.0 || force[2] != 0.0;
+    let (mut op, mut usq, mut fu, mut kp, mut trace, mut keep) = (
+        [0.0f32; L],
+        [0.0f32; L],
+        [0.0f32; L],
+        [0.0f32; L],
+        [0.0f32; L],
+        [0.0f32; L],
+    );
+    for l in 0..L {
+        op[l] = 1.0 / tau[l];
+        drho[l] = rho[l] - 1.0;
+        usq[l] = 1.5 * (u[0][l] * u[0][l] + u[1][l] * u[1][l] + u[2][l] * u[2][l]);
+        fu[l] = force[0] * u[0][l] + force[1] * u[1][l] + force[2] * u[2][l];
+        kp[l] = 1.0 - 0.5 * op[l];
+        trace[l] = (pi[l][0] + pi[l][1] + pi[l][2]) * (1.0 / 3.0);
+        keep[l] = (1.0 - op[l]) * 4.5;
+        f[0][l] = W[0] * drho[l] + W[0] * rho[l] * (-usq[l]) + keep[l] * W[0] * (-trace[l]);
+        if has_force {
+            f[0][l] += kp[l] * W[0] * (-3.0 * fu[l]);
+        }
+    }
+    for p in 0..9 {
+        let (a, b) = (2 * p + 1, 2 * p + 2);
+        let w = W[a];
+        let e = E[a];
+        let (ea, eb) = (E[a].map(|c| c as f32), E[b].map(|c| c as f32));
+        for l in 0..L {
+            let ul = [u[0][l], u[1][l], u[2][l]];
+            let eua = ea[0] * ul[0] + ea[1] * ul[1] + ea[2] * ul[2];
+            let eub = eb[0] * ul[0] + eb[1] * ul[1] + eb[2] * ul[2];
+            let feqa = w * drho[l] + w * rho[l] * (3.0 * eua + 4.5 * eua * eua - usq[l]);
+            let feqb = w * drho[l] + w * rho[l] * (3.0 * eub + 4.5 * eub * eub - usq[l]);
+            let mut diag = 0.0f32;
+            let mut off = 0.0f32;
+            for (k, (x, y)) in PAIRS.into_iter().enumerate() {
+                let c = e[x] * e[y];
+                let acc = if k < 3 { &mut diag } else { &mut off };
+                if c > 0 {
+                    *acc += pi[l][k];
+                } else if c < 0 {
+                    *acc -= pi[l][k];
+                }
+            }
+            let h = diag + 2.0 * off - trace[l];
+            let mut pp = 0.5 * (feqa + feqb) + keep[l] * w * h;
+            let mut mm = 0.5 * (feqa - feqb);
+            if has_force {
+                let ef = ea[0] * force[0] + ea[1] * force[1] + ea[2] * force[2];
+                pp += kp[l] * w * (9.0 * eua * ef - 3.0 * fu[l]);
+                mm += (1.0 - op[l]) * w * (-1.5 * ef) + kp[l] * w * 3.0 * ef;
+            }
+            f[a][l] = pp + mm;
+            f[b][l] = pp - mm;
         }
     }
 }
@@ -482,6 +628,40 @@ mod tests {
                 collide(f, 1.4, 1.1, force);
                 for i in 0..Q {
                     assert_eq!(f[i].to_bits(), lanes[i][l].to_bits(), "lane {l} dir {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lane_model_collision_is_bit_identical_to_scalar_model_collision() {
+        let cells = random_cells(4 * LANES);
+        for collision in [Collision::Bgk, Collision::Trt, Collision::Regularized] {
+            for constant in [0.0, 0.1, 0.17] {
+                let Some(model) = Model::of(collision, constant) else {
+                    continue;
+                };
+                for force in [[0.0; 3], [1e-5, -2e-5, 3e-6]] {
+                    for (tau0, group) in [0.5003f32, 0.52, 0.9].iter().zip(cells.chunks(LANES)) {
+                        let mut lanes = [[0.0f32; LANES]; Q];
+                        for (l, f) in group.iter().enumerate() {
+                            for i in 0..Q {
+                                lanes[i][l] = f[i];
+                            }
+                        }
+                        collide_model_lanes(&mut lanes, *tau0, model, force);
+                        for (l, f) in group.iter().enumerate() {
+                            let mut f = *f;
+                            collide_model(&mut f, *tau0, model, force);
+                            for i in 0..Q {
+                                assert_eq!(
+                                    f[i].to_bits(),
+                                    lanes[i][l].to_bits(),
+                                    "{model:?} τ0 {tau0} force {force:?}: lane {l} dir {i}"
+                                );
+                            }
+                        }
+                    }
                 }
             }
         }
