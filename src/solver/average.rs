@@ -22,6 +22,15 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// This schedule for a solver at step `t`: a first step already passed
+    /// becomes `t`, and at least one step lies between samples.
+    pub fn from_now(self, t: u64) -> Schedule {
+        Schedule {
+            from_step: self.from_step.max(t),
+            every: self.every.max(1),
+        }
+    }
+
     /// Whether the state after step `t` is sampled.
     pub fn due(&self, t: u64) -> bool {
         t >= self.from_step && (t - self.from_step).is_multiple_of(self.every)

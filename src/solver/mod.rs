@@ -92,14 +92,15 @@ impl Params {
         }
     }
 
-    /// The velocity of boundary cell `p` tagged with velocity slot `slot`.
+    /// The velocity of boundary cell `cell` of `grid` tagged with velocity
+    /// slot `slot` (its coordinates are worked out only for a profile).
     #[inline]
-    pub fn wall_velocity(&self, slot: usize, p: [usize; 3]) -> [f32; 3] {
+    pub fn wall_velocity(&self, slot: usize, grid: &Grid, cell: usize) -> [f32; 3] {
         let v = self.velocities[slot];
         match self.profiles.slots[slot] {
             Profile::Uniform => v,
             _ => {
-                let f = self.profiles.factor(slot, p);
+                let f = self.profiles.factor(slot, grid.coords(cell));
                 [v[0] * f, v[1] * f, v[2] * f]
             }
         }

@@ -221,23 +221,7 @@ fn bench_cpu(args: &BenchArgs, collision: Collider) -> anyhow::Result<()> {
     );
     for &n in &args.sizes {
         let mut solver = bench_solver(n, collision)?;
-        let cells = (n * n * n) as f64;
-        // Warm up, then choose an even step count lasting ~0.5 s per repeat.
-        let t0 = Instant::now();
-        solver.step(2)?;
-        let per_step = t0.elapsed().as_secs_f64() / 2.0;
-        let steps = (((0.5 / per_step).ceil() as u64).max(2) + 1) & !1;
-        let mut rates = Vec::new();
-        for _ in 0..args.repeats.max(1) {
-            let t = Instant::now();
-            solver.step(steps)?;
-            rates.push(cells * steps as f64 / t.elapsed().as_secs_f64() / 1e6);
-        }
-        rates.sort_by(|a, b| a.total_cmp(b));
-        let mlups = rates[rates.len() / 2];
-        if let Some(e) = solver.stats()?.instability() {
-            anyhow::bail!("benchmark flow became unstable: {e}");
-        }
+        let mlups = time_cpu(&mut solver, args.repeats)?;
         println!(
             "{:>6} {:>12} {:>10.2} {:>12.2}",
             n,
@@ -247,6 +231,26 @@ fn bench_cpu(args: &BenchArgs, collision: Collider) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// MLUPS of a CPU solver: after a warm-up, even step counts lasting ~0.5 s,
+/// median of `repeats`.
+fn time_cpu(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
+    let cells = solver.grid().cells() as f64;
+    let t0 = Instant::now();
+    solver.step(2)?;
+    let per_step = t0.elapsed().as_secs_f64() / 2.0;
+    let steps = (((0.5 / per_step).ceil() as u64).max(2) + 1) & !1;
+    let mut rates = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        solver.step(steps)?;
+        rates.push(cells * steps as f64 / t.elapsed().as_secs_f64() / 1e6);
+    }
+    if let Some(e) = solver.stats()?.instability() {
+        anyhow::bail!("benchmark flow became unstable: {e}");
+    }
+    Ok(median(rates))
 }
 
 pub(super) fn median(mut v: Vec<f64>) -> f64 {

@@ -1,12 +1,10 @@
 //! `flowscope bench --scenario FILE [--scale F]`: a real scenario's speed
 //! beside the periodic box of the same cells, and where its step's time goes.
 
-use std::time::Instant;
-
-use super::{median, time_cuda, BenchArgs, Collider};
+use super::{time_cpu, time_cuda, BenchArgs, Collider};
 use crate::scenario::Scenario;
 use crate::session::select;
-use crate::solver::{Precision, Solver};
+use crate::solver::Precision;
 use crate::system::Tuning;
 
 /// The scenario of `path` scaled by `scale` in every direction (obstacles
@@ -89,23 +87,4 @@ pub(super) fn bench_scenario(
         );
     }
     Ok(())
-}
-
-/// MLUPS of a CPU solver: even step counts of ~0.5 s, median of `repeats`.
-fn time_cpu(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
-    let cells = solver.grid().cells() as f64;
-    let t0 = Instant::now();
-    solver.step(2)?;
-    let per_step = t0.elapsed().as_secs_f64() / 2.0;
-    let steps = (((0.5 / per_step).ceil() as u64).max(2) + 1) & !1;
-    let mut rates = Vec::new();
-    for _ in 0..repeats.max(1) {
-        let t = Instant::now();
-        solver.step(steps)?;
-        rates.push(cells * steps as f64 / t.elapsed().as_secs_f64() / 1e6);
-    }
-    if let Some(e) = solver.stats()?.instability() {
-        anyhow::bail!("the benchmark's flow became unstable: {e}");
-    }
-    Ok(median(rates))
 }

@@ -214,7 +214,7 @@ impl CpuSolver {
     #[inline]
     fn wall_velocity(&self, flag: u8, c: usize) -> [f32; 3] {
         self.params
-            .wall_velocity(flags::tag(flag) as usize, self.grid.coords(c))
+            .wall_velocity(flags::tag(flag) as usize, &self.grid, c)
     }
 
     /// Where a free-slip face meets an inlet or a moving wall, a link that cannot
@@ -672,10 +672,7 @@ impl Solver for CpuSolver {
     }
 
     fn start_averages(&mut self, schedule: Schedule) -> Result<(), SolverError> {
-        let schedule = Schedule {
-            from_step: schedule.from_step.max(self.t),
-            every: schedule.every.max(1),
-        };
+        let schedule = schedule.from_now(self.t);
         self.averages = None;
         self.averages = Some(
             HostAverages::new(schedule, self.grid.cells()).map_err(SolverError::InvalidParams)?,

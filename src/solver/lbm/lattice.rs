@@ -375,14 +375,10 @@ pub fn collide_lanes(
     collide_lanes_at(f, [omega_plus; LANES], [omega_minus; LANES], force)
 }
 
-/// [`collide_lanes`] with rates of each lane's own.
+/// Density and velocity of [`LANES`] cells, lane by lane as [`moments`] and
+/// [`velocity`] compute them.
 #[inline(always)]
-fn collide_lanes_at(
-    f: &mut [[f32; LANES]; Q],
-    omega_plus: [f32; LANES],
-    omega_minus: [f32; LANES],
-    force: [f32; 3],
-) {
+fn moments_lanes(f: &[[f32; LANES]; Q], force: [f32; 3]) -> ([f32; LANES], [[f32; LANES]; 3]) {
     const L: usize = LANES;
     let mut drho = f[0];
     let mut j = [[0.0f32; L]; 3];
@@ -400,13 +396,29 @@ fn collide_lanes_at(
     }
     let mut rho = [0.0f32; L];
     let mut u = [[0.0f32; L]; 3];
-    let mut usq = [0.0f32; L];
     for l in 0..L {
         rho[l] = 1.0 + drho[l];
         let inv = 1.0 / rho[l];
         u[0][l] = (j[0][l] + 0.5 * force[0]) * inv;
         u[1][l] = (j[1][l] + 0.5 * force[1]) * inv;
         u[2][l] = (j[2][l] + 0.5 * force[2]) * inv;
+    }
+    (rho, u)
+}
+
+/// [`collide_lanes`] with rates of each lane's own.
+#[inline(always)]
+fn collide_lanes_at(
+    f: &mut [[f32; LANES]; Q],
+    omega_plus: [f32; LANES],
+    omega_minus: [f32; LANES],
+    force: [f32; 3],
+) {
+    const L: usize = LANES;
+    let (rho, u) = moments_lanes(f, force);
+    let mut drho = [0.0f32; L];
+    let mut usq = [0.0f32; L];
+    for l in 0..L {
         usq[l] = 1.5 * (u[0][l] * u[0][l] + u[1][l] * u[1][l] + u[2][l] * u[2][l]);
         // equilibrium_shifted recomputes drho as rho - 1.0
         drho[l] = rho[l] - 1.0;
@@ -456,30 +468,8 @@ fn collide_lanes_at(
 #[inline(always)]
 pub fn collide_model_lanes(f: &mut [[f32; LANES]; Q], tau0: f32, model: Model, force: [f32; 3]) {
     const L: usize = LANES;
-    // moments and velocity.
-    let mut drho = f[0];
-    let mut j = [[0.0f32; L]; 3];
-    for p in 0..9 {
-        let e = E[2 * p + 1];
-        for l in 0..L {
-            let a = f[2 * p + 1][l];
-            let b = f[2 * p + 2][l];
-            drho[l] += a + b;
-            let d = a - b;
-            j[0][l] += e[0] as f32 * d;
-            j[1][l] += e[1] as f32 * d;
-            j[2][l] += e[2] as f32 * d;
-        }
-    }
-    let mut rho = [0.0f32; L];
-    let mut u = [[0.0f32; L]; 3];
-    for l in 0..L {
-        rho[l] = 1.0 + drho[l];
-        let inv = 1.0 / rho[l];
-        u[0][l] = (j[0][l] + 0.5 * force[0]) * inv;
-        u[1][l] = (j[1][l] + 0.5 * force[1]) * inv;
-        u[2][l] = (j[2][l] + 0.5 * force[2]) * inv;
-    }
+    let (rho, u) = moments_lanes(f, force);
+    let mut drho = [0.0f32; L];
     // stress.
     const PAIRS: [(usize, usize); 6] = [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)];
     let mut m = [[0.0f32; L]; 6];

@@ -539,10 +539,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
                 every: 1,
             })?;
         }
-        let schedule = Schedule {
-            from_step: schedule.from_step.max(self.t),
-            every: schedule.every.max(1),
-        };
+        let schedule = schedule.from_now(self.t);
         self.averages = Some((schedule, 0));
         self.sample_if_due()
     }

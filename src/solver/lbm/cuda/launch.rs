@@ -332,6 +332,12 @@ impl CudaSolver {
         if layers.is_empty() {
             return Ok(());
         }
+        self.launch_bulk(layers.clone())?;
+        self.launch_boundary(layers)
+    }
+
+    /// The bulk step kernel of the current step over `layers`.
+    fn launch_bulk(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
         let nxy = self.grid.size[0] * self.grid.size[1];
         let n = self.grid.cells() as u64;
         let parity = self.parity();
@@ -369,8 +375,7 @@ impl CudaSolver {
         // bound-check against c_end <= n, the odd grid covers layers z0 .. z0 +
         // len within the lattice. The argument values outlive the call, which
         // copies them.
-        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, args) }?;
-        self.launch_boundary(layers)
+        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, args) }
     }
 
     /// The bulk step kernel of the current parity over `layers`, by name.
@@ -452,10 +457,7 @@ impl CudaSolver {
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
             let overlap = std::mem::replace(&mut self.overlap_steps, false);
-            // The bulk kernel alone: the boundary list runs below.
-            let near = std::mem::take(&mut self.near);
-            let result = self.launch_layers(owned.clone());
-            self.near = near;
+            let result = self.launch_bulk(owned.clone());
             self.overlap_steps = overlap;
             result?;
             let e1 = self

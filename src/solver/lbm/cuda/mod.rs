@@ -538,10 +538,7 @@ impl Solver for CudaSolver {
             ))
         })?;
         self.averages = Some(DeviceAverages {
-            schedule: Schedule {
-                from_step: schedule.from_step.max(self.t),
-                every: schedule.every.max(1),
-            },
+            schedule: schedule.from_now(self.t),
             samples: 0,
             acc,
         });
