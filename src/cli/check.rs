@@ -657,6 +657,7 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         g.time_step(),
         if ok { "ok" } else { "FAIL" }
     );
+    all_ok &= check_mesh_voxels()?;
     println!(
         "{}",
         if all_ok {
@@ -666,6 +667,88 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         }
     );
     Ok(all_ok)
+}
+
+/// The CUDA mesh voxeliser gives the CPU's cells, bit for bit: spheres off and
+/// on cell centres, a rotated box, and an octahedron whose vertices and edges
+/// lie on the rays.
+fn check_mesh_voxels() -> anyhow::Result<bool> {
+    use crate::scenario::mesh::{self, cuda::CudaVoxelizer};
+    let gpu = CudaVoxelizer::new().map_err(|e| anyhow::anyhow!(e))?;
+    let s = 4.0f32;
+    let v = [
+        [s, 0.0, 0.0],
+        [-s, 0.0, 0.0],
+        [0.0, s, 0.0],
+        [0.0, -s, 0.0],
+        [0.0, 0.0, s],
+        [0.0, 0.0, -s],
+    ];
+    let octahedron: Vec<mesh::Triangle> = [(2, 4), (4, 3), (3, 5), (5, 2)]
+        .iter()
+        .flat_map(|&(a, b)| [[v[0], v[a], v[b]], [v[1], v[b], v[a]]])
+        .collect();
+    let cases = [
+        (
+            "sphere 327 680 tris",
+            mesh::icosphere(1.0, 7),
+            100.0,
+            [128.3, 127.9, 128.1],
+            [0.0; 3],
+            [257, 256, 256],
+        ),
+        (
+            "sphere on centres",
+            mesh::icosphere(1.0, 4),
+            20.0,
+            [32.0, 32.0, 32.0],
+            [0.0; 3],
+            [64, 64, 64],
+        ),
+        (
+            "box rotated",
+            mesh::box_mesh([0.0; 3], [2.0, 1.0, 0.5]),
+            40.0,
+            [50.0, 50.0, 50.0],
+            [30.0, 20.0, 10.0],
+            [101, 100, 99],
+        ),
+        (
+            "octahedron",
+            octahedron,
+            5.0,
+            [40.0, 40.0, 40.0],
+            [0.0; 3],
+            [81, 81, 81],
+        ),
+    ];
+    let mut ok = true;
+    for (name, tris, scale, center, rotate, size) in cases {
+        let placed = mesh::place(&tris, scale, center, rotate);
+        let t0 = std::time::Instant::now();
+        let cpu = mesh::solid_bits(&placed, size);
+        let cpu_s = t0.elapsed().as_secs_f64();
+        let t0 = std::time::Instant::now();
+        let g = gpu
+            .solid_bits(&placed, size)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let gpu_s = t0.elapsed().as_secs_f64();
+        let differ: u32 = cpu.iter().zip(&g).map(|(a, b)| (a ^ b).count_ones()).sum();
+        let solid: u32 = cpu.iter().map(|w| w.count_ones()).sum();
+        let pass = differ == 0 && solid > 0;
+        ok &= pass;
+        println!(
+            "mesh voxels {name:<20} {:>7} triangles {}x{}x{}: {solid} solid, {differ} differ (CPU {:.3} s, GPU {:.3} s): {}",
+            placed.triangles.len(),
+            size[0],
+            size[1],
+            size[2],
+            cpu_s,
+            gpu_s,
+            if pass { "ok" } else { "FAIL" }
+        );
+    }
+    Ok(ok)
 }
 
 /// Display frames written by the CUDA solver into memory it exports, imported

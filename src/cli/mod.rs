@@ -314,6 +314,23 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
         .map(|(f, n)| format!("{n} {}", face_name(f)))
         .collect();
     println!("faces           {}", faces.join(", "));
+    for (k, o) in s.obstacles.iter().enumerate() {
+        if let crate::scenario::Shape::Mesh { file, placed, .. } = o {
+            let (lo, hi) = (placed.lo, placed.hi);
+            println!(
+                "mesh            {} (mesh): {}, {} triangles, cells x {:.1} to {:.1}, y {:.1} to {:.1}, z {:.1} to {:.1}",
+                k + 1,
+                file.display(),
+                placed.triangles.len(),
+                lo[0],
+                hi[0],
+                lo[1],
+                hi[1],
+                lo[2],
+                hi[2]
+            );
+        }
+    }
     for o in voxels.iter().flat_map(|v| &v.obstacles) {
         println!(
             "obstacle        {}: {} cells, frontal area {} cells",

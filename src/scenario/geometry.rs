@@ -1,6 +1,6 @@
 //! Voxelisation: domain faces and obstacles to cell flags.
 
-use super::{parabolic_axes, Face, InletProfile, Scenario, Shape};
+use super::{mesh, parabolic_axes, Face, InletProfile, Scenario, Shape};
 use crate::solver::flags::{self, CellType};
 use crate::solver::{Profile, Profiles, VELOCITY_SLOTS};
 
@@ -66,6 +66,7 @@ pub fn bounds(shape: &Shape) -> ([f64; 3], [f64; 3]) {
             hi[2] = min[2] + heights[1];
             (*min, hi)
         }
+        Shape::Mesh { placed, .. } => (placed.lo, placed.hi),
     }
 }
 
@@ -157,6 +158,8 @@ fn inside(shape: &Shape, p: [f64; 3], heights: &[Vec<f64>]) -> bool {
                 .unwrap_or(0.0);
             p[2] < min[2] + h
         }
+        // Voxelised as a whole by ray parity (see `voxelize_with`).
+        Shape::Mesh { .. } => false,
     }
 }
 
@@ -203,6 +206,14 @@ fn face_rank(face: &Face) -> u8 {
 /// moving wall > wall > free-slip > inlet > outlet, so that free-slip faces stay
 /// flat up to their edges), then obstacles.
 pub fn voxelize(scenario: &Scenario) -> Voxels {
+    voxelize_with(scenario, &mesh::solid_bits)
+}
+
+/// The solid cells of a placed mesh in a grid (bit `c` for cell `c`).
+pub type MeshVoxelizer<'a> = dyn Fn(&mesh::PlacedMesh, [usize; 3]) -> Vec<u32> + 'a;
+
+/// [`voxelize`] with another mesh voxeliser (the CUDA one).
+pub fn voxelize_with(scenario: &Scenario, mesh_voxels: &MeshVoxelizer) -> Voxels {
     let [nx, ny, nz] = scenario.size;
     let mut velocities = [[0.0f64; 3]; VELOCITY_SLOTS];
     let mut profiles = [Profile::Uniform; VELOCITY_SLOTS];
@@ -287,6 +298,10 @@ pub fn voxelize(scenario: &Scenario) -> Voxels {
     for (k, shape) in scenario.obstacles.iter().enumerate() {
         let tag = (k + 1) as u8;
         let heights = building_heights(shape);
+        let bits = match shape {
+            Shape::Mesh { placed, .. } => Some(mesh_voxels(placed, size)),
+            _ => None,
+        };
         let (lo, hi) = bounds(shape);
         let mut lo = lo.map(|v| v.floor().max(0.0) as usize);
         let mut hi = [0, 1, 2].map(|a| (hi[a].ceil() as usize).min(size[a] - 1));
@@ -300,18 +315,20 @@ pub fn voxelize(scenario: &Scenario) -> Voxels {
         for z in lo[2]..=hi[2] {
             for y in lo[1]..=hi[1] {
                 for x in lo[0]..=hi[0] {
-                    if inside(shape, [x as f64, y as f64, z as f64], &heights) {
-                        let c = x + nx * (y + ny * z);
-                        if flags::runs(cell_flags[c])
-                            && CellType::of(cell_flags[c]) == CellType::Fluid
-                        {
-                            cell_flags[c] = flags::make(CellType::Wall, tag);
-                            count += 1;
-                            let p = [x, y, z];
-                            let key: Vec<usize> =
-                                (0..3).filter(|&a| a != drag).map(|a| p[a]).collect();
-                            shadow.insert(key);
-                        }
+                    let c = x + nx * (y + ny * z);
+                    let solid = match &bits {
+                        Some(b) => b[c / 32] >> (c % 32) & 1 == 1,
+                        None => inside(shape, [x as f64, y as f64, z as f64], &heights),
+                    };
+                    if solid
+                        && flags::runs(cell_flags[c])
+                        && CellType::of(cell_flags[c]) == CellType::Fluid
+                    {
+                        cell_flags[c] = flags::make(CellType::Wall, tag);
+                        count += 1;
+                        let p = [x, y, z];
+                        let key: Vec<usize> = (0..3).filter(|&a| a != drag).map(|a| p[a]).collect();
+                        shadow.insert(key);
                     }
                 }
             }

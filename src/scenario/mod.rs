@@ -8,6 +8,7 @@
 //! of a `size = [66, 66, 66]` cavity is 64³ and its walls sit at 0.5 and 64.5.
 
 pub mod geometry;
+pub mod mesh;
 pub mod units;
 
 use std::fmt;
@@ -263,6 +264,28 @@ pub enum Shape {
         #[serde(default)]
         seed: u64,
     },
+    /// A closed triangle mesh from an STL file (binary or ASCII), voxelised by
+    /// ray parity.
+    Mesh {
+        /// The STL file, relative to the scenario file.
+        file: PathBuf,
+        /// Mesh units to cells.
+        #[serde(default = "one")]
+        scale: f64,
+        /// Where the mesh's bounding-box centre goes, in cells.
+        #[serde(deserialize_with = "exactly")]
+        center: [f64; 3],
+        /// Degrees about x, then y, then z.
+        #[serde(default, deserialize_with = "exactly")]
+        rotate: [f64; 3],
+        /// The triangles in cells, filled in when the scenario is loaded.
+        #[serde(skip)]
+        placed: std::sync::Arc<mesh::PlacedMesh>,
+    },
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl Shape {
@@ -272,6 +295,7 @@ impl Shape {
             Shape::Cylinder { .. } => "cylinder",
             Shape::Box { .. } => "box",
             Shape::Buildings { .. } => "buildings",
+            Shape::Mesh { .. } => "mesh",
         }
     }
 }
@@ -1209,7 +1233,37 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
     }
     let mut obstacles = Vec::new();
     for (k, o) in file.obstacles.iter().enumerate() {
-        let shape = o.get_ref();
+        let mut shape = o.get_ref().clone();
+        if let Shape::Mesh {
+            file: stl,
+            scale,
+            center,
+            rotate,
+            placed,
+        } = &mut shape
+        {
+            if !(*scale > 0.0 && scale.is_finite() && rotate.iter().all(|r| r.is_finite())) {
+                return Err(ctx.err(
+                    span_of(o),
+                    format!("obstacle {} (mesh): scale = {scale} must be a positive number and rotate = {rotate:?} finite angles", k + 1),
+                    "scale converts mesh units to cells, e.g. 100 for a mesh in metres at 1 cm cells",
+                ));
+            }
+            let at = ctx.path.parent().unwrap_or(Path::new("")).join(&*stl);
+            let triangles = mesh::load_cached(&at).map_err(|e| {
+                ctx.err(
+                    span_of(o),
+                    format!("obstacle {} (mesh): {e}", k + 1),
+                    if e.contains("cannot be read") {
+                        "check `file`: it is relative to the scenario file"
+                    } else {
+                        "repair the mesh in a mesh tool (e.g. MeshLab, Blender's 3D-Print toolbox) and export it again"
+                    },
+                )
+            })?;
+            *placed = std::sync::Arc::new(mesh::place(&triangles, *scale, *center, *rotate));
+        }
+        let shape = &shape;
         let (lo, hi) = geometry::bounds(shape);
         for a in 0..3 {
             let n = size[a] as f64;

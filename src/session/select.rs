@@ -178,7 +178,7 @@ fn cuda_slabs(
             },
         )?;
     }
-    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let (flags, geometry) = split(voxels_on_gpu(scenario)?);
     let params = scenario.params(&geometry.slots);
     let initial = scenario.initial();
     let p = partition.clone();
@@ -247,6 +247,29 @@ fn voxels_with_fluid(scenario: &Scenario) -> Result<Voxels, SelectError> {
     Ok(voxels)
 }
 
+/// [`voxels_with_fluid`] with meshes voxelised on the GPU when there is one
+/// (the same cells as on the CPU, which stays the fallback).
+fn voxels_on_gpu(scenario: &Scenario) -> Result<Voxels, SelectError> {
+    let has_mesh = scenario
+        .obstacles
+        .iter()
+        .any(|o| matches!(o, crate::scenario::Shape::Mesh { .. }));
+    let gpu = if has_mesh {
+        crate::scenario::mesh::cuda::CudaVoxelizer::new().ok()
+    } else {
+        None
+    };
+    let Some(gpu) = gpu else {
+        return voxels_with_fluid(scenario);
+    };
+    let voxels = crate::scenario::geometry::voxelize_with(scenario, &|mesh, size| {
+        gpu.solid_bits(mesh, size)
+            .unwrap_or_else(|_| crate::scenario::mesh::solid_bits(mesh, size))
+    });
+    scenario.check_voxels(&voxels)?;
+    Ok(voxels)
+}
+
 /// Builds the CPU reference solver for a scenario, after checking it fits in
 /// `available` bytes of host memory.
 pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolver, SelectError> {
@@ -291,7 +314,7 @@ fn cuda_one(
             help: "make domain.size smaller".into(),
         })
     })?;
-    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let (flags, geometry) = split(voxels_on_gpu(scenario)?);
     let params = scenario.params(&geometry.slots);
     let solver = CudaSolver::new(
         scenario.grid(),

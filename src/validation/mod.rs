@@ -28,6 +28,10 @@ pub fn scaled_overrides(s: &Scenario, factor: f64, min_tau: f64) -> Vec<String> 
                 o.push(format!("obstacles.{k}.center={}", list(*center)));
                 o.push(format!("obstacles.{k}.radius={}", sc(*radius).max(1.0)));
             }
+            Shape::Mesh { center, scale, .. } => {
+                o.push(format!("obstacles.{k}.center={}", list(*center)));
+                o.push(format!("obstacles.{k}.scale={}", scale * factor));
+            }
             Shape::Box { min, max } => {
                 // Keep floor-mounted boxes on the floor (first fluid layer).
                 let mut lo = min.map(sc);

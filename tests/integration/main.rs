@@ -11,6 +11,7 @@ mod cli;
 mod cuda;
 mod forces;
 mod fuzz;
+mod mesh;
 mod panel;
 mod physics;
 mod render;

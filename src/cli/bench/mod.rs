@@ -6,6 +6,7 @@ use std::time::Instant;
 mod render;
 mod scenario;
 mod stream;
+mod voxelize;
 
 use super::{PrecisionArg, SolverKind};
 use crate::solver::flags::{self, CellType};
@@ -50,6 +51,11 @@ pub struct BenchArgs {
     /// the window does; compared with the same solver stepping alone.
     #[arg(long)]
     pub stream: bool,
+    /// Time mesh voxelisation instead: icospheres of 82 k to 5.2 M triangles
+    /// into each --size cube, on the CPU and the GPU (whose cells must be the
+    /// CPU's), and the defect check that loading a mesh runs.
+    #[arg(long)]
+    pub voxelize: bool,
     /// A scenario to time beside the periodic box of the same size, with
     /// the share of its step each kernel takes (with --stream: the scenario
     /// streamed, its domain resized to each --size cube).
@@ -165,6 +171,9 @@ pub fn bench(args: BenchArgs, tuning: &Tuning) -> anyhow::Result<()> {
     }
     if args.stream {
         return stream::bench_stream(&args, tuning);
+    }
+    if args.voxelize {
+        return voxelize::bench_voxelize(&args);
     }
     let collision = Collider {
         collision: match args.collision {

@@ -51,7 +51,7 @@ pub fn availability(
 
 /// Runs a cudarc call that may panic (missing symbols in the dynamically loaded
 /// library) and turns the panic into an error.
-pub(super) fn guarded<T>(
+pub(crate) fn guarded<T>(
     what: &str,
     f: impl FnOnce() -> Result<T, cudarc::driver::DriverError>,
 ) -> Result<T, String> {

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 pub use compile::{compile, compile_options, kernel_source, KERNEL_SOURCE};
+pub(crate) use device::guarded;
 pub use device::{
     availability, check_fits, device_count, largest_cube, probe, probe_device, CudaUnavailable,
     DeviceInfo,
@@ -41,7 +42,7 @@ use crate::solver::{
     Solver, SolverError, Stats, TakenFrame,
 };
 use crate::system::Tuning;
-use device::{guarded, lattice_bytes};
+use device::lattice_bytes;
 use display::Display;
 use exchange::SlabLink;
 use launch::{fill_nan, Kernels, Lattice, REDUCTION_BLOCKS};
