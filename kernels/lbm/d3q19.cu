@@ -65,7 +65,21 @@ struct Params {
     u32 profile[16];
     float roughness[16];
     float wall_lo[3], wall_hi[3];
+    // Interpolated walls (src/solver/lbm/links.rs): the NEAR cells, ascending,
+    // and 18 q per listed cell (0: no interpolated wall), as device addresses
+    // in 32-bit halves: a pointer member would align the struct to 8 bytes,
+    // and the compiler then loads it in pairs and schedules the 16-bit bulk
+    // kernels differently, 18% slower.
+    u32 near_count;
+    u32 near_lo, near_hi, link_lo, link_hi;
 };
+
+__device__ __forceinline__ const u32* near_list(const Params& p) {
+    return (const u32*)(((u64)p.near_hi << 32) | p.near_lo);
+}
+__device__ __forceinline__ const float* link_list(const Params& p) {
+    return (const float*)(((u64)p.link_hi << 32) | p.link_lo);
+}
 
 __constant__ int EX[Q] = {0, 1, -1, 0, 0, 0, 0, 1, -1, 1, -1, 0, 0, 1, -1, 1, -1, 0, 0};
 __constant__ int EY[Q] = {0, 0, 0, 1, -1, 0, 0, 1, -1, 0, 0, 1, -1, -1, 1, 0, 0, 1, -1};
@@ -490,6 +504,76 @@ __device__ __forceinline__ float edot_rt(int i, const float* u) {
     return (float)EX[i] * u[0] + (float)EY[i] * u[1] + (float)EZ[i] * u[2];
 }
 
+// --- interpolated walls (src/solver/lbm/links.rs) -------------------------------
+
+// (a, b, c) of a link's stored q (links.rs: coefficients).
+__device__ __forceinline__ void bouzidi(float q, float* a, float* b, float* c) {
+    if (q < 0.0f) {
+        float t = -2.0f * q;
+        *a = t; *b = 1.0f - t; *c = 0.0f;
+    } else if (q < 0.5f) {
+        float t = 2.0f * q;
+        *a = t; *b = 0.0f; *c = 1.0f - t;
+    } else {
+        float t = 1.0f / (2.0f * q);
+        *a = t; *b = 1.0f - t; *c = 0.0f;
+    }
+}
+
+// The read half: c f_i added to each interpolated link's returning population.
+__device__ void complete_incoming(const float* q, float* v) {
+    for (int i = 1; i < Q; i++) {
+        float qi = q[i - 1];
+        if (qi != 0.0f) {
+            float a, b, cc;
+            bouzidi(qi, &a, &b, &cc);
+            if (cc != 0.0f) v[opposite(i)] += cc * v[i];
+        }
+    }
+}
+
+// The write half: what link i stores in its bounce-back slot.
+__device__ __forceinline__ float bounced(const float* q, const float* v, int i) {
+    if (q == nullptr || q[i - 1] == 0.0f) return v[i];
+    float a, b, cc;
+    bouzidi(q[i - 1], &a, &b, &cc);
+    return a * v[i] + b * v[opposite(i)];
+}
+
+// The links of NEAR cell c (null when it has none listed): a binary search
+// of the boundary list (aa_boundary knows its cell's place instead).
+__device__ const float* links_of(const Params& p, u64 c) {
+    const float* link_q = link_list(p);
+    if (link_q == nullptr) return nullptr;
+    const u32* near = near_list(p);
+    u32 lo = 0, hi = p.near_count;
+    while (lo < hi) {
+        u32 mid = (lo + hi) / 2;
+        if ((u64)near[mid] < c) lo = mid + 1; else hi = mid;
+    }
+    return (lo < p.near_count && (u64)near[lo] == c) ? link_q + (u64)(Q - 1) * lo : nullptr;
+}
+
+// Fresh populations made consistent with the read half (links.rs:
+// initial_adjust): the bounce-back slot holds f_ī − c f_i.
+extern "C" __global__ void links_initial(store_t* __restrict__ f, const Params p) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    const float* link_q = link_list(p);
+    if (k >= p.near_count || link_q == nullptr) return;
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    const u64 c = near_list(p)[k];
+    const float* q = link_q + (u64)(Q - 1) * k;
+    for (int i = 1; i < Q; i++) {
+        if (q[i - 1] == 0.0f) continue;
+        float a, b, cc;
+        bouzidi(q[i - 1], &a, &b, &cc);
+        if (cc != 0.0f) {
+            float v = ld(f, (u64)i * n + c);
+            st(f, (u64)opposite(i) * n + c, ld(f, (u64)opposite(i) * n + c) - cc * v);
+        }
+    }
+}
+
 // Odd-step (B) incoming populations with all boundary rules (cpu.rs: read_odd).
 __device__ void read_odd(const store_t* f, const unsigned char* flags, const Params& p, u64 n, u64 c, int x, int y, int z, float* v) {
     v[0] = ld(f, c);
@@ -528,7 +612,7 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
 }
 
 // Odd-step (B) outgoing populations with all boundary rules (cpu.rs: write_odd).
-__device__ void write_odd(store_t* f, const unsigned char* flags, const Params& p, u64 n, u64 c, int x, int y, int z, const float* v) {
+__device__ void write_odd(store_t* f, const unsigned char* flags, const Params& p, u64 n, u64 c, int x, int y, int z, const float* v, const float* q) {
     st(f, c, v[0]);
     for (int i = 1; i < Q; i++) {
         int o = opposite(i);
@@ -540,7 +624,7 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
         if (t == T_FLUID || t == T_OUTLET) {
             st(f, (u64)i * n + (u64)m, v[i]);
         } else if (t == T_WALL) {
-            st(f, (u64)o * n + c, v[i]);
+            st(f, (u64)o * n + c, bounced(q, v, i));
         } else if (t == T_MOVING || t == T_INLET) {
             float u[3];
             wall_velocity(p, (int)TAG(mf), m, u);
@@ -954,10 +1038,13 @@ extern "C" __global__ void __launch_bounds__(256, ODD_QUAD_BLOCKS) aa_odd4(store
 
 // Both steps for the listed NEAR cells (outlets, fluid next to walls, inlets or
 // faces), with all boundary rules. parity 0: even step.
-extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, const u32* __restrict__ cells, u32 count) {
+// `cells` starts at entry `first` of the boundary list (p.near).
+extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, const u32* __restrict__ cells, u32 count, u32 first) {
     LET_NEXT_LAUNCH();
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
+    const float* link_q = link_list(p);
+    const float* q = link_q == nullptr ? nullptr : link_q + (u64)(Q - 1) * (first + k);
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = cells[k];
     const int x = (int)(c % p.nx);
@@ -967,16 +1054,19 @@ extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restric
     float v[Q];
     if (parity == 0u) {
         for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+        if (q) complete_incoming(q, v);
         apply(fl, v, p);
-        for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
+        st(f, c, v[0]);
+        for (int i = 1; i < Q; i++) st(f, (u64)opposite(i) * n + c, bounced(q, v, i));
         // Populations arriving from beyond a non-periodic face are the cell's own
         // outgoing ones; slot j then holds only a population leaving the domain.
         for (int j = 1; j < Q; j++)
             if (neighbour(p, x, y, z, -EX[j], -EY[j], -EZ[j]) < 0) st(f, (u64)j * n + c, v[j]);
     } else {
         read_odd(f, flags, p, n, c, x, y, z, v);
+        if (q) complete_incoming(q, v);
         apply(fl, v, p);
-        write_odd(f, flags, p, n, c, x, y, z, v);
+        write_odd(f, flags, p, n, c, x, y, z, v, q);
     }
 }
 
@@ -988,6 +1078,10 @@ __device__ void incoming(const store_t* f, const unsigned char* flags, const Par
         for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
     } else {
         read_odd(f, flags, p, n, c, x, y, z, v);
+    }
+    if (p.link_lo != 0u || p.link_hi != 0u) {
+        const float* q = links_of(p, c);
+        if (q) complete_incoming(q, v);
     }
 }
 
@@ -1170,15 +1264,31 @@ extern "C" __global__ void __launch_bounds__(256) forces(const store_t* __restri
         int x = (int)(c % p.nx);
         int y = (int)((c / p.nx) % p.ny);
         int z = (int)(c / ((u64)p.nx * p.ny));
-        bool loaded = false;
-        float v[Q];
+        bool loaded = false, collided = false;
+        float v[Q], post[Q];
+        const float* q = nullptr;
         for (int i = 1; i < Q; i++) {
             long long m = neighbour(p, x, y, z, EX[i], EY[i], EZ[i]);
             if (m < 0) continue;
             u32 mf = flags[m];
             if ((mf & TYPE_MASK) != T_WALL || TAG(mf) == 0u) continue;
-            if (!loaded) { incoming(f, flags, p, parity, n, c, x, y, z, v); loaded = true; }
-            double mom = 2.0 * ((double)v[opposite(i)] + (double)weight(i));
+            if (!loaded) {
+                incoming(f, flags, p, parity, n, c, x, y, z, v);
+                q = links_of(p, c);
+                loaded = true;
+            }
+            // cpu.rs: obstacle_forces. Interpolated links: this step's f*_i.
+            double mom;
+            if (q == nullptr || q[i - 1] == 0.0f) {
+                mom = 2.0 * ((double)v[opposite(i)] + (double)weight(i));
+            } else {
+                if (!collided) {
+                    for (int j = 0; j < Q; j++) post[j] = v[j];
+                    apply(fl, post, p);
+                    collided = true;
+                }
+                mom = (double)v[opposite(i)] + (double)post[i] + 2.0 * (double)weight(i);
+            }
             u32 tag = TAG(mf);
             // Shared-memory atomics: a few links per block, merged per block and
             // summed on the host in block order.

@@ -109,6 +109,13 @@ pub fn cases(dir: &Path, max_cells: u64) -> anyhow::Result<Vec<Case>> {
                 ),
                 ("cylinder les", &["fluid.turbulence=\"smagorinsky\""]),
                 (
+                    "cylinder interp les",
+                    &[
+                        "obstacles.0.surface=\"interpolated\"",
+                        "fluid.turbulence=\"smagorinsky\"",
+                    ],
+                ),
+                (
                     "cylinder les Re2e4",
                     &["fluid.reynolds=2e4", "fluid.turbulence=\"smagorinsky\""],
                 ),
@@ -117,6 +124,10 @@ pub fn cases(dir: &Path, max_cells: u64) -> anyhow::Result<Vec<Case>> {
                     &["fluid.reynolds=2e4", "fluid.collision=\"regularized\""],
                 ),
             ],
+            "sphere" => &[(
+                "sphere interpolated",
+                &["obstacles.0.surface=\"interpolated\""],
+            )],
             "urban" => &[
                 // Not a model: the log-law inlet in the plain kernels.
                 (

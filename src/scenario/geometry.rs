@@ -2,6 +2,8 @@
 
 use super::{mesh, parabolic_axes, Face, InletProfile, Scenario, Shape};
 use crate::solver::flags::{self, CellType};
+use crate::solver::lbm::lattice::{E, Q};
+use crate::solver::lbm::links::WallLinks;
 use crate::solver::{Profile, Profiles, VELOCITY_SLOTS};
 
 /// An obstacle as the solver and the force output see it.
@@ -39,18 +41,21 @@ pub struct Voxels {
     pub fluid_cells: u64,
     /// Obstacle `k` has flag tag `k + 1`.
     pub obstacles: Vec<ObstacleInfo>,
+    /// Links into obstacles with interpolated surfaces.
+    pub links: WallLinks,
 }
 
 /// Bounding box `(lo, hi)` of a shape, in cell coordinates.
 pub fn bounds(shape: &Shape) -> ([f64; 3], [f64; 3]) {
     match shape {
-        Shape::Sphere { center, radius } => {
+        Shape::Sphere { center, radius, .. } => {
             (center.map(|c| c - radius), center.map(|c| c + radius))
         }
         Shape::Cylinder {
             center,
             radius,
             axis,
+            ..
         } => {
             let mut lo = center.map(|c| c - radius);
             let mut hi = center.map(|c| c + radius);
@@ -117,7 +122,7 @@ fn splitmix(state: &mut u64) -> u64 {
 /// per-block heights of a `buildings` shape.
 fn inside(shape: &Shape, p: [f64; 3], heights: &[Vec<f64>]) -> bool {
     match shape {
-        Shape::Sphere { center, radius } => {
+        Shape::Sphere { center, radius, .. } => {
             let d: f64 = (0..3).map(|a| (p[a] - center[a]).powi(2)).sum();
             d <= radius * radius
         }
@@ -125,6 +130,7 @@ fn inside(shape: &Shape, p: [f64; 3], heights: &[Vec<f64>]) -> bool {
             center,
             radius,
             axis,
+            ..
         } => {
             let d: f64 = (0..3)
                 .filter(|&a| a != axis.index())
@@ -343,7 +349,9 @@ pub fn voxelize_with(scenario: &Scenario, mesh_voxels: &MeshVoxelizer) -> Voxels
         .iter()
         .filter(|&&f| CellType::of(f) == CellType::Fluid)
         .count() as u64;
+    let links = wall_links(scenario, &cell_flags);
     Voxels {
+        links,
         flags: cell_flags,
         slots: VelocitySlots {
             velocities,
@@ -355,5 +363,201 @@ pub fn voxelize_with(scenario: &Scenario, mesh_voxels: &MeshVoxelizer) -> Voxels
         },
         fluid_cells,
         obstacles,
+    }
+}
+
+/// The wall distance of every link from a running cell into an obstacle with
+/// an interpolated surface: where the segment from the cell centre to its
+/// neighbour's crosses the shape's surface (see [`WallLinks`]).
+fn wall_links(scenario: &Scenario, cell_flags: &[u8]) -> WallLinks {
+    use rayon::prelude::*;
+    use std::collections::BTreeMap;
+
+    let grid = scenario.grid();
+    let [nx, ny, _] = scenario.size;
+    let mut all: BTreeMap<u32, [f32; Q - 1]> = BTreeMap::new();
+    for (k, shape) in scenario.obstacles.iter().enumerate() {
+        if shape.surface() != super::Surface::Interpolated {
+            continue;
+        }
+        let tag = (k + 1) as u8;
+        let bins = match shape {
+            Shape::Mesh { placed, .. } => Some(TriangleBins::new(placed)),
+            _ => None,
+        };
+        let (lo, hi) = bounds(shape);
+        let mut lo = [0, 1, 2].map(|a| (lo[a].floor() - 1.0).max(0.0) as usize);
+        let mut hi = [0, 1, 2].map(|a| ((hi[a].ceil() + 1.0) as usize).min(scenario.size[a] - 1));
+        if let Shape::Cylinder { axis, .. } = shape {
+            lo[axis.index()] = 0;
+            hi[axis.index()] = scenario.size[axis.index()] - 1;
+        }
+        let found: Vec<(u32, [f32; Q - 1])> = (lo[2]..=hi[2])
+            .into_par_iter()
+            .flat_map_iter(|z| {
+                let mut out = Vec::new();
+                for y in lo[1]..=hi[1] {
+                    for x in lo[0]..=hi[0] {
+                        let c = x + nx * (y + ny * z);
+                        if !flags::runs(cell_flags[c]) {
+                            continue;
+                        }
+                        let mut q = [0.0f32; Q - 1];
+                        for i in 1..Q {
+                            let Some(m) = grid.neighbour(x, y, z, E[i]) else {
+                                continue;
+                            };
+                            let mf = cell_flags[m];
+                            if CellType::of(mf) != CellType::Wall || flags::tag(mf) != tag {
+                                continue;
+                            }
+                            let p = [x as f64, y as f64, z as f64];
+                            let e = E[i].map(f64::from);
+                            let Some(t) = link_fraction(shape, p, e, bins.as_ref()) else {
+                                continue;
+                            };
+                            let t = t.clamp(1e-3, 1.0) as f32;
+                            // Below ½ the interpolation reads the population
+                            // streaming in from behind; without a running cell
+                            // there, the local fallback (stored negative).
+                            let behind = grid.neighbour(x, y, z, E[i].map(|v| -v));
+                            let runs_behind = behind.is_some_and(|b| flags::runs(cell_flags[b]));
+                            q[i - 1] = if t < 0.5 && !runs_behind { -t } else { t };
+                        }
+                        if q.iter().any(|&v| v != 0.0) {
+                            out.push((c as u32, q));
+                        }
+                    }
+                }
+                out
+            })
+            .collect();
+        for (c, q) in found {
+            let entry = all.entry(c).or_insert([0.0; Q - 1]);
+            for i in 0..Q - 1 {
+                if q[i] != 0.0 {
+                    entry[i] = q[i];
+                }
+            }
+        }
+    }
+    WallLinks {
+        cells: all.keys().copied().collect(),
+        q: all.values().copied().collect(),
+    }
+}
+
+/// Where the segment from `p` to `p + e` first meets the surface of `shape`,
+/// as a fraction of its length, if it does within [0, 1].
+fn link_fraction(
+    shape: &Shape,
+    p: [f64; 3],
+    e: [f64; 3],
+    bins: Option<&TriangleBins>,
+) -> Option<f64> {
+    let quadratic = |d: [f64; 3], e: [f64; 3], r: f64| -> Option<f64> {
+        let a = dot(e, e);
+        let b = dot(d, e);
+        let c = dot(d, d) - r * r;
+        let disc = b * b - a * c;
+        if a == 0.0 || disc < 0.0 {
+            return None;
+        }
+        let t = (-b - disc.sqrt()) / a;
+        (-1e-9..=1.0 + 1e-9).contains(&t).then_some(t)
+    };
+    match shape {
+        Shape::Sphere { center, radius, .. } => {
+            quadratic([0, 1, 2].map(|a| p[a] - center[a]), e, *radius)
+        }
+        Shape::Cylinder {
+            center,
+            radius,
+            axis,
+            ..
+        } => {
+            let mut d = [0, 1, 2].map(|a| p[a] - center[a]);
+            let mut e = e;
+            d[axis.index()] = 0.0;
+            e[axis.index()] = 0.0;
+            quadratic(d, e, *radius)
+        }
+        Shape::Mesh { placed, .. } => bins.and_then(|b| b.first_hit(placed, p, e)),
+        _ => None,
+    }
+}
+
+fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+
+fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [
+        a[1] * b[2] - a[2] * b[1],
+        a[2] * b[0] - a[0] * b[2],
+        a[0] * b[1] - a[1] * b[0],
+    ]
+}
+
+/// Triangles by the unit boxes `[k, k + 1)` their bounding boxes overlap: the
+/// candidates for a link between two cell centres.
+struct TriangleBins {
+    bins: std::collections::HashMap<[i32; 3], Vec<u32>>,
+}
+
+impl TriangleBins {
+    fn new(mesh: &mesh::PlacedMesh) -> TriangleBins {
+        let mut bins: std::collections::HashMap<[i32; 3], Vec<u32>> = Default::default();
+        for (k, t) in mesh.triangles.iter().enumerate() {
+            let lo = [0, 1, 2].map(|a| t[0][a].min(t[1][a]).min(t[2][a]).floor() as i32);
+            let hi = [0, 1, 2].map(|a| t[0][a].max(t[1][a]).max(t[2][a]).floor() as i32);
+            for z in lo[2]..=hi[2] {
+                for y in lo[1]..=hi[1] {
+                    for x in lo[0]..=hi[0] {
+                        bins.entry([x, y, z]).or_default().push(k as u32);
+                    }
+                }
+            }
+        }
+        TriangleBins { bins }
+    }
+
+    /// The nearest crossing of the segment `p` to `p + e` with a triangle
+    /// (Möller–Trumbore), as a fraction of the segment.
+    fn first_hit(&self, mesh: &mesh::PlacedMesh, p: [f64; 3], e: [f64; 3]) -> Option<f64> {
+        let lo = [0, 1, 2].map(|a| p[a].min(p[a] + e[a]).floor() as i32);
+        let hi = [0, 1, 2].map(|a| p[a].max(p[a] + e[a]).floor() as i32);
+        let mut best: Option<f64> = None;
+        for z in lo[2]..=hi[2] {
+            for y in lo[1]..=hi[1] {
+                for x in lo[0]..=hi[0] {
+                    for &k in self.bins.get(&[x, y, z]).into_iter().flatten() {
+                        let [v0, v1, v2] = mesh.triangles[k as usize];
+                        let e1 = [0, 1, 2].map(|a| v1[a] - v0[a]);
+                        let e2 = [0, 1, 2].map(|a| v2[a] - v0[a]);
+                        let h = cross(e, e2);
+                        let det = dot(e1, h);
+                        if det.abs() < 1e-14 {
+                            continue;
+                        }
+                        let s = [0, 1, 2].map(|a| p[a] - v0[a]);
+                        let u = dot(s, h) / det;
+                        if !(-1e-9..=1.0 + 1e-9).contains(&u) {
+                            continue;
+                        }
+                        let qv = cross(s, e1);
+                        let v = dot(e, qv) / det;
+                        if v < -1e-9 || u + v > 1.0 + 1e-9 {
+                            continue;
+                        }
+                        let t = dot(e2, qv) / det;
+                        if (-1e-9..=1.0 + 1e-9).contains(&t) && best.is_none_or(|b| t < b) {
+                            best = Some(t);
+                        }
+                    }
+                }
+            }
+        }
+        best
     }
 }

@@ -227,6 +227,19 @@ impl Axis {
     }
 }
 
+/// How the walls of a curved obstacle meet the lattice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Surface {
+    /// Half-way bounce-back at the faces of the solid cells: the surface moves
+    /// to the cells' faces (first order in the wall position).
+    #[default]
+    Staircase,
+    /// Interpolated bounce-back with the exact wall distance of each link
+    /// (second order; `solver::lbm::links`).
+    Interpolated,
+}
+
 /// An obstacle (solid cells with their own drag and lift).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(tag = "shape", rename_all = "snake_case", deny_unknown_fields)]
@@ -235,6 +248,8 @@ pub enum Shape {
         #[serde(deserialize_with = "exactly")]
         center: [f64; 3],
         radius: f64,
+        #[serde(default)]
+        surface: Surface,
     },
     /// Circular cylinder through the whole domain along `axis`.
     Cylinder {
@@ -242,6 +257,8 @@ pub enum Shape {
         center: [f64; 3],
         radius: f64,
         axis: Axis,
+        #[serde(default)]
+        surface: Surface,
     },
     /// Axis-aligned box; cells whose centres lie within [min, max].
     Box {
@@ -278,6 +295,8 @@ pub enum Shape {
         /// Degrees about x, then y, then z.
         #[serde(default, deserialize_with = "exactly")]
         rotate: [f64; 3],
+        #[serde(default)]
+        surface: Surface,
         /// The triangles in cells, filled in when the scenario is loaded.
         #[serde(skip)]
         placed: std::sync::Arc<mesh::PlacedMesh>,
@@ -289,6 +308,17 @@ fn one() -> f64 {
 }
 
 impl Shape {
+    /// Its walls' treatment (boxes and buildings are staircases: their faces
+    /// lie on cell faces).
+    pub fn surface(&self) -> Surface {
+        match self {
+            Shape::Sphere { surface, .. }
+            | Shape::Cylinder { surface, .. }
+            | Shape::Mesh { surface, .. } => *surface,
+            _ => Surface::Staircase,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Shape::Sphere { .. } => "sphere",
@@ -1240,6 +1270,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
             center,
             rotate,
             placed,
+            ..
         } = &mut shape
         {
             if !(*scale > 0.0 && scale.is_finite() && rotate.iter().all(|r| r.is_finite())) {

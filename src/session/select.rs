@@ -6,6 +6,7 @@ use crate::scenario::geometry::{ObstacleInfo, VelocitySlots, Voxels};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::solver::lbm::cpu::CpuSolver;
 use crate::solver::lbm::cuda::{self, CudaSolver, CudaUnavailable, Placement};
+use crate::solver::lbm::links::WallLinks;
 use crate::solver::lbm::slabs::{Partition, SlabSolver};
 use crate::solver::{Fields, Initial, Precision, Solver, SolverError};
 use crate::system::Tuning;
@@ -81,13 +82,13 @@ pub struct Geometry {
 }
 
 /// Splits voxels into the flags a solver takes and the rest.
-fn split(voxels: Voxels) -> (Vec<u8>, Geometry) {
+fn split(voxels: Voxels) -> (Vec<u8>, WallLinks, Geometry) {
     let geometry = Geometry {
         obstacles: voxels.obstacles,
         slots: voxels.slots,
         fluid_cells: voxels.fluid_cells,
     };
-    (voxels.flags, geometry)
+    (voxels.flags, voxels.links, geometry)
 }
 
 /// Slab `s`'s share of an initial state.
@@ -132,7 +133,7 @@ pub fn build_cpu_slabs(
     scenario: &Scenario,
     count: usize,
 ) -> Result<SlabSolver<CpuSolver>, SelectError> {
-    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let (flags, links, geometry) = split(voxels_with_fluid(scenario)?);
     let params = scenario.params(&geometry.slots);
     let initial = scenario.initial();
     let partition = Partition::new(scenario.grid(), count)?;
@@ -142,7 +143,10 @@ pub fn build_cpu_slabs(
         flags,
         params,
         |s, grid, flags, owned, params| {
-            CpuSolver::slab(grid, flags, params, slab_initial(&p, s, &initial), owned)
+            let mut slab =
+                CpuSolver::slab(grid, flags, params, slab_initial(&p, s, &initial), owned)?;
+            slab.set_links(p.local_links(s, &links))?;
+            Ok(slab)
         },
     )?)
 }
@@ -178,12 +182,12 @@ fn cuda_slabs(
             },
         )?;
     }
-    let (flags, geometry) = split(voxels_on_gpu(scenario)?);
+    let (flags, links, geometry) = split(voxels_on_gpu(scenario)?);
     let params = scenario.params(&geometry.slots);
     let initial = scenario.initial();
     let p = partition.clone();
     let solver = SlabSolver::new(partition, flags, params, |s, grid, flags, owned, params| {
-        CudaSolver::on_device(
+        let mut slab = CudaSolver::on_device(
             Placement::slab(s, owned),
             grid,
             flags,
@@ -191,7 +195,9 @@ fn cuda_slabs(
             slab_initial(&p, s, &initial),
             precision,
             tuning,
-        )
+        )?;
+        slab.set_links(p.local_links(s, &links))?;
+        Ok(slab)
     })?;
     Ok((solver, geometry))
 }
@@ -284,9 +290,12 @@ fn cpu_one(
         let per_cell = Precision::Fp32.bytes_per_cell() as f64;
         scenario.check_memory(per_cell, bytes, "the CPU solver")?;
     }
-    let (flags, geometry) = split(voxels_with_fluid(scenario)?);
+    let (flags, links, geometry) = split(voxels_with_fluid(scenario)?);
     let params = scenario.params(&geometry.slots);
-    let solver = CpuSolver::new(scenario.grid(), flags, params, scenario.initial())?;
+    let mut solver = CpuSolver::new(scenario.grid(), flags, params, scenario.initial())?;
+    if !links.is_empty() {
+        solver.set_links(links)?;
+    }
     Ok((solver, geometry))
 }
 
@@ -314,9 +323,9 @@ fn cuda_one(
             help: "make domain.size smaller".into(),
         })
     })?;
-    let (flags, geometry) = split(voxels_on_gpu(scenario)?);
+    let (flags, links, geometry) = split(voxels_on_gpu(scenario)?);
     let params = scenario.params(&geometry.slots);
-    let solver = CudaSolver::new(
+    let mut solver = CudaSolver::new(
         scenario.grid(),
         flags,
         params,
@@ -324,6 +333,9 @@ fn cuda_one(
         precision,
         tuning,
     )?;
+    if !links.is_empty() {
+        solver.set_links(links)?;
+    }
     Ok((solver, geometry))
 }
 

@@ -24,7 +24,7 @@ pub fn scaled_overrides(s: &Scenario, factor: f64, min_tau: f64) -> Vec<String> 
     o.push(format!("fluid.length_cells={length}"));
     for (k, shape) in s.obstacles.iter().enumerate() {
         match shape {
-            Shape::Sphere { center, radius } | Shape::Cylinder { center, radius, .. } => {
+            Shape::Sphere { center, radius, .. } | Shape::Cylinder { center, radius, .. } => {
                 o.push(format!("obstacles.{k}.center={}", list(*center)));
                 o.push(format!("obstacles.{k}.radius={}", sc(*radius).max(1.0)));
             }

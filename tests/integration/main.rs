@@ -20,4 +20,5 @@ mod slabs;
 mod validation;
 mod visual;
 mod vti;
+mod walls;
 mod window;

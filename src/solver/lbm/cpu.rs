@@ -12,6 +12,7 @@ use rayon::prelude::*;
 
 use super::boundary::{specular_partner, MIRROR};
 use super::lattice::{self, opposite, E, LANES, Q, W};
+use super::links::{self, check as check_links, WallLinks};
 use super::slabs::{Part, SlabLattice, Transfer};
 use crate::solver::flags::{self, CellType, NEAR, TYPE_MASK};
 use crate::solver::{
@@ -131,6 +132,8 @@ pub struct CpuSolver {
     owned: Range<usize>,
     /// Time averages, while kept.
     averages: Option<HostAverages>,
+    /// Links into interpolated walls ([`links`]).
+    links: WallLinks,
 }
 
 impl CpuSolver {
@@ -181,13 +184,23 @@ impl CpuSolver {
             snapshot: None,
             owned,
             averages: None,
+            links: WallLinks::default(),
         };
         solver.initialise();
         Ok(solver)
     }
 
+    /// Makes the links of `links` interpolated walls (before the first step).
+    pub fn set_links(&mut self, links: WallLinks) -> Result<(), SolverError> {
+        check_links(&links, &self.flags, self.t)?;
+        self.links = links;
+        self.initialise();
+        Ok(())
+    }
+
     fn initialise(&mut self) {
         self.f = super::initial_populations(&self.grid, &self.flags, &self.params, &self.initial);
+        links::initial_adjust(&self.links, &mut self.f, self.grid.cells());
         self.t = 0;
     }
 
@@ -271,6 +284,9 @@ impl CpuSolver {
                 }
             };
         }
+        if let Some(q) = self.links.at(c) {
+            links::complete_incoming(q, &mut f);
+        }
         f
     }
 
@@ -278,6 +294,7 @@ impl CpuSolver {
     #[inline]
     unsafe fn write_odd(&self, lat: Lattice, c: usize, p: [usize; 3], f: &[f32; Q]) {
         let g = &self.grid;
+        let q = self.links.at(c);
         lat.set(0, c, f[0]);
         for i in 1..Q {
             let o = opposite(i);
@@ -292,7 +309,9 @@ impl CpuSolver {
                     let mf = self.flags[m];
                     match CellType::of(mf) {
                         CellType::Fluid | CellType::Outlet => lat.set(i, m, f[i]),
-                        CellType::Wall => lat.set(o, c, f[i]),
+                        CellType::Wall => {
+                            lat.set(o, c, q.map_or(f[i], |q| links::bounced(q[i - 1], f, i)))
+                        }
                         CellType::MovingWall | CellType::Inlet => {
                             lat.set(o, c, f[i] - 6.0 * W[i] * edot(i, self.wall_velocity(mf, m)))
                         }
@@ -325,6 +344,9 @@ impl CpuSolver {
                 let mut f = [0.0f32; Q];
                 for (i, v) in f.iter_mut().enumerate() {
                     *v = lat.get(i, c);
+                }
+                if let Some(q) = self.links.at(c) {
+                    links::complete_incoming(q, &mut f);
                 }
                 f
             } else {
@@ -448,9 +470,27 @@ impl CpuSolver {
                     for (i, v) in f.iter_mut().enumerate() {
                         *v = lat.get(i, c);
                     }
+                    let q = if fl & NEAR != 0 {
+                        self.links.at(c)
+                    } else {
+                        None
+                    };
+                    if let Some(q) = q {
+                        links::complete_incoming(q, &mut f);
+                    }
                     update.apply(fl, &mut f);
-                    for (i, v) in f.iter().enumerate() {
-                        lat.set(opposite(i), c, *v);
+                    match q {
+                        None => {
+                            for (i, v) in f.iter().enumerate() {
+                                lat.set(opposite(i), c, *v);
+                            }
+                        }
+                        Some(q) => {
+                            lat.set(0, c, f[0]);
+                            for i in 1..Q {
+                                lat.set(opposite(i), c, links::bounced(q[i - 1], &f, i));
+                            }
+                        }
                     }
                     if fl & NEAR != 0 {
                         // Populations arriving from beyond a non-periodic face
@@ -812,6 +852,7 @@ impl Solver for CpuSolver {
     }
 
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
+        let update = Update::new(&self.params);
         let mut total = vec![[0.0f64; 3]; flags::MAX_TAG as usize + 1];
         for c in self.owned_cells() {
             let fl = self.flags[c];
@@ -820,6 +861,7 @@ impl Solver for CpuSolver {
             }
             let p = self.grid.coords(c);
             let mut incoming: Option<[f32; Q]> = None;
+            let mut collided: Option<[f32; Q]> = None;
             for i in 1..Q {
                 let Some(m) = self.grid.neighbour(p[0], p[1], p[2], E[i]) else {
                     continue;
@@ -829,9 +871,21 @@ impl Solver for CpuSolver {
                     continue;
                 }
                 let f = *incoming.get_or_insert_with(|| self.incoming(c));
-                // Momentum given to the wall on link i: f*_i + f_opp(i) with the
-                // bounced-back f_opp(i) = f*_i (unshifted values).
-                let momentum = 2.0 * (f[opposite(i)] as f64 + W[i] as f64);
+                let q = self.links.at(c).map_or(0.0, |q| q[i - 1]);
+                // Momentum given to the wall on link i: f*_i + f_opp(i) (unshifted
+                // values). Half-way: the bounced-back f_opp(i) is f*_i of the step
+                // before. Interpolated: f*_i is this step's, from colliding the
+                // incoming populations (the same at steady state).
+                let momentum = if q == 0.0 {
+                    2.0 * (f[opposite(i)] as f64 + W[i] as f64)
+                } else {
+                    let post = *collided.get_or_insert_with(|| {
+                        let mut post = f;
+                        update.apply(fl, &mut post);
+                        post
+                    });
+                    f[opposite(i)] as f64 + post[i] as f64 + 2.0 * W[i] as f64
+                };
                 let acc = &mut total[flags::tag(mf) as usize];
                 for d in 0..3 {
                     acc[d] += momentum * E[i][d] as f64;

@@ -34,6 +34,7 @@ pub mod boundary;
 pub mod cpu;
 pub mod cuda;
 pub mod lattice;
+pub mod links;
 pub mod slabs;
 
 use crate::solver::{flags, Grid, Initial, Params};

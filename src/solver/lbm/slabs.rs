@@ -31,6 +31,7 @@
 use std::ops::Range;
 
 use super::lattice::{E, Q};
+use super::links::WallLinks;
 use crate::solver::{
     average, Averages, ChangeSums, Fields, Grid, Params, Schedule, Solver, SolverError, Stats,
 };
@@ -199,6 +200,20 @@ impl Partition {
         let mut local = params.clone();
         local.profiles.lo[2] -= first;
         local.profiles.hi[2] -= first;
+        local
+    }
+
+    /// Slab `s`'s share of the links into interpolated walls: those of its
+    /// owned cells, in its numbering (halos are never updated by it).
+    pub fn local_links(&self, s: usize, links: &WallLinks) -> WallLinks {
+        let nxy = self.plane();
+        let slab = &self.slabs[s];
+        let first = slab.layers.start * nxy;
+        let mut local = links.window(first, slab.layers.len() * nxy);
+        let shift = (slab.owned().start * nxy) as u32;
+        for c in &mut local.cells {
+            *c += shift;
+        }
         local
     }
 

@@ -46,10 +46,24 @@ pub struct CudaParams {
     pub roughness: [f32; VELOCITY_SLOTS],
     pub wall_lo: [f32; 3],
     pub wall_hi: [f32; 3],
+    /// Interpolated walls: the boundary list's length and device address, and
+    /// the device address of its links' q (0: none; see
+    /// [`crate::solver::lbm::links`]). Addresses in 32-bit halves, low first,
+    /// so that the struct stays 4-byte aligned (the kernel file says why).
+    pub near_count: u32,
+    pub near: [u32; 2],
+    pub link_q: [u32; 2],
 }
 const _: () = assert!(
-    std::mem::size_of::<CudaParams>() == 4 * 13 + 4 * 3 * VELOCITY_SLOTS + 8 * VELOCITY_SLOTS + 24
+    std::mem::size_of::<CudaParams>()
+        == 4 * 13 + 4 * 3 * VELOCITY_SLOTS + 8 * VELOCITY_SLOTS + 24 + 4 + 16
 );
+const _: () = assert!(std::mem::align_of::<CudaParams>() == 4);
+
+/// A device address as the kernels' `Params` keep it.
+pub fn address_halves(address: u64) -> [u32; 2] {
+    [address as u32, (address >> 32) as u32]
+}
 
 // SAFETY: plain old data with the C layout of the kernel's `Params`.
 unsafe impl DeviceRepr for CudaParams {}
@@ -88,6 +102,19 @@ impl CudaParams {
             }),
             wall_lo: p.profiles.lo,
             wall_hi: p.profiles.hi,
+            near_count: 0,
+            near: [0; 2],
+            link_q: [0; 2],
+        }
+    }
+
+    /// These parameters with the interpolated walls of `other`.
+    pub fn with_links_of(self, other: &CudaParams) -> CudaParams {
+        CudaParams {
+            near_count: other.near_count,
+            near: other.near,
+            link_q: other.link_q,
+            ..self
         }
     }
 }
@@ -191,6 +218,7 @@ pub(super) struct Kernels {
     pub(super) fill_f32: CudaFunction,
     pub(super) velocity_change: CudaFunction,
     pub(super) unpack: CudaFunction,
+    pub(super) links_initial: CudaFunction,
 }
 
 /// The bulk kernel of a step.
@@ -414,12 +442,15 @@ impl CudaSolver {
             let cells = self.near_dev.slice(a..z);
             let mut b = self.stream.launch_builder(&self.kernels.boundary);
             self.lattice.arg_mut(&mut b);
+            let first = a as u32;
             b.arg(&self.flags_dev)
                 .arg(&self.kparams)
                 .arg(&parity)
                 .arg(&cells)
-                .arg(&count);
-            // SAFETY: signature of aa_boundary; `cells` holds `count` cells.
+                .arg(&count)
+                .arg(&first);
+            // SAFETY: signature of aa_boundary; `cells` holds `count` cells
+            // from entry `first` of the boundary list.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         }
         Ok(())

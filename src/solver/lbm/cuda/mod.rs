@@ -21,7 +21,7 @@ mod launch;
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
 pub use compile::{compile, compile_options, kernel_source, KERNEL_SOURCE};
 pub(crate) use device::guarded;
@@ -36,6 +36,7 @@ pub use launch::{
 };
 
 use super::lattice::Q;
+use super::links::{check as check_links, WallLinks};
 use super::slabs::SlabLattice;
 use crate::solver::{
     average, check_params, flags, Averages, Fields, Grid, Initial, Params, Precision, Schedule,
@@ -90,6 +91,9 @@ pub struct CudaSolver {
     /// Cells with the NEAR flag (boundary kernel), sorted, on the device and here.
     near_dev: CudaSlice<u32>,
     near: Vec<u32>,
+    /// q of the interpolated walls' links, 18 per entry of `near`
+    /// ([`WallLinks::aligned`]), while there are any.
+    links_dev: Option<CudaSlice<f32>>,
     /// Layers (z) this solver updates; the others are halos of a slab.
     owned: Range<usize>,
     link: Option<SlabLink>,
@@ -174,6 +178,7 @@ impl KernelBuild {
             fill_f32: load("fill_f32")?,
             velocity_change: load("velocity_change")?,
             unpack: load("unpack_planes")?,
+            links_initial: load("links_initial")?,
         })
     }
 }
@@ -298,6 +303,7 @@ impl CudaSolver {
             flags_dev,
             near_dev,
             near,
+            links_dev: None,
             owned: owned.unwrap_or(0..grid.size[2]),
             link,
             fields_dev: None,
@@ -324,6 +330,25 @@ impl CudaSolver {
         };
         solver.initialise()?;
         Ok(solver)
+    }
+
+    /// Makes the links of `links` interpolated walls (before the first step).
+    pub fn set_links(&mut self, links: WallLinks) -> Result<(), SolverError> {
+        check_links(&links, &self.flags, self.t)?;
+        if links.is_empty() {
+            self.links_dev = None;
+            self.kparams = CudaParams::new(&self.grid, &self.params);
+        } else {
+            let q = self
+                .stream
+                .clone_htod(&links.aligned(&self.near))
+                .map_err(dev)?;
+            self.kparams.near_count = self.near.len() as u32;
+            self.kparams.near = launch::address_halves(self.near_dev.device_ptr(&self.stream).0);
+            self.kparams.link_q = launch::address_halves(q.device_ptr(&self.stream).0);
+            self.links_dev = Some(q);
+        }
+        self.initialise()
     }
 
     pub fn precision(&self) -> Precision {
@@ -382,6 +407,20 @@ impl CudaSolver {
                 );
                 self.upload(&host)?;
             }
+        }
+        if self.links_dev.is_some() {
+            let count = self.near.len() as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (count.div_ceil(128), 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = self.stream.launch_builder(&self.kernels.links_initial);
+            self.lattice.arg_mut(&mut b);
+            b.arg(&self.kparams);
+            // SAFETY: links_initial(store_t*, Params): the links cover the boundary list.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+            self.stream.synchronize().map_err(dev)?;
         }
         self.t = 0;
         Ok(())
@@ -504,7 +543,7 @@ impl Solver for CudaSolver {
             self.odd_quads &= self.kernels.odd4.is_some();
             self.build = build;
         }
-        self.kparams = CudaParams::new(&self.grid, &params);
+        self.kparams = CudaParams::new(&self.grid, &params).with_links_of(&self.kparams);
         self.params = params;
         Ok(())
     }
