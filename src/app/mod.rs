@@ -588,6 +588,12 @@ impl ApplicationHandler<Wake> for App {
                 gfx.window.request_redraw();
             }
             WindowEvent::RedrawRequested => self.redraw(el),
+            // A scenario, checkpoint or mesh dropped on the window opens.
+            WindowEvent::DroppedFile(path) => {
+                if let Some(w) = &self.worker {
+                    w.send(crate::ui::open_command(path));
+                }
+            }
             _ => {}
         }
     }

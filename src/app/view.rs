@@ -23,6 +23,7 @@ impl View {
     }
 
     pub fn upload(&mut self, gpu: &Gpu, frame: &Frame) -> Result<(), GpuError> {
+        self.viewer.set_meshes(&frame.meshes, frame.stride);
         self.viewer.upload(
             gpu,
             &frame.fields,

@@ -299,6 +299,13 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
         fields = display::downsample_fields(fields, stride);
     }
     let mut viewer = Viewer::new(&gpu);
+    let stride = args.display_limit.map_or(1, |limit| {
+        crate::solver::display::stride_for(solver.grid().size, limit)
+    });
+    viewer.set_meshes(
+        &std::sync::Arc::new(crate::scenario::mesh::ObstacleMeshes::of(&scenario)),
+        stride,
+    );
     viewer.upload(&gpu, &fields, &flags, 0, None)?;
     let mut camera = Camera::framing(fields.size.map(|n| n as u32));
     camera.yaw = args.yaw.unwrap_or(camera.yaw);

@@ -11,6 +11,7 @@ use glam::Vec2;
 use super::colour::ColourMap;
 use super::derive::PlotType;
 use super::gpu::{Gpu, GpuError};
+use super::gpu_data::Vertex;
 use super::isosurface::{Extractor, Iso};
 use super::lines::{box_lines, Lines};
 use super::passes::{DerivePass, MinMax, UnpackPass};
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use super::interop::SharedImports;
 use super::volume::{FieldStaging, Volume};
+use crate::scenario::mesh::ObstacleMeshes;
 use crate::solver::display::SharedLease;
 use crate::solver::{Fields, Grid};
 
@@ -171,6 +173,9 @@ pub struct Viewer {
     pub scene_timer: Option<super::gpu::GpuTimer>,
     /// Ranges and counts coming back, with the frame and settings they are of.
     readbacks: Readbacks<(u64, ViewSettings)>,
+    /// Mesh obstacles, drawn from their triangles, and the stride of the
+    /// display grid they are placed in.
+    meshes: (Arc<ObstacleMeshes>, usize),
 }
 
 const OBSTACLE_COLOUR: [f32; 3] = [0.6, 0.62, 0.68];
@@ -208,6 +213,24 @@ impl Viewer {
             picture_generation: 0,
             scene_timer: None,
             readbacks: Readbacks::default(),
+            meshes: (Arc::default(), 1),
+        }
+    }
+
+    /// The triangles the obstacles are drawn with (tests).
+    pub fn obstacle_vertices(&self, gpu: &Gpu) -> Result<Vec<Vertex>, GpuError> {
+        let args = gpu.read_buffer(&self.obstacles.draw_args, 16)?;
+        let count = bytemuck::cast_slice::<u8, u32>(&args)[0];
+        self.obstacles.read_vertices(gpu, count)
+    }
+
+    /// The mesh obstacles of the frames that follow, in cells of a solver
+    /// grid `stride` times the display grid's: drawn from their triangles
+    /// instead of from their voxels. New meshes are new geometry.
+    pub fn set_meshes(&mut self, meshes: &Arc<ObstacleMeshes>, stride: usize) {
+        if !Arc::ptr_eq(&self.meshes.0, meshes) || self.meshes.1 != stride {
+            self.meshes = (meshes.clone(), stride.max(1));
+            self.geometry = u64::MAX;
         }
     }
 
@@ -270,9 +293,13 @@ impl Viewer {
             } else {
                 cell_flags
             };
-            v.solid.write_solid(gpu, cell_flags);
+            let (meshes, stride) = &self.meshes;
+            v.solid.write_solid(gpu, cell_flags, &meshes.tags);
             v.blocked.write_blocked(gpu, cell_flags);
-            self.obstacles.extract(gpu, &v.solid, 0.5)?;
+            let count = self.obstacles.extract(gpu, &v.solid, 0.5)?;
+            let triangles = mesh_vertices(meshes, *stride);
+            self.obstacles
+                .append(gpu, count, &triangles, |o| o.extract(gpu, &v.solid, 0.5))?;
             let grid = Grid {
                 size: fields.size,
                 periodic: [0, 1, 2].map(|a| periodic_axis(cell_flags, fields.size, a)),
@@ -745,4 +772,31 @@ fn periodic_axis(flags: &[u8], size: [usize; 3], axis: usize) -> bool {
         }
     }
     true
+}
+
+/// Triangles of mesh obstacles as vertices of the display grid (a display
+/// cell's centre is the mean of the centres of the `stride`³ cells it
+/// covers), with their face normals.
+pub fn mesh_vertices(meshes: &ObstacleMeshes, stride: usize) -> Vec<Vertex> {
+    let s = stride as f32;
+    let shift = 0.5 * (s - 1.0);
+    meshes
+        .triangles
+        .iter()
+        .flat_map(|t| {
+            let p = t.map(|v| v.map(|c| (c - shift) / s));
+            let a = [0, 1, 2].map(|k| p[1][k] - p[0][k]);
+            let b = [0, 1, 2].map(|k| p[2][k] - p[0][k]);
+            let n = [
+                a[1] * b[2] - a[2] * b[1],
+                a[2] * b[0] - a[0] * b[2],
+                a[0] * b[1] - a[1] * b[0],
+                0.0,
+            ];
+            p.map(|v| Vertex {
+                position: [v[0], v[1], v[2], 0.0],
+                normal: n,
+            })
+        })
+        .collect()
 }

@@ -293,13 +293,18 @@ impl Volume {
         self.write(gpu, bytemuck::cast_slice(values), 4);
     }
 
-    /// 1 inside solid cells (walls, obstacles), 0 elsewhere: obstacles are
-    /// drawn as the 0.5 isosurface of this.
-    pub fn write_solid(&self, gpu: &Gpu, cell_flags: &[u8]) {
+    /// 1 inside obstacle cells, 0 elsewhere: obstacles are drawn as the 0.5
+    /// isosurface of this, except those tagged `drawn_apart` (meshes, drawn
+    /// from their triangles).
+    pub fn write_solid(&self, gpu: &Gpu, cell_flags: &[u8], drawn_apart: &[u8]) {
         let v: Vec<f32> = cell_flags
             .iter()
             .map(|&f| {
-                if flags::CellType::of(f) == flags::CellType::Wall && flags::tag(f) > 0 {
+                let tag = flags::tag(f);
+                if flags::CellType::of(f) == flags::CellType::Wall
+                    && tag > 0
+                    && !drawn_apart.contains(&tag)
+                {
                     1.0
                 } else {
                     0.0

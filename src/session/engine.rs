@@ -10,6 +10,7 @@ use super::protocol::Mailbox;
 use super::publisher::Publisher;
 use super::select::{self, Backend, Geometry};
 use crate::io::checkpoint::{self, CheckpointError};
+use crate::scenario::mesh::ObstacleMeshes;
 use crate::scenario::Scenario;
 use crate::solver::{Schedule, Solver, SolverError};
 
@@ -42,12 +43,14 @@ impl Engine {
             obstacle: selected.geometry.obstacles.first().map(|o| o.name.clone()),
             ..Default::default()
         };
+        let mut publisher = Publisher::new(generation, probe);
+        publisher.meshes = std::sync::Arc::new(ObstacleMeshes::of(&scenario));
         let mut engine = Engine {
             scenario,
             solver: selected.solver,
             geometry: selected.geometry,
             history,
-            publisher: Publisher::new(generation, probe),
+            publisher,
             reason: selected.reason,
         };
         engine.set_display_limit(limit);

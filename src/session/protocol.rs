@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::history::History;
+use crate::scenario::mesh::ObstacleMeshes;
 use crate::scenario::{Scenario, Turbulence};
 use crate::solver::display::SharedLease;
 use crate::solver::{Collision, Fields};
@@ -36,6 +37,10 @@ pub enum Command {
     /// Read this scenario file and run it; the running scenario goes on if
     /// the file cannot be used.
     Open(PathBuf),
+    /// Add the STL mesh in this file to the running scenario as an obstacle
+    /// ([`crate::scenario::mesh::obstacle_table`]) and start it over; it goes
+    /// on unchanged if the mesh cannot be used.
+    AddMesh(PathBuf),
     SaveCheckpoint(PathBuf),
     /// Continue from a checkpoint of the current scenario.
     LoadCheckpoint(PathBuf),
@@ -64,6 +69,9 @@ pub struct Frame {
     pub geometry: u64,
     /// Cells of the solver's grid per display cell along each axis.
     pub stride: usize,
+    /// The mesh obstacles, drawn from their triangles (they change with
+    /// `geometry`).
+    pub meshes: Arc<ObstacleMeshes>,
     /// The same fields in GPU memory the window can import and copy from
     /// (it lets go of the lease once its copy is done). Such frames come
     /// with host fields ([`Fields::has_values`]) about every

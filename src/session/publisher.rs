@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::error::SessionError;
 use super::history::History;
 use super::protocol::{Frame, Mailbox};
+use crate::scenario::mesh::ObstacleMeshes;
 use crate::solver::display::{self, SharedLease};
 use crate::solver::{Fields, Solver, MAX_STABLE_SPEED};
 
@@ -22,6 +23,8 @@ pub(super) struct Publisher {
     /// shared by every frame (they change with the geometry and the limit).
     pub(super) stride: usize,
     pub(super) flags: Arc<Vec<u8>>,
+    /// The scenario's mesh obstacles, for every frame.
+    pub(super) meshes: Arc<ObstacleMeshes>,
     /// A display frame may be copying (see [`Solver::begin_display`]).
     pub(super) copying: bool,
     /// The step of the newest frame published.
@@ -57,6 +60,7 @@ impl Publisher {
             geometry,
             stride: 0,
             flags: Arc::default(),
+            meshes: Arc::default(),
             copying: false,
             shown: None,
             host_copied: Instant::now(),
@@ -171,6 +175,7 @@ impl Publisher {
             flags: self.flags.clone(),
             geometry: self.geometry,
             stride: self.stride,
+            meshes: self.meshes.clone(),
             shared: shared.map(Arc::new),
         };
         if let Ok(mut slot) = mailbox.frame.lock() {

@@ -278,6 +278,10 @@ impl Session {
                 let scenario = Scenario::load(&path, &[])?;
                 return self.apply(Command::Load(Box::new(scenario)));
             }
+            Command::AddMesh(path) => {
+                let scenario = with_mesh(&engine.scenario, &path)?;
+                return self.apply(Command::Load(Box::new(scenario)));
+            }
             Command::Load(scenario) => {
                 let generation = engine.publisher.geometry + 1;
                 let probe = engine.publisher.probe;
@@ -442,6 +446,26 @@ impl Session {
     }
 }
 
+/// `current` with the mesh in `path` added as an obstacle, keeping its live
+/// Reynolds number, speed and subgrid model.
+fn with_mesh(current: &Scenario, path: &std::path::Path) -> Result<Scenario, SessionError> {
+    // The scenario resolves `file` against its own folder.
+    let path = std::path::absolute(path).map_err(|e| {
+        SessionError::Input(format!(
+            "the mesh path {} cannot be used: {e}",
+            path.display()
+        ))
+    })?;
+    let table =
+        crate::scenario::mesh::obstacle_table(&path, current.size).map_err(SessionError::Input)?;
+    let text = format!("{}{table}", current.source);
+    let u = &current.units;
+    Ok(Scenario::from_text(&current.path, &text, &[])?
+        .with_reynolds(u.reynolds)?
+        .with_velocity(u.velocity_lattice)?
+        .with_turbulence(current.turbulence))
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -523,6 +547,55 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         panic!("timed out; status {:?}", worker.status());
+    }
+
+    #[test]
+    fn a_mesh_opened_in_the_window_joins_the_scenario_and_a_broken_one_is_refused() {
+        use crate::scenario::mesh::{self, stl};
+        let dir = tempfile::tempdir().unwrap();
+        let ball = dir.path().join("ball.stl");
+        std::fs::write(&ball, stl::to_binary(&mesh::icosphere(3.0, 2), "ball")).unwrap();
+        let open = dir.path().join("open.stl");
+        let mut torn = mesh::icosphere(3.0, 1);
+        torn.pop();
+        std::fs::write(&open, stl::to_binary(&torn, "open")).unwrap();
+        let worker = cpu_worker(shipped("cavity.toml").with_reynolds(50.0).unwrap());
+        wait_for(&worker, |s| s.step > 4);
+        worker.send(Command::AddMesh(open));
+        let s = wait_for(&worker, |s| s.message.is_some());
+        let m = s.message.unwrap();
+        assert!(m.contains("open.stl") && m.contains("3 open edges"), "{m}");
+        worker.send(Command::AddMesh(ball));
+        // The new scenario starts over with the sphere as obstacle 1 (the
+        // cavity has none), its live Reynolds number kept.
+        let s = wait_for(&worker, |s| s.history.obstacle.is_some());
+        assert_eq!(s.history.obstacle.as_deref(), Some("1 (mesh)"));
+        assert!((s.reynolds - 50.0).abs() < 1e-9, "{}", s.reynolds);
+        let frame = loop {
+            let f = wait_for_frame(&worker);
+            if !f.meshes.is_empty() {
+                break f;
+            }
+        };
+        assert_eq!(frame.meshes.tags, vec![1]);
+        assert_eq!(frame.meshes.triangles.len(), 320);
+        // Scaled to a quarter of the 66-cell box: 16.5 cells across.
+        let xs: Vec<f32> = frame
+            .meshes
+            .triangles
+            .iter()
+            .flatten()
+            .map(|v| v[0])
+            .collect();
+        let span = xs.iter().cloned().fold(f32::MIN, f32::max)
+            - xs.iter().cloned().fold(f32::MAX, f32::min);
+        assert!((span - 16.5).abs() < 0.5, "{span}");
+        let solid = frame
+            .flags
+            .iter()
+            .filter(|&&f| crate::solver::flags::tag(f) == 1)
+            .count();
+        assert!(solid > 1000, "{solid} cells");
     }
 
     #[test]

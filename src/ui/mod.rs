@@ -405,10 +405,15 @@ fn files_section(
     ui.horizontal(|ui| {
         ui.add(
             egui::TextEdit::singleline(&mut state.path_text)
-                .hint_text("scenario .toml or checkpoint .ckpt"),
+                .hint_text("scenario .toml, checkpoint .ckpt or mesh .stl"),
         );
-        if ui.button("Open").clicked() && !state.path_text.trim().is_empty() {
-            commands.push(Command::Open(PathBuf::from(state.path_text.trim())));
+        if ui
+            .button("Open")
+            .on_hover_text("a scenario runs, a checkpoint continues, a mesh joins the scenario as an obstacle (or drop the file on the window)")
+            .clicked()
+            && !state.path_text.trim().is_empty()
+        {
+            commands.push(open_command(PathBuf::from(state.path_text.trim())));
         }
     });
     ui.horizontal_wrapped(|ui| {
@@ -436,6 +441,20 @@ fn files_section(
             state.show_help = !state.show_help;
         }
     });
+}
+
+/// What opening a file means, by its extension: an STL mesh joins the running
+/// scenario as an obstacle, a checkpoint continues it, anything else is read
+/// as a scenario (which says what is wrong with a file that is not one).
+pub fn open_command(path: PathBuf) -> Command {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("stl") => Command::AddMesh(path),
+        Some("ckpt") => Command::LoadCheckpoint(path),
+        _ => Command::Open(path),
+    }
 }
 
 /// Colour-by field, colour map, and the colour bar of the current range.
@@ -755,3 +774,17 @@ pub fn shortcuts(
 }
 
 pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–8    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q)\nM      surface: mesh, spheres, none\nL      streamlines on / off\nA      red/cyan anaglyph on / off\nDrag   orbit   ·   Scroll  zoom";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opened_files_are_routed_by_their_extension() {
+        let cmd = |p: &str| open_command(PathBuf::from(p));
+        assert_eq!(cmd("car.STL"), Command::AddMesh("car.STL".into()));
+        assert_eq!(cmd("run.ckpt"), Command::LoadCheckpoint("run.ckpt".into()));
+        assert_eq!(cmd("a.toml"), Command::Open("a.toml".into()));
+        assert_eq!(cmd("no-extension"), Command::Open("no-extension".into()));
+    }
+}

@@ -214,3 +214,58 @@ fn info_describes_a_mesh_obstacle() {
     let s = Scenario::load(&path, &[]).unwrap();
     assert!(matches!(&s.obstacles[0], Shape::Mesh { placed, .. } if placed.triangles.len() == 320));
 }
+
+#[test]
+fn the_window_draws_a_mesh_obstacle_from_its_triangles_not_its_voxels() {
+    use flowscope::render::gpu::Gpu;
+    use flowscope::render::viewer::Viewer;
+    use flowscope::scenario::mesh::ObstacleMeshes;
+    use flowscope::solver::{display, Fields};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sphere = mesh::icosphere(1.0, 2);
+    std::fs::write(dir.path().join("ball.stl"), stl::to_binary(&sphere, "ball")).unwrap();
+    // A mesh and an analytic sphere: the sphere from its voxels, the mesh
+    // from its 320 triangles.
+    let text = scenario_text(
+        32,
+        "shape = \"mesh\"\nfile = \"ball.stl\"\nscale = 6\ncenter = [10.3, 15.5, 15.5]\n[[obstacles]]\nshape = \"sphere\"\ncenter = [22, 15.5, 15.5]\nradius = 4",
+    );
+    let path = dir.path().join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    let s = Scenario::load(&path, &[]).unwrap();
+    let flags = s.voxelize().flags;
+    let meshes = Arc::new(ObstacleMeshes::of(&s));
+    assert_eq!(
+        (meshes.tags.clone(), meshes.triangles.len()),
+        (vec![1], 320)
+    );
+    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    for stride in [1usize, 2] {
+        let size = display::coarse_size(s.size, stride);
+        let cell_flags = display::downsample_flags(&flags, s.size, stride);
+        let fields = Fields::new(size);
+        let mut viewer = Viewer::new(&gpu);
+        viewer.set_meshes(&meshes, stride);
+        viewer.upload(&gpu, &fields, &cell_flags, 1, None).unwrap();
+        let vertices = viewer.obstacle_vertices(&gpu).unwrap();
+        let n = vertices.len();
+        assert!(n > 3 * 320, "the voxel sphere is drawn too: {n}");
+        // The mesh's triangles come last, in display cells.
+        let tail = &vertices[n - 3 * 320..];
+        let shift = 0.5 * (stride as f32 - 1.0);
+        for (v, p) in tail.iter().zip(meshes.triangles.iter().flatten()) {
+            for a in 0..3 {
+                let want = (p[a] - shift) / stride as f32;
+                assert!((v.position[a] - want).abs() < 1e-5, "{v:?} vs {p:?}");
+            }
+        }
+        // No voxel triangle is left where the mesh is (x < 16 / stride).
+        let voxel_near_mesh = vertices[..n - 3 * 320]
+            .iter()
+            .filter(|v| v.position[0] < 16.0 / stride as f32)
+            .count();
+        assert_eq!(voxel_near_mesh, 0, "stride {stride}");
+    }
+}

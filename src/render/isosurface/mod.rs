@@ -116,7 +116,11 @@ impl Extractor {
             args,
             output,
             counter: buffer("iso counter", 8, U::STORAGE | U::COPY_DST | U::COPY_SRC),
-            draw_args: buffer("iso draw args", 16, U::STORAGE | U::INDIRECT | U::COPY_SRC),
+            draw_args: buffer(
+                "iso draw args",
+                16,
+                U::STORAGE | U::INDIRECT | U::COPY_SRC | U::COPY_DST,
+            ),
             params: buffer(
                 "iso params",
                 std::mem::size_of::<ExtractParams>() as u64,
@@ -145,7 +149,10 @@ impl Extractor {
         let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("iso output"),
             size: capacity as u64 * element.bytes(),
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            // COPY_DST: mesh triangles are appended (`append`).
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
         (buffer, capacity)
@@ -251,6 +258,40 @@ impl Extractor {
             }
             self.grow(gpu, c[0])?;
         }
+    }
+
+    /// Adds `vertices` after the `count` the last extraction wrote (growing
+    /// the buffer and extracting again with `again` where they do not fit),
+    /// and draws them with it.
+    pub fn append(
+        &mut self,
+        gpu: &Gpu,
+        mut count: u32,
+        vertices: &[Vertex],
+        again: impl Fn(&mut Extractor) -> Result<u32, GpuError>,
+    ) -> Result<(), GpuError> {
+        if vertices.is_empty() {
+            return Ok(());
+        }
+        assert_eq!(self.element, Element::Vertex, "triangles only");
+        let total = count as u64 + vertices.len() as u64;
+        if total > u32::MAX as u64 / 2 {
+            return Err(GpuError::Device(format!(
+                "{} mesh vertices do not fit one draw",
+                vertices.len()
+            )));
+        }
+        if total > self.capacity as u64 {
+            self.grow(gpu, total as u32)?;
+            count = again(self)?;
+        }
+        let offset = count as u64 * self.element.bytes();
+        gpu.queue
+            .write_buffer(&self.output, offset, bytemuck::cast_slice(vertices));
+        let args = [count + vertices.len() as u32, 1, 0, 0];
+        gpu.queue
+            .write_buffer(&self.draw_args, 0, bytemuck::cast_slice(&args));
+        Ok(())
     }
 
     /// Makes room for `needed` elements (and a quarter more) after an

@@ -40,6 +40,68 @@ impl std::fmt::Debug for PlacedMesh {
     }
 }
 
+/// The mesh obstacles of a scenario as the window draws them: their triangles
+/// (cells of the solver's grid, f32) and their flag tags, whose voxels it
+/// then leaves out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObstacleMeshes {
+    pub tags: Vec<u8>,
+    pub triangles: Vec<[[f32; 3]; 3]>,
+}
+
+impl ObstacleMeshes {
+    pub fn of(scenario: &super::Scenario) -> ObstacleMeshes {
+        let mut out = ObstacleMeshes::default();
+        for (k, o) in scenario.obstacles.iter().enumerate() {
+            if let super::Shape::Mesh { placed, .. } = o {
+                out.tags.push((k + 1) as u8);
+                out.triangles.extend(
+                    placed
+                        .triangles
+                        .iter()
+                        .map(|t| t.map(|v| v.map(|c| c as f32))),
+                );
+            }
+        }
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty()
+    }
+}
+
+/// The `[[obstacles]]` table that adds the mesh in `path` to a grid of
+/// `size`: centred across the flow a quarter of the way along x, scaled so
+/// that its largest side spans a quarter of the grid's smallest one. For
+/// meshes opened in the window; the mesh is read (and checked) here.
+pub fn obstacle_table(path: &Path, size: [usize; 3]) -> Result<String, String> {
+    let triangles = load_cached(path)?;
+    let (lo, hi) = bounding_box(&triangles);
+    let extent = (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max);
+    let smallest = size.iter().copied().min().unwrap_or(1) as f64;
+    let scale = if extent > 0.0 {
+        0.25 * smallest / extent
+    } else {
+        1.0
+    };
+    let center = [
+        0.25 * (size[0] as f64 - 1.0),
+        0.5 * (size[1] as f64 - 1.0),
+        0.5 * (size[2] as f64 - 1.0),
+    ];
+    // TOML basic strings: backslashes and quotes escaped.
+    let file = path
+        .display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    Ok(format!(
+        "\n[[obstacles]]\nshape = \"mesh\"\nfile = \"{file}\"\nscale = {scale}\ncenter = [{}, {}, {}]\n",
+        center[0], center[1], center[2]
+    ))
+}
+
 /// Reads an STL mesh and refuses it where it is not a closed, consistently
 /// oriented surface of finite, non-degenerate triangles. The error names the
 /// file and the defect.

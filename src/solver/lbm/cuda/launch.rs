@@ -711,7 +711,12 @@ mod tests {
         assert_eq!(k.profile[..3], [0, 1 | 32 | 64, 2]);
         assert_eq!(k.roughness[..3], [0.0, 0.0, 0.5]);
         // The kernel's Params: 4 u32, 2 f32, 3 f32, u32, 2 f32, u32, 16x3 f32,
-        // 16 u32, 16 f32, 2x3 f32.
-        assert_eq!(std::mem::size_of::<CudaParams>(), 244 + 64 + 64 + 24);
+        // 16 u32, 16 f32, 2x3 f32, 5 u32 (the links, none here).
+        assert_eq!(std::mem::size_of::<CudaParams>(), 244 + 64 + 64 + 24 + 20);
+        assert_eq!((k.near_count, k.near, k.link_q), (0, [0; 2], [0; 2]));
+        assert_eq!(
+            address_halves(0x1234_5678_9abc_def0),
+            [0x9abc_def0, 0x1234_5678]
+        );
     }
 }
