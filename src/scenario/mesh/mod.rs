@@ -107,10 +107,36 @@ pub fn obstacle_table(path: &Path, size: [usize; 3]) -> Result<String, String> {
 /// file and the defect.
 pub fn load(path: &Path) -> Result<Vec<Triangle>, String> {
     let name = path.display();
+    // Meshes of a million triangles and more take a second or longer to read
+    // and check: a spinner on the terminal says what is happening (indicatif
+    // draws nothing where stderr is not a terminal).
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    let spinner = (bytes > PROGRESS_BYTES).then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        s.set_message(format!(
+            "reading the mesh {name} ({} MB)",
+            bytes / 1_000_000
+        ));
+        s.enable_steady_tick(std::time::Duration::from_millis(100));
+        s
+    });
     let triangles = stl::read(path).map_err(|e| format!("the mesh {name} {e}"))?;
-    check(&triangles).map_err(|e| format!("the mesh {name}: {e}"))?;
-    Ok(triangles)
+    if let Some(s) = &spinner {
+        s.set_message(format!(
+            "checking the mesh {name} ({} triangles)",
+            triangles.len()
+        ));
+    }
+    let checked = check(&triangles).map_err(|e| format!("the mesh {name}: {e}"));
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    checked.map(|_| triangles)
 }
+
+/// Files above this size get a spinner while they load (about a million
+/// triangles).
+const PROGRESS_BYTES: u64 = 40_000_000;
 
 /// [`load`], keeping the last meshes read: a scenario is parsed again for
 /// every live change, and a large mesh takes a second to read and check.
