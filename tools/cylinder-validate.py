@@ -9,7 +9,7 @@ Prints the mean drag coefficient (from the CSV's closing `mean` row), the
 Strouhal number from the peak of the lift coefficient's periodogram over the
 averaging window, the number of shedding periods averaged, and the mean
 recirculation length behind the cylinder (where the mean streamwise velocity
-on the centre line turns positive), in diameters.
+on the centre line turns positive for good), in diameters.
 """
 import argparse
 import csv
@@ -76,17 +76,23 @@ period = args.d / (args.u * st)
 periods = span / period
 
 probe = list(csv.DictReader(open(args.probe)))
-if "ux_mean" not in probe[0]:
+if probe and "ux_mean" in probe[0]:
+    # The means at the last step written (the file holds every sample).
+    last = probe[-1]["step"]
+    probe = [p for p in probe if p["step"] == last]
+if not probe or "ux_mean" not in probe[0]:
     sys.exit("the probe file has no ux_mean column: run with --average-from")
+# The end of the reversed flow: the last point with a negative mean (a thin
+# layer of forward flow right behind the cylinder, a secondary eddy, does
+# not end the recirculation).
+line = [(float(p["x"]), float(p["ux_mean"])) for p in probe]
+line = [(x, u) for x, u in line if x >= args.x_back]
 lr = None
-prev = None
-for p in probe:
-    x, u = float(p["x"]), float(p["ux_mean"])
-    if prev is not None and prev[1] < 0 <= u and prev[0] >= args.x_back:
-        x0 = prev[0] + (x - prev[0]) * (-prev[1]) / (u - prev[1])
-        lr = (x0 - args.x_back) / args.d
-        break
-    prev = (x, u)
+negative = [k for k, (_, u) in enumerate(line) if u < 0]
+if negative and negative[-1] + 1 < len(line):
+    (xa, ua), (xb, ub) = line[negative[-1]], line[negative[-1] + 1]
+    x0 = xa + (xb - xa) * (-ua) / (ub - ua)
+    lr = (x0 - args.x_back) / args.d
 
 print(f"averaged from step {start}: {len(window)} force rows, {periods:.1f} shedding periods of {period:.0f} steps")
 print(f"mean drag coefficient {mean_row[0]:.3f} (Norberg 0.98: {100 * (mean_row[0] / 0.98 - 1):+.1f}%)")

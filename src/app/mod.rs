@@ -303,6 +303,14 @@ impl App {
                     worker.send(Command::Open(p.clone()));
                 }
             }
+            // A mesh opened as the file field or a drop would (when the
+            // test left one): it joins the cube as an obstacle.
+            42 => {
+                let ball = std::path::Path::new("ball.stl");
+                if ball.exists() {
+                    worker.send(crate::ui::open_command(ball.to_path_buf()));
+                }
+            }
             45 => self.panel.screenshot = true,
             50 => worker.send(Command::Pause),
             55 => worker.send(Command::Step(2)),
@@ -332,10 +340,11 @@ impl App {
         }
         if f >= total {
             eprintln!(
-                "smoke run done: {} ({}) at step {}",
+                "smoke run done: {} ({}) at step {}, {} mesh triangles drawn",
                 status.scenario,
                 status.path.display(),
-                status.step
+                status.step,
+                gfx.view.viewer.mesh_triangles()
             );
             el.exit();
         }

@@ -217,6 +217,11 @@ impl Viewer {
         }
     }
 
+    /// Triangles of mesh obstacles drawn.
+    pub fn mesh_triangles(&self) -> usize {
+        self.meshes.0.triangles.len()
+    }
+
     /// The triangles the obstacles are drawn with (tests).
     pub fn obstacle_vertices(&self, gpu: &Gpu) -> Result<Vec<Vertex>, GpuError> {
         let args = gpu.read_buffer(&self.obstacles.draw_args, 16)?;

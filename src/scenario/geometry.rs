@@ -12,8 +12,11 @@ pub struct ObstacleInfo {
     /// "1 (sphere)".
     pub name: String,
     pub cells: u64,
-    /// Cells of the obstacle's shadow on the plane normal to the drag axis: the
-    /// reference area of its drag and lift coefficients.
+    /// The reference area of its drag and lift coefficients, in cells: the
+    /// shape's own frontal area where its surface is interpolated (π r² for
+    /// a sphere, the diameter times the span for a cylinder across the flow),
+    /// the cells of its shadow on the plane normal to the drag axis
+    /// otherwise (staircases, meshes).
     pub frontal_area: f64,
 }
 
@@ -339,10 +342,27 @@ pub fn voxelize_with(scenario: &Scenario, mesh_voxels: &MeshVoxelizer) -> Voxels
                 }
             }
         }
+        let exact = match shape {
+            Shape::Sphere { radius, .. } => Some(std::f64::consts::PI * radius * radius),
+            Shape::Cylinder { radius, axis, .. } if axis.index() != drag => {
+                // The span: the layers along the axis that hold its cells.
+                let a = axis.index();
+                let side: Vec<usize> = (0..3).filter(|&b| b != drag).collect();
+                let along = side.iter().position(|&b| b == a).expect("across the flow");
+                let layers: std::collections::HashSet<usize> =
+                    shadow.iter().map(|k| k[along]).collect();
+                Some(2.0 * radius * layers.len() as f64)
+            }
+            _ => None,
+        };
+        let frontal_area = match exact {
+            Some(area) if shape.surface() == super::Surface::Interpolated && count > 0 => area,
+            _ => shadow.len() as f64,
+        };
         obstacles.push(ObstacleInfo {
             name: format!("{} ({})", k + 1, shape.kind()),
             cells: count,
-            frontal_area: shadow.len() as f64,
+            frontal_area,
         });
     }
     let fluid_cells = cell_flags

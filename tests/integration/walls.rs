@@ -99,3 +99,42 @@ fn interpolated_walls_converge_at_second_order_where_staircases_converge_at_firs
         }
     }
 }
+
+#[test]
+fn interpolated_obstacles_take_their_own_frontal_area_and_staircases_their_shadow() {
+    let set = |surface: &str| format!("obstacles.0.surface=\"{surface}\"");
+    let cylinder = |surface: &str| {
+        let s = load(
+            "cylinder.toml",
+            &[
+                "domain.size=[64,48,6]",
+                "obstacles.0.center=[16,24,0]",
+                "obstacles.0.radius=5",
+                &set(surface),
+            ],
+        );
+        s.voxelize().obstacles[0].frontal_area
+    };
+    // Diameter 10 by a span of 6 (periodic z); the staircase's shadow is 11
+    // cells across (|y - 24| ≤ 5).
+    assert_eq!(cylinder("interpolated"), 60.0);
+    assert_eq!(cylinder("staircase"), 66.0);
+    let sphere = |surface: &str| {
+        let s = load(
+            "sphere.toml",
+            &[
+                "domain.size=[40,32,32]",
+                "obstacles.0.center=[12,15.5,15.5]",
+                "obstacles.0.radius=6",
+                &set(surface),
+            ],
+        );
+        s.voxelize().obstacles[0].frontal_area
+    };
+    assert_eq!(sphere("interpolated"), std::f64::consts::PI * 36.0);
+    let shadow = sphere("staircase");
+    assert!(
+        (shadow - std::f64::consts::PI * 36.0).abs() < 12.0,
+        "{shadow}"
+    );
+}

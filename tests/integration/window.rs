@@ -49,6 +49,13 @@ fn window_survives_plot_switches_resize_minimise_and_scenario_changes_under_xvfb
     std::fs::write(dir.path().join("cube.toml"), SMALL_CUBE).unwrap();
     let broken = SMALL_CUBE.replace("size = [48, 24, 16]", "size = [48, 24, 16, 2]");
     std::fs::write(dir.path().join("broken.toml"), broken).unwrap();
+    // A mesh the smoke run opens as the file field or a drop would.
+    let ball = flowscope::scenario::mesh::icosphere(1.0, 2);
+    std::fs::write(
+        dir.path().join("ball.stl"),
+        flowscope::scenario::mesh::stl::to_binary(&ball, "ball"),
+    )
+    .unwrap();
     let config = dir.path().join("config");
     let display = format!(":{}", 90 + std::process::id() % 100);
     let mut xvfb = Command::new("Xvfb")
@@ -88,6 +95,7 @@ fn window_survives_plot_switches_resize_minimise_and_scenario_changes_under_xvfb
         "{err}"
     );
     assert!(err.contains("smoke run done: Small cube"), "{err}");
+    assert!(err.contains("320 mesh triangles drawn"), "{err}");
     // Settings persist: the next session, with no scenario named, opens the
     // last one with the last view options.
     let settings = std::fs::read_to_string(config.join("flowscope/settings.toml")).unwrap();
