@@ -145,7 +145,10 @@ pub fn build_cpu_slabs(
         |s, grid, flags, owned, params| {
             let mut slab =
                 CpuSolver::slab(grid, flags, params, slab_initial(&p, s, &initial), owned)?;
-            slab.set_links(p.local_links(s, &links))?;
+            let local = p.local_links(s, &links);
+            if !local.is_empty() {
+                slab.set_links(local)?;
+            }
             Ok(slab)
         },
     )?)
@@ -196,7 +199,11 @@ fn cuda_slabs(
             precision,
             tuning,
         )?;
-        slab.set_links(p.local_links(s, &links))?;
+        // Setting links initialises the slab again: only where it has some.
+        let local = p.local_links(s, &links);
+        if !local.is_empty() {
+            slab.set_links(local)?;
+        }
         Ok(slab)
     })?;
     Ok((solver, geometry))
