@@ -107,8 +107,64 @@ pub struct RenderArgs {
     pub pitch: Option<f32>,
     #[arg(long)]
     pub distance: Option<f32>,
+    /// Slices through the field, e.g. `x=0.5,z=0.3`: a value up to 1 is a
+    /// fraction of the domain, a larger one a cell index. Coloured like the
+    /// surface (the plotted field when the surface is plain).
+    #[arg(long, value_name = "AXIS=POS,...", value_parser = parse_slices)]
+    pub slice: Option<[Option<f32>; 3]>,
+    /// Contour lines on the slices at this many levels of the colour range.
+    #[arg(long, default_value_t = 0)]
+    pub contours: u32,
     #[arg(long)]
     pub out: PathBuf,
+}
+
+/// `x=0.5,z=40`: per axis, a fraction (up to 1) or a cell index.
+fn parse_slices(text: &str) -> Result<[Option<f32>; 3], String> {
+    let mut out = [None; 3];
+    for part in text.split(',') {
+        let (axis, value) = part.split_once('=').ok_or_else(|| {
+            format!("`{part}` is not AXIS=POSITION (e.g. x=0.5 for the middle, z=40 for cell 40)")
+        })?;
+        let a = match axis.trim() {
+            "x" => 0,
+            "y" => 1,
+            "z" => 2,
+            other => return Err(format!("`{other}` is not an axis: use x, y or z")),
+        };
+        let v: f32 = value.trim().parse().map_err(|_| {
+            format!("`{value}` is not a position: a fraction 0 to 1 or a cell index")
+        })?;
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(format!("{axis}={value}: positions are 0 or more"));
+        }
+        out[a] = Some(v);
+    }
+    Ok(out)
+}
+
+/// Slice positions as fractions of a grid of `size` (cell indices above 1
+/// become fractions; beyond the grid is an error).
+fn slice_fractions(slices: [Option<f32>; 3], size: [usize; 3]) -> anyhow::Result<[Option<f32>; 3]> {
+    let mut out = [None; 3];
+    for a in 0..3 {
+        out[a] = match slices[a] {
+            None => None,
+            Some(v) if v <= 1.0 => Some(v),
+            Some(v) => {
+                let last = size[a].saturating_sub(1) as f32;
+                if v > last {
+                    bail!(
+                        "--slice {}={v}: the grid has cells 0 to {last} along {}",
+                        ["x", "y", "z"][a],
+                        ["x", "y", "z"][a]
+                    );
+                }
+                Some(v / last.max(1.0))
+            }
+        };
+    }
+    Ok(out)
 }
 
 /// What colours the surface.
@@ -249,6 +305,8 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
             .background
             .map_or(stereo.is_some(), |b| b == Background::Grey),
         aa_samples: args.aa,
+        slices: args.slice.unwrap_or([None; 3]),
+        contours: args.contours,
     })
 }
 
@@ -260,8 +318,9 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
     crate::io::check_output(&args.out, "--out", &["png"]).map_err(anyhow::Error::msg)?;
     let size = parse_size(&args.size)?;
     // Checked before the flow runs, which may take a while.
-    let settings = settings(&args)?;
+    let mut settings = settings(&args)?;
     let scenario = Scenario::load(&args.scenario, &args.set)?;
+    settings.slices = slice_fractions(settings.slices, scenario.size)?;
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
     }
@@ -363,4 +422,24 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_parse_as_fractions_or_cells() {
+        assert_eq!(
+            parse_slices("x=0.5,z=40"),
+            Ok([Some(0.5), None, Some(40.0)])
+        );
+        assert!(parse_slices("w=0.5").unwrap_err().contains("not an axis"));
+        assert!(parse_slices("x").unwrap_err().contains("AXIS=POSITION"));
+        assert!(parse_slices("y=-1").unwrap_err().contains("0 or more"));
+        let f = slice_fractions([Some(0.25), None, Some(40.0)], [9, 9, 81]).unwrap();
+        assert_eq!(f, [Some(0.25), None, Some(0.5)]);
+        let e = slice_fractions([None, Some(12.0), None], [9, 9, 81]).unwrap_err();
+        assert!(e.to_string().contains("cells 0 to 8 along y"), "{e}");
+    }
 }

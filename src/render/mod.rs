@@ -15,6 +15,7 @@ pub mod present;
 pub mod readback;
 pub mod scene;
 pub mod shaders;
+pub mod slices;
 pub mod streamlines;
 pub mod viewer;
 pub mod volume;

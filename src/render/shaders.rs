@@ -47,6 +47,10 @@ pub const ALL: &[(&str, &str)] = &[
         include_str!("../../shaders/present/compose.wgsl"),
     ),
     (
+        "slices/draw.wgsl",
+        include_str!("../../shaders/slices/draw.wgsl"),
+    ),
+    (
         "scene/common.wgsl",
         include_str!("../../shaders/scene/common.wgsl"),
     ),

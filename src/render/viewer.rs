@@ -18,6 +18,7 @@ use super::passes::{DerivePass, MinMax, UnpackPass};
 use super::present::{jitter, Compose, Presenter};
 use super::readback::Readbacks;
 use super::scene::{Camera, Draw, DrawPipeline, Shading, Side, Stereo};
+use super::slices::{SlicePass, SlicePositions};
 use super::streamlines::{LineStyle, Rake, StreamlineSettings, Tracer, STAGNATION};
 use std::sync::Arc;
 
@@ -58,6 +59,12 @@ pub struct ViewSettings {
     pub grey_background: bool,
     /// Renderings averaged per picture (1: no antialiasing).
     pub aa_samples: u32,
+    /// Axis-aligned slices, as fractions of the domain along x, y and z,
+    /// coloured like the surface (or by the plotted field when the surface
+    /// is plain).
+    pub slices: SlicePositions,
+    /// Contour lines on the slices at this many levels of the colour range.
+    pub contours: u32,
 }
 
 impl Default for ViewSettings {
@@ -74,6 +81,8 @@ impl Default for ViewSettings {
             stereo: None,
             grey_background: false,
             aa_samples: 16,
+            slices: [None; 3],
+            contours: 0,
         }
     }
 }
@@ -86,6 +95,14 @@ impl ViewSettings {
             stereo: None,
             grey_background: false,
             aa_samples: 0,
+            // Where the slices are does not change the geometry; whether there
+            // are any does (their colour range must come back to the host).
+            slices: if self.slices.iter().any(Option::is_some) {
+                [Some(0.0), None, None]
+            } else {
+                [None; 3]
+            },
+            contours: 0,
             streamlines: self.streamlines.map(|s| StreamlineSettings {
                 radius: 0.0,
                 style: LineStyle::Tubes,
@@ -143,6 +160,7 @@ pub struct Viewer {
     surface: Extractor,
     spheres: Extractor,
     obstacles: Extractor,
+    slices: SlicePass,
     tracer: Tracer,
     mesh: DrawPipeline,
     impostors: DrawPipeline,
@@ -191,6 +209,7 @@ impl Viewer {
             surface: Extractor::new(gpu, 1 << 20),
             spheres: Extractor::spheres(gpu, 1 << 18),
             obstacles: Extractor::new(gpu, 1 << 18),
+            slices: SlicePass::new(gpu),
             tracer: Tracer::new(gpu),
             mesh: DrawPipeline::mesh(gpu),
             impostors: DrawPipeline::spheres(gpu),
@@ -356,10 +375,11 @@ impl Viewer {
         if self.computed == Some(key) {
             return Ok(());
         }
-        // Colour maps and streamlines need their ranges on the host before
-        // they are drawn; the plain surface needs nothing back.
+        // Colour maps, slices and streamlines need their ranges on the host
+        // before they are drawn; the plain surface needs nothing back.
         let colouring = settings.colour_by.is_some() && settings.colour_map != ColourMap::Plain;
-        if colouring || settings.streamlines.is_some() {
+        let slicing = settings.slices.iter().any(Option::is_some);
+        if colouring || slicing || settings.streamlines.is_some() {
             self.update_with_ranges(gpu, settings)?;
         } else {
             self.update_on_gpu(gpu, settings);
@@ -652,6 +672,21 @@ impl Viewer {
             }
             SurfaceMode::None => {}
         }
+        if settings.slices.iter().any(Option::is_some) {
+            let v = self.volumes.as_ref().expect("uploaded");
+            // The surface's colouring where it has one, else the plotted field.
+            let (values, (lo, hi), map) = match self.info.colour_range {
+                Some(range) => (&v.colour, range, settings.colour_map),
+                None => (&v.scalar, self.info.range, ColourMap::Viridis),
+            };
+            let shading = Shading {
+                colour: OBSTACLE_COLOUR,
+                map: Some((map, lo, hi)),
+            };
+            let extra = SlicePass::extra(&settings.slices, v.size, settings.contours);
+            self.slices
+                .prepare(gpu, values, &v.blocked, &shading.uniform(eye, extra));
+        }
         if let (Some(s), Some(points)) = (&settings.streamlines, &self.tracer.points) {
             let (lo, hi) = self.info.speed_range;
             let map = match settings.colour_map {
@@ -694,6 +729,9 @@ impl Viewer {
         if let Some(d) = &self.draws.obstacles {
             self.mesh
                 .draw_indirect(&mut pass, d, &self.obstacles.draw_args);
+        }
+        if settings.slices.iter().any(Option::is_some) {
+            self.slices.draw(&mut pass);
         }
         match (settings.mode, &self.draws.surface, &self.draws.spheres) {
             (SurfaceMode::Mesh, Some(d), _) => {

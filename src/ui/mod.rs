@@ -562,6 +562,24 @@ fn display(
             colour_bar(ui, map, lo, hi);
         }
     }
+    ui.horizontal(|ui| {
+        ui.label("slices");
+        for (k, axis) in ["x", "y", "z"].iter().enumerate() {
+            let mut on = settings.slices[k].is_some();
+            if ui.checkbox(&mut on, format!("{axis} slice")).changed() {
+                settings.slices[k] = on.then_some(0.5);
+            }
+        }
+    });
+    for (k, axis) in ["x", "y", "z"].iter().enumerate() {
+        if let Some(at) = settings.slices[k].as_mut() {
+            ui.add(egui::Slider::new(at, 0.0..=1.0).text(format!("{axis} slice at (fraction)")));
+        }
+    }
+    if settings.slices.iter().any(Option::is_some) {
+        ui.add(egui::Slider::new(&mut settings.contours, 0..=32).text("contour lines"))
+            .on_hover_text("lines on the slices at this many levels of the colour range (0: none)");
+    }
     let mut stereo = settings.stereo.is_some();
     ui.checkbox(&mut stereo, "red/cyan anaglyph (A)");
     match (stereo, settings.stereo.as_mut()) {

@@ -17,6 +17,7 @@ mod physics;
 mod render;
 mod scenarios;
 mod slabs;
+mod slices;
 mod validation;
 mod visual;
 mod vti;

@@ -205,6 +205,28 @@ fn plot_type_scenario_and_display_limit_pickers() {
 }
 
 #[test]
+fn slice_checkboxes_put_planes_in_the_view_with_contours() {
+    let mut h = harness(true);
+    h.run();
+    h.get_by_label("z slice").click();
+    h.run();
+    assert_eq!(h.state().settings.slices, [None, None, Some(0.5)]);
+    // Its position slider and the contour slider are shown now.
+    assert!(h.get_all_by_label_contains("z slice at").next().is_some());
+    assert!(h
+        .get_all_by_label_contains("contour lines")
+        .next()
+        .is_some());
+    h.get_by_label("x slice").click();
+    h.run();
+    assert_eq!(h.state().settings.slices, [Some(0.5), None, Some(0.5)]);
+    h.get_by_label("z slice").click();
+    h.run();
+    assert_eq!(h.state().settings.slices, [Some(0.5), None, None]);
+    assert_eq!(sent(&mut h), vec![], "slices are the view's business");
+}
+
+#[test]
 fn export_checkpoint_screenshot_and_help_buttons() {
     let mut h = harness(true);
     h.run();

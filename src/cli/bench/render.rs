@@ -230,6 +230,41 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
 
     println!();
     println!(
+        "{:>6} {:>30} {:>16}",
+        "size", "3 slices 1920x1080 frame (ms)", "scene GPU (ms)"
+    );
+    for &n in &args.sizes {
+        // Three planes through the middle, contour lines on, no surface:
+        // the scene pass is the slices (and the box outline).
+        let f = vortex_field(n);
+        let mut viewer = Viewer::new(&gpu);
+        viewer.upload(&gpu, &f, &[], 0, None)?;
+        let slices = ViewSettings {
+            mode: SurfaceMode::None,
+            aa_samples: 1,
+            slices: [Some(0.5); 3],
+            contours: 8,
+            ..Default::default()
+        };
+        let ms = median_ms(args.repeats, || frame(&mut viewer, &slices))?;
+        viewer.scene_timer = GpuTimer::new(&gpu);
+        let mut scene_ms = Vec::new();
+        for _ in 0..args.repeats {
+            frame(&mut viewer, &slices)?;
+            if let Some(t) = &viewer.scene_timer {
+                scene_ms.push(t.read_ms(&gpu)?);
+            }
+        }
+        let scene = if scene_ms.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.3}", median(scene_ms))
+        };
+        println!("{n:>6} {ms:>30.2} {scene:>16}");
+    }
+
+    println!();
+    println!(
         "{:>6} {:>18} {:>22}",
         "size", "field upload (ms)", "host interleave (ms)"
     );

@@ -1,0 +1,148 @@
+//! Slices through the field (lavapipe): exact colours of a linear field at
+//! known pixels, contour lines where the field crosses their levels, solid
+//! cells in the obstacle colour.
+
+use glam::{Vec2, Vec3, Vec4};
+
+use flowscope::render::colour::ColourMap;
+use flowscope::render::derive::PlotType;
+use flowscope::render::gpu::Gpu;
+use flowscope::render::viewer::{SurfaceMode, ViewSettings, Viewer};
+use flowscope::solver::flags::{self, CellType};
+use flowscope::solver::Fields;
+
+const SIZE: [usize; 3] = [32, 16, 8];
+const PIXELS: [u32; 2] = [640, 400];
+
+/// ux = 0.001 x: linear along x, so trilinear sampling is exact.
+fn linear() -> Fields {
+    let mut f = Fields::new(SIZE);
+    for z in 0..SIZE[2] {
+        for y in 0..SIZE[1] {
+            for x in 0..SIZE[0] {
+                let i = f.index(x, y, z);
+                f.rho[i] = 1.0;
+                f.ux[i] = 0.001 * x as f32;
+            }
+        }
+    }
+    f
+}
+
+/// A colour as the picture stores it: the shaders' values are display values.
+fn byte(c: f32) -> f32 {
+    255.0 * c.clamp(0.0, 1.0)
+}
+
+/// The pixel (column, row) a point of the domain lands on.
+fn pixel(viewer: &Viewer, p: Vec3) -> (usize, usize) {
+    let aspect = PIXELS[0] as f32 / PIXELS[1] as f32;
+    let eye = viewer.camera.eye_view(aspect, None, Vec2::ZERO);
+    let clip = eye.view_proj * Vec4::new(p.x, p.y, p.z, 1.0);
+    let ndc = clip.truncate() / clip.w;
+    let x = (ndc.x + 1.0) / 2.0 * PIXELS[0] as f32;
+    let y = (1.0 - ndc.y) / 2.0 * PIXELS[1] as f32;
+    (x as usize, y as usize)
+}
+
+fn render(viewer: &mut Viewer, gpu: &Gpu, settings: &ViewSettings) -> Vec<u8> {
+    viewer.render_all(gpu, settings, PIXELS).unwrap();
+    viewer.read_rgba(gpu).unwrap().0
+}
+
+fn rgb(picture: &[u8], (x, y): (usize, usize)) -> [f32; 3] {
+    let k = 4 * (y * PIXELS[0] as usize + x);
+    [0, 1, 2].map(|c| picture[k + c] as f32)
+}
+
+#[test]
+fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels() {
+    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let mut viewer = Viewer::new(&gpu);
+    // A block of moving-wall cells (solid, not drawn as an obstacle surface)
+    // that the slice cuts.
+    let mut cell_flags = vec![flags::make(CellType::Fluid, 0); SIZE.iter().product()];
+    for z in 0..SIZE[2] {
+        for y in 10..14 {
+            for x in 24..28 {
+                cell_flags[x + SIZE[0] * (y + SIZE[1] * z)] = flags::make(CellType::MovingWall, 0);
+            }
+        }
+    }
+    viewer
+        .upload(&gpu, &linear(), &cell_flags, 1, None)
+        .unwrap();
+    let settings = ViewSettings {
+        plot: PlotType::Ux,
+        colour_by: None,
+        colour_map: ColourMap::Viridis,
+        mode: SurfaceMode::None,
+        aa_samples: 1,
+        slices: [None, None, Some(0.5)],
+        ..Default::default()
+    };
+    let plain = render(&mut viewer, &gpu, &settings);
+    if let Ok(path) = std::env::var("FLOWSCOPE_KEEP_SLICE") {
+        flowscope::render::scene::save_png(std::path::Path::new(&path), PIXELS, &plain).unwrap();
+    }
+    let (lo, hi) = viewer.info.range;
+    assert!(
+        (lo - 0.0).abs() < 1e-7 && (hi - 0.031).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+    let z = 3.5; // half of 0..7
+    for x in [2.3f32, 7.7, 13.1, 18.6, 21.4] {
+        for y in [2.2f32, 6.5, 8.9] {
+            let at = pixel(&viewer, Vec3::new(x, y, z));
+            let want = ColourMap::Viridis
+                .sample((0.001 * x - lo) / (hi - lo))
+                .map(byte);
+            let got = rgb(&plain, at);
+            for c in 0..3 {
+                assert!(
+                    (got[c] - want[c]).abs() <= 3.0,
+                    "x {x} y {y}: {got:?} vs {want:?}"
+                );
+            }
+        }
+    }
+    // Solid cells cut by the slice: the obstacle colour, unlit.
+    let got = rgb(&plain, pixel(&viewer, Vec3::new(25.5, 11.5, z)));
+    let want = [0.6f32, 0.62, 0.68].map(byte);
+    for c in 0..3 {
+        assert!((got[c] - want[c]).abs() <= 2.0, "{got:?} vs {want:?}");
+    }
+    // Contours at 4 levels: dark lines where ux = lo + k (hi - lo) / 4, i.e.
+    // x = 7.75, 15.5, 23.25; the colour untouched between them.
+    let contoured = render(
+        &mut viewer,
+        &gpu,
+        &ViewSettings {
+            contours: 4,
+            ..settings
+        },
+    );
+    for x in [7.75f32, 15.5] {
+        let at = pixel(&viewer, Vec3::new(x, 6.5, z));
+        let (line, without) = (rgb(&contoured, at), rgb(&plain, at));
+        assert!(
+            line.iter().sum::<f32>() < 0.6 * without.iter().sum::<f32>(),
+            "no line at x {x}: {line:?} vs {without:?}"
+        );
+    }
+    for x in [4.0f32, 11.6, 19.4] {
+        let at = pixel(&viewer, Vec3::new(x, 6.5, z));
+        assert_eq!(rgb(&contoured, at), rgb(&plain, at), "a line at x {x}");
+    }
+    // No slice: nothing drawn there but the background.
+    let none = render(
+        &mut viewer,
+        &gpu,
+        &ViewSettings {
+            slices: [None; 3],
+            ..settings
+        },
+    );
+    let at = pixel(&viewer, Vec3::new(13.1, 6.5, z));
+    assert_ne!(rgb(&none, at), rgb(&plain, at));
+}
