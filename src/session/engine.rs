@@ -146,6 +146,24 @@ impl Engine {
         Ok(())
     }
 
+    /// Writes the fields along the plot line, sampled on the solver's grid,
+    /// as `run --probe-out` writes them.
+    pub(super) fn export_line(&mut self, path: &Path) -> Result<(), SessionError> {
+        let Some(line) = self.publisher.line.clone() else {
+            return Err(SessionError::Input(
+                "no plot line to export: enter X0,Y0,Z0:X1,Y1,Z1:N and press Plot first".into(),
+            ));
+        };
+        let fields = self.solver.fields()?;
+        let csv = crate::io::probe::to_csv(self.solver.time_step(), &line.sample(&fields), None);
+        crate::io::write_atomically(path, |w| w.write_all(csv.as_bytes())).map_err(|source| {
+            SessionError::Write {
+                path: path.to_path_buf(),
+                source,
+            }
+        })
+    }
+
     pub(super) fn export_vti(&mut self, path: &Path) -> Result<(), SessionError> {
         let fields = self.solver.fields()?;
         // The averages the window keeps go with the fields.

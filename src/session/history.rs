@@ -21,6 +21,8 @@ pub struct History {
     pub strouhal: Option<f64>,
     /// Velocity at the probe point: (step, ux, uy, uz), lattice units.
     pub probe: Vec<[f64; 4]>,
+    /// The fields along the plot line, and the step they are of.
+    pub line: Option<(u64, Vec<crate::io::probe::Sample>)>,
 }
 
 fn push<const N: usize>(series: &mut Vec<[f64; N]>, point: [f64; N]) {
@@ -83,6 +85,35 @@ impl History {
         let at = display::to_display(probe.map(f64::from), stride);
         let s = crate::io::probe::sample_at(fields, at);
         push(&mut self.probe, [step as f64, s.u[0], s.u[1], s.u[2]]);
+    }
+
+    /// Samples `line` (cells of the solver's grid) from a frame's fields on
+    /// a display grid of `stride`: on the solver's grid itself (stride 1)
+    /// these are the numbers `--probe` writes.
+    pub(super) fn record_line(
+        &mut self,
+        step: u64,
+        fields: &Fields,
+        stride: usize,
+        line: Option<&crate::io::probe::ProbeLine>,
+    ) {
+        let Some(line) = line else {
+            self.line = None;
+            return;
+        };
+        if !fields.has_values() {
+            return;
+        }
+        let samples = line
+            .positions()
+            .into_iter()
+            .map(|p| {
+                let mut s = crate::io::probe::sample_at(fields, display::to_display(p, stride));
+                s.position = p;
+                s
+            })
+            .collect();
+        self.line = Some((step, samples));
     }
 }
 

@@ -51,6 +51,12 @@ pub enum Command {
     /// Sample the velocity at this point (cells of the solver's grid) into
     /// [`History::probe`], which starts over.
     SetProbe([f32; 3]),
+    /// Sample the fields along this line into [`History::line`] with every
+    /// frame (none: stop).
+    SetLine(Option<crate::io::probe::ProbeLine>),
+    /// Write the fields along the plot line as `--probe-out` does (CSV),
+    /// sampled on the solver's grid.
+    ExportLine(PathBuf),
     /// The window's graphics device (its UUID) can import display frames
     /// from GPU memory: the solver also writes them there when it runs on
     /// the same GPU ([`crate::solver::Solver::share_display`]); `None`: it

@@ -39,6 +39,8 @@ pub(super) struct Publisher {
     full: Fields,
     /// The probe point, in cells of the solver's grid.
     pub(super) probe: [f32; 3],
+    /// The line the panel plots the fields along, if any.
+    pub(super) line: Option<crate::io::probe::ProbeLine>,
     /// Frames show the time averages ([`Solver::averages`]), made on the
     /// host at most every [`MEAN_EVERY`] while running: each copies the
     /// whole grid's sums.
@@ -67,6 +69,7 @@ impl Publisher {
             pool: Vec::new(),
             full: Fields::default(),
             probe,
+            line: None,
             mean: false,
             mean_shown: None,
         }
@@ -158,6 +161,7 @@ impl Publisher {
         mailbox: &Mailbox,
     ) {
         history.record_probe(step, &fields, self.stride, self.probe);
+        history.record_line(step, &fields, self.stride, self.line.as_ref());
         self.post(step, fields, shared, mailbox);
     }
 

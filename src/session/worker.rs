@@ -154,6 +154,7 @@ fn run(start: Start, rx: Receiver<Command>, mailbox: Arc<Mailbox>, wake: impl Fn
                 },
                 Ok(Command::ShareDisplay(device)) => share = device,
                 Ok(Command::SetProbe(p)) => probe = p,
+                Ok(Command::SetLine(_) | Command::ExportLine(_)) => {}
                 Ok(Command::Quit) | Err(_) => return,
                 Ok(_) => {}
             }
@@ -286,9 +287,12 @@ impl Session {
                 let generation = engine.publisher.geometry + 1;
                 let probe = engine.publisher.probe;
                 let mean = engine.publisher.mean;
+                let line = engine.publisher.line.take();
                 *engine = Engine::load(*scenario, &self.backend, generation, self.limit, probe)?;
                 engine.solver.share_display(self.share);
                 engine.publisher.mean = mean;
+                // The line goes on where it still fits the new grid.
+                engine.publisher.line = line.filter(|l| l.check(engine.solver.grid().size).is_ok());
                 engine.keep_averages()?;
                 self.running = true;
                 engine.publish(&mailbox)?;
@@ -317,6 +321,16 @@ impl Session {
                 engine.publisher.probe = p;
                 engine.history.probe.clear();
             }
+            Command::SetLine(line) => {
+                if let Some(l) = &line {
+                    l.check(engine.solver.grid().size)
+                        .map_err(|e| SessionError::Input(format!("plot line: {e}")))?;
+                }
+                engine.publisher.line = line;
+                // Sampled now, from a fresh frame, when paused too.
+                engine.publish(&mailbox)?;
+            }
+            Command::ExportLine(path) => engine.export_line(&path)?,
             Command::ShareDisplay(device) => {
                 self.share = device;
                 // Frames under way keep their host copies.
@@ -596,6 +610,47 @@ mod tests {
             .filter(|&&f| crate::solver::flags::tag(f) == 1)
             .count();
         assert!(solid > 1000, "{solid} cells");
+    }
+
+    #[test]
+    fn the_plot_line_samples_the_fields_as_the_probe_does_and_exports_the_same_csv() {
+        use crate::io::probe::{to_csv, ProbeLine};
+        use crate::solver::Solver;
+        let scenario = shipped("cavity.toml");
+        let worker = cpu_worker(scenario.clone());
+        wait_for(&worker, |s| s.step > 6);
+        worker.send(Command::Pause);
+        let at = wait_for(&worker, |s| !s.running).step;
+        let line: ProbeLine = "33,0,33:33,65,33:66".parse().unwrap();
+        worker.send(Command::SetLine(Some(line.clone())));
+        let s = wait_for(&worker, |s| s.history.line.is_some());
+        let (step, samples) = s.history.line.unwrap();
+        assert_eq!((step, samples.len()), (at, 66));
+        // The same state computed apart, sampled by --probe's sampler.
+        let mut reference = crate::session::select::build_cpu(&scenario, None).unwrap();
+        reference.step(at).unwrap();
+        let want = line.sample(&reference.fields().unwrap());
+        assert_eq!(samples, want, "display grid = solver grid here");
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("line.csv");
+        worker.send(Command::ExportLine(csv.clone()));
+        for _ in 0..300 {
+            if csv.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            std::fs::read_to_string(&csv).unwrap(),
+            to_csv(at, &want, None)
+        );
+        // A line outside the grid is refused and the old one kept.
+        worker.send(Command::SetLine(Some("0,0,0:99,0,0:5".parse().unwrap())));
+        let s = wait_for(&worker, |s| s.message.is_some());
+        assert!(s.message.unwrap().contains("plot line"));
+        assert_eq!(s.history.line.map(|l| l.1.len()), Some(66));
+        worker.send(Command::SetLine(None));
+        wait_for(&worker, |s| s.history.line.is_none());
     }
 
     #[test]

@@ -127,6 +127,10 @@ pub struct PanelState {
     pub rake: RakeControls,
     /// The display limit last asked for (cells per axis of a cube).
     pub display_limit: usize,
+    /// The plot line as typed, `X0,Y0,Z0:X1,Y1,Z1:N` (as `--probe`), and
+    /// why it could not be read.
+    pub line_text: String,
+    pub line_error: Option<String>,
 }
 
 /// Display limits the panel offers.
@@ -675,7 +679,7 @@ fn series(name: &str, points: Vec<[f64; 2]>) -> Option<egui_plot::Line<'static>>
     (points.len() >= 2).then(|| egui_plot::Line::new(name.to_string(), points))
 }
 
-fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Option<Command> {
+fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Vec<Command> {
     use egui_plot::Legend;
     let h = &status.history;
     ui.label("steadiness: log10 mean relative change of u per step");
@@ -724,7 +728,80 @@ fn plots(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Option<C
             }
         }
     });
-    probe_moved.then_some(Command::SetProbe(state.probe))
+    let mut commands: Vec<Command> = probe_moved
+        .then_some(Command::SetProbe(state.probe))
+        .into_iter()
+        .collect();
+    commands.extend(line_plot(ui, status, state));
+    commands
+}
+
+/// The fields along a line: typed as `--probe` takes it, plotted against the
+/// distance from its start, exported as `--probe-out` writes it.
+fn line_plot(ui: &mut egui::Ui, status: &Status, state: &mut PanelState) -> Vec<Command> {
+    use egui_plot::Legend;
+    let mut commands = Vec::new();
+    ui.horizontal(|ui| {
+        let label = ui.label("line");
+        ui.add(
+            egui::TextEdit::singleline(&mut state.line_text)
+                .hint_text("X0,Y0,Z0:X1,Y1,Z1:N")
+                .desired_width(180.0),
+        )
+        .labelled_by(label.id);
+        if ui.button("Plot").clicked() {
+            let text = state.line_text.trim();
+            if text.is_empty() {
+                commands.push(Command::SetLine(None));
+            } else {
+                match text.parse::<crate::io::probe::ProbeLine>() {
+                    Ok(line) => commands.push(Command::SetLine(Some(line))),
+                    Err(e) => state.line_error = Some(e),
+                }
+            }
+        }
+        if ui.button("Export line CSV").clicked() {
+            commands.push(Command::ExportLine(PathBuf::from(format!(
+                "flowscope-line-{}.csv",
+                status.step
+            ))));
+        }
+    });
+    if commands.iter().any(|c| matches!(c, Command::SetLine(_))) {
+        state.line_error = None;
+    }
+    if let Some(e) = &state.line_error {
+        ui.colored_label(egui::Color32::LIGHT_RED, e);
+    }
+    if let Some((step, samples)) = &status.history.line {
+        let start = samples.first().map_or([0.0; 3], |s| s.position);
+        let distance = |p: [f64; 3]| {
+            ((p[0] - start[0]).powi(2) + (p[1] - start[1]).powi(2) + (p[2] - start[2]).powi(2))
+                .sqrt()
+        };
+        ui.label(format!(
+            "along the line at step {step} (cells from its start)"
+        ));
+        small_plot("line").legend(Legend::default()).show(ui, |p| {
+            type Column = fn(&crate::io::probe::Sample) -> f64;
+            let columns: [(&str, Column); 4] = [
+                ("ux", |s| s.u[0]),
+                ("uy", |s| s.u[1]),
+                ("uz", |s| s.u[2]),
+                ("p", |s| s.pressure),
+            ];
+            for (name, value) in columns {
+                let pts = samples
+                    .iter()
+                    .map(|s| [distance(s.position), value(s)])
+                    .collect();
+                if let Some(line) = series(name, pts) {
+                    p.line(line);
+                }
+            }
+        });
+    }
+    commands
 }
 
 /// Keyboard shortcuts: space run/pause, s step, r reset, 1–8 plot types, m

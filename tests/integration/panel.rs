@@ -227,6 +227,45 @@ fn slice_checkboxes_put_planes_in_the_view_with_contours() {
 }
 
 #[test]
+fn the_plot_line_is_typed_as_the_probe_takes_it() {
+    let mut h = harness(true);
+    h.run();
+    let field = h.get_by_role_and_label(Role::TextInput, "line");
+    field.focus();
+    field.type_text("1,2,3:4,5,6:7");
+    h.run();
+    h.get_by_label("Plot").click();
+    h.run();
+    assert_eq!(
+        sent(&mut h),
+        vec![Command::SetLine(Some("1,2,3:4,5,6:7".parse().unwrap()))]
+    );
+    let field = h.get_by_role_and_label(Role::TextInput, "line");
+    field.focus();
+    field.type_text("x");
+    h.run();
+    h.get_by_label("Plot").click();
+    h.run();
+    assert_eq!(
+        sent(&mut h),
+        vec![],
+        "a line that does not parse is not sent"
+    );
+    assert!(h
+        .get_all_by_label_contains("expected X0,Y0,Z0")
+        .next()
+        .is_some());
+    h.get_by_label("Export line CSV").click();
+    h.run();
+    assert_eq!(
+        sent(&mut h),
+        vec![Command::ExportLine(PathBuf::from(
+            "flowscope-line-1200.csv"
+        ))]
+    );
+}
+
+#[test]
 fn export_checkpoint_screenshot_and_help_buttons() {
     let mut h = harness(true);
     h.run();
