@@ -8,7 +8,7 @@ struct Camera {
     eye: vec4<f32>,          // this eye's position (cells), w unused
     colour: vec4<f32>,       // plain colour
     light: vec4<f32>,        // direction towards the light, w unused
-    colour_map: vec4<f32>,   // lo, hi, map (0: plain colour, 1: viridis, 2: cool-warm), unused
+    colour_map: vec4<f32>,   // lo, hi, map (0: plain colour, 1: viridis, 2: cool-warm, 3: inferno, 4: turbo), unused
     extra: vec4<f32>,        // impostor or tube radius (cells), points per streamline, unused, unused
 }
 
@@ -34,6 +34,16 @@ fn map_colour(v: f32) -> vec3<f32> {
         return ramp(t, array<vec3<f32>, 5>(
             vec3<f32>(0.267, 0.005, 0.329), vec3<f32>(0.230, 0.322, 0.546), vec3<f32>(0.128, 0.567, 0.551),
             vec3<f32>(0.369, 0.789, 0.383), vec3<f32>(0.993, 0.906, 0.144)));
+    }
+    if (m == 3u) {
+        return ramp(t, array<vec3<f32>, 5>(
+            vec3<f32>(0.001, 0.000, 0.014), vec3<f32>(0.341, 0.063, 0.430), vec3<f32>(0.736, 0.216, 0.330),
+            vec3<f32>(0.976, 0.557, 0.035), vec3<f32>(0.988, 1.000, 0.643)));
+    }
+    if (m == 4u) {
+        return ramp(t, array<vec3<f32>, 5>(
+            vec3<f32>(0.190, 0.072, 0.232), vec3<f32>(0.155, 0.733, 0.924), vec3<f32>(0.641, 0.990, 0.235),
+            vec3<f32>(0.984, 0.581, 0.148), vec3<f32>(0.480, 0.016, 0.011)));
     }
     return ramp(t, array<vec3<f32>, 5>(
         vec3<f32>(0.230, 0.299, 0.754), vec3<f32>(0.552, 0.690, 0.996), vec3<f32>(0.865, 0.865, 0.865),

@@ -55,7 +55,9 @@ pub struct RenderArgs {
     /// the same everywhere).
     #[arg(long, value_name = "FIELD|plain", value_parser = parse_colour_by)]
     pub colour_by: Option<ColourBy>,
-    /// Colour map for --colour-by and streamlines: viridis or cool-warm.
+    /// Colour map for --colour-by, slices and streamlines: viridis, inferno,
+    /// cool-warm (diverging: a field of both signs gets a range symmetric
+    /// about zero) or turbo.
     #[arg(long, default_value = "viridis")]
     pub colour_map: String,
     /// Streamlines from a rake (cell coordinates): preset (the default),
@@ -207,7 +209,10 @@ pub enum Background {
 fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
     let colour_map = match ColourMap::from_name(&args.colour_map) {
         Some(m) if m != ColourMap::Plain => m,
-        _ => bail!("--colour-map {}: use viridis or cool-warm", args.colour_map),
+        _ => bail!(
+            "--colour-map {}: use viridis, inferno, cool-warm or turbo",
+            args.colour_map
+        ),
     };
     let positive = |name: &str, v: f32| {
         if v.is_finite() && v > 0.0 {

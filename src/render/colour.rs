@@ -8,8 +8,15 @@ pub enum ColourMap {
     Plain,
     /// Perceptually ordered dark blue → yellow (matplotlib's viridis, five stops).
     Viridis,
-    /// Diverging blue → grey → red (Moreland's cool-warm, five stops).
+    /// Diverging blue → grey → red (Moreland's cool-warm, five stops); its
+    /// range is made symmetric about zero for a field of both signs.
     CoolWarm,
+    /// Perceptually ordered black → purple → orange → pale yellow
+    /// (matplotlib's inferno, five stops).
+    Inferno,
+    /// A rainbow for those who insist (Google's turbo, five stops: smoother
+    /// than jet, still not perceptually ordered).
+    Turbo,
 }
 
 const VIRIDIS: [[f32; 3]; 5] = [
@@ -18,6 +25,20 @@ const VIRIDIS: [[f32; 3]; 5] = [
     [0.128, 0.567, 0.551],
     [0.369, 0.789, 0.383],
     [0.993, 0.906, 0.144],
+];
+const INFERNO: [[f32; 3]; 5] = [
+    [0.001, 0.000, 0.014],
+    [0.341, 0.063, 0.430],
+    [0.736, 0.216, 0.330],
+    [0.976, 0.557, 0.035],
+    [0.988, 1.000, 0.643],
+];
+const TURBO: [[f32; 3]; 5] = [
+    [0.190, 0.072, 0.232],
+    [0.155, 0.733, 0.924],
+    [0.641, 0.990, 0.235],
+    [0.984, 0.581, 0.148],
+    [0.480, 0.016, 0.011],
 ];
 const COOL_WARM: [[f32; 3]; 5] = [
     [0.230, 0.299, 0.754],
@@ -28,7 +49,29 @@ const COOL_WARM: [[f32; 3]; 5] = [
 ];
 
 impl ColourMap {
-    pub const ALL: [ColourMap; 3] = [ColourMap::Plain, ColourMap::Viridis, ColourMap::CoolWarm];
+    pub const ALL: [ColourMap; 5] = [
+        ColourMap::Plain,
+        ColourMap::Viridis,
+        ColourMap::CoolWarm,
+        ColourMap::Inferno,
+        ColourMap::Turbo,
+    ];
+
+    /// Whether the map is centred on a neutral middle (for signed fields).
+    pub fn diverging(self) -> bool {
+        self == ColourMap::CoolWarm
+    }
+
+    /// The range to map: for a diverging map and a field of both signs,
+    /// symmetric about zero, so that zero gets the middle colour.
+    pub fn range(self, (lo, hi): (f32, f32)) -> (f32, f32) {
+        if self.diverging() && lo < 0.0 && hi > 0.0 {
+            let m = lo.abs().max(hi);
+            (-m, m)
+        } else {
+            (lo, hi)
+        }
+    }
 
     /// The map's number in `shaders/isosurface/draw.wgsl`.
     pub fn index(self) -> u32 {
@@ -40,6 +83,8 @@ impl ColourMap {
             ColourMap::Plain => "plain",
             ColourMap::Viridis => "viridis",
             ColourMap::CoolWarm => "cool-warm",
+            ColourMap::Inferno => "inferno",
+            ColourMap::Turbo => "turbo",
         }
     }
 
@@ -54,6 +99,8 @@ impl ColourMap {
             ColourMap::Plain => return [0.5; 3],
             ColourMap::Viridis => &VIRIDIS,
             ColourMap::CoolWarm => &COOL_WARM,
+            ColourMap::Inferno => &INFERNO,
+            ColourMap::Turbo => &TURBO,
         };
         let x = t.clamp(0.0, 1.0) * 4.0;
         let i = (x.floor() as usize).min(3);
@@ -81,5 +128,10 @@ mod tests {
         for m in ColourMap::ALL {
             assert_eq!(ColourMap::from_name(m.name()), Some(m));
         }
+        assert!(close(ColourMap::Inferno.sample(0.75), INFERNO[3]));
+        assert!(close(ColourMap::Turbo.sample(0.5), TURBO[2]));
+        assert_eq!(ColourMap::CoolWarm.range((-1.0, 3.0)), (-3.0, 3.0));
+        assert_eq!(ColourMap::CoolWarm.range((1.0, 3.0)), (1.0, 3.0));
+        assert_eq!(ColourMap::Viridis.range((-1.0, 3.0)), (-1.0, 3.0));
     }
 }

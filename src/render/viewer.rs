@@ -498,9 +498,11 @@ impl Viewer {
             .iso
             .unwrap_or(range.0 + settings.iso_frac * (range.1 - range.0));
         let colour_range = match settings.colour_by {
-            Some(plot) if settings.colour_map != ColourMap::Plain => {
-                Some(self.derive_range(gpu, plot, &v.colour)?)
-            }
+            Some(plot) if settings.colour_map != ColourMap::Plain => Some(
+                settings
+                    .colour_map
+                    .range(self.derive_range(gpu, plot, &v.colour)?),
+            ),
             _ => None,
         };
         let colour = if colour_range.is_some() {

@@ -478,7 +478,12 @@ fn colouring(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
     egui::ComboBox::from_label("colour map")
         .selected_text(settings.colour_map.name())
         .show_ui(ui, |ui| {
-            for m in [ColourMap::Viridis, ColourMap::CoolWarm] {
+            for m in [
+                ColourMap::Viridis,
+                ColourMap::Inferno,
+                ColourMap::CoolWarm,
+                ColourMap::Turbo,
+            ] {
                 ui.selectable_value(&mut settings.colour_map, m, m.name());
             }
         });

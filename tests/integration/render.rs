@@ -448,7 +448,7 @@ fn render_coloured_by_a_second_field_spans_the_colour_map() {
     );
     assert!(!bad.status.success());
     assert!(
-        stderr(&bad).contains("use viridis or cool-warm"),
+        stderr(&bad).contains("use viridis, inferno, cool-warm or turbo"),
         "{}",
         stderr(&bad)
     );

@@ -146,3 +146,40 @@ fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels()
     let at = pixel(&viewer, Vec3::new(13.1, 6.5, z));
     assert_ne!(rgb(&none, at), rgb(&plain, at));
 }
+
+#[test]
+fn every_colour_map_in_the_shader_is_the_one_the_legend_draws() {
+    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let mut viewer = Viewer::new(&gpu);
+    viewer.upload(&gpu, &linear(), &[], 1, None).unwrap();
+    for map in [
+        ColourMap::Viridis,
+        ColourMap::Inferno,
+        ColourMap::Turbo,
+        ColourMap::CoolWarm,
+    ] {
+        let settings = ViewSettings {
+            plot: PlotType::Ux,
+            colour_by: Some(PlotType::Ux),
+            colour_map: map,
+            mode: SurfaceMode::None,
+            aa_samples: 1,
+            slices: [None, None, Some(0.5)],
+            ..Default::default()
+        };
+        let picture = render(&mut viewer, &gpu, &settings);
+        let (lo, hi) = viewer.info.colour_range.expect("coloured");
+        for x in [1.2f32, 9.9, 16.4, 24.8, 29.5] {
+            let at = pixel(&viewer, Vec3::new(x, 7.5, 3.5));
+            let want = map.sample((0.001 * x - lo) / (hi - lo)).map(byte);
+            let got = rgb(&picture, at);
+            for c in 0..3 {
+                assert!(
+                    (got[c] - want[c]).abs() <= 3.0,
+                    "{} at x {x}: {got:?} vs {want:?}",
+                    map.name()
+                );
+            }
+        }
+    }
+}
