@@ -154,7 +154,6 @@ fn run(start: Start, rx: Receiver<Command>, mailbox: Arc<Mailbox>, wake: impl Fn
                 },
                 Ok(Command::ShareDisplay(device)) => share = device,
                 Ok(Command::SetProbe(p)) => probe = p,
-                Ok(Command::SetLine(_) | Command::ExportLine(_)) => {}
                 Ok(Command::Quit) | Err(_) => return,
                 Ok(_) => {}
             }
@@ -287,7 +286,9 @@ impl Session {
                 let generation = engine.publisher.geometry + 1;
                 let probe = engine.publisher.probe;
                 let mean = engine.publisher.mean;
-                let line = engine.publisher.line.take();
+                // Cloned: a scenario that fails to load leaves the old one
+                // running with its line.
+                let line = engine.publisher.line.clone();
                 *engine = Engine::load(*scenario, &self.backend, generation, self.limit, probe)?;
                 engine.solver.share_display(self.share);
                 engine.publisher.mean = mean;
