@@ -686,19 +686,7 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
 fn check_mesh_voxels() -> anyhow::Result<bool> {
     use crate::scenario::mesh::{self, cuda::CudaVoxelizer};
     let gpu = CudaVoxelizer::new().map_err(|e| anyhow::anyhow!(e))?;
-    let s = 4.0f32;
-    let v = [
-        [s, 0.0, 0.0],
-        [-s, 0.0, 0.0],
-        [0.0, s, 0.0],
-        [0.0, -s, 0.0],
-        [0.0, 0.0, s],
-        [0.0, 0.0, -s],
-    ];
-    let octahedron: Vec<mesh::Triangle> = [(2, 4), (4, 3), (3, 5), (5, 2)]
-        .iter()
-        .flat_map(|&(a, b)| [[v[0], v[a], v[b]], [v[1], v[b], v[a]]])
-        .collect();
+    let octahedron = mesh::octahedron(4.0);
     let cases = [
         (
             "sphere 327 680 tris",

@@ -829,17 +829,10 @@ pub fn mesh_vertices(meshes: &ObstacleMeshes, stride: usize) -> Vec<Vertex> {
         .triangles
         .iter()
         .flat_map(|t| {
-            let p = t.map(|v| v.map(|c| (c - shift) / s));
-            let a = [0, 1, 2].map(|k| p[1][k] - p[0][k]);
-            let b = [0, 1, 2].map(|k| p[2][k] - p[0][k]);
-            let n = [
-                a[1] * b[2] - a[2] * b[1],
-                a[2] * b[0] - a[0] * b[2],
-                a[0] * b[1] - a[1] * b[0],
-                0.0,
-            ];
+            let p = t.map(|v| (glam::Vec3::from(v) - shift) / s);
+            let n = (p[1] - p[0]).cross(p[2] - p[0]).extend(0.0).to_array();
             p.map(|v| Vertex {
-                position: [v[0], v[1], v[2], 0.0],
+                position: v.extend(0.0).to_array(),
                 normal: n,
             })
         })

@@ -1,5 +1,7 @@
 //! Voxelisation: domain faces and obstacles to cell flags.
 
+use glam::DVec3;
+
 use super::{mesh, parabolic_axes, Face, InletProfile, Scenario, Shape};
 use crate::solver::flags::{self, CellType};
 use crate::solver::lbm::lattice::{E, Q};
@@ -476,9 +478,10 @@ fn link_fraction(
     bins: Option<&TriangleBins>,
 ) -> Option<f64> {
     let quadratic = |d: [f64; 3], e: [f64; 3], r: f64| -> Option<f64> {
-        let a = dot(e, e);
-        let b = dot(d, e);
-        let c = dot(d, d) - r * r;
+        let (d, e) = (DVec3::from(d), DVec3::from(e));
+        let a = e.dot(e);
+        let b = d.dot(e);
+        let c = d.dot(d) - r * r;
         let disc = b * b - a * c;
         if a == 0.0 || disc < 0.0 {
             return None;
@@ -505,18 +508,6 @@ fn link_fraction(
         Shape::Mesh { placed, .. } => bins.and_then(|b| b.first_hit(placed, p, e)),
         _ => None,
     }
-}
-
-fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
-    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-}
-
-fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
-    [
-        a[1] * b[2] - a[2] * b[1],
-        a[2] * b[0] - a[0] * b[2],
-        a[0] * b[1] - a[1] * b[0],
-    ]
 }
 
 /// Triangles by the unit boxes `[k, k + 1)` their bounding boxes overlap: the
@@ -547,30 +538,30 @@ impl TriangleBins {
     fn first_hit(&self, mesh: &mesh::PlacedMesh, p: [f64; 3], e: [f64; 3]) -> Option<f64> {
         let lo = [0, 1, 2].map(|a| p[a].min(p[a] + e[a]).floor() as i32);
         let hi = [0, 1, 2].map(|a| p[a].max(p[a] + e[a]).floor() as i32);
+        let (origin, dir) = (DVec3::from(p), DVec3::from(e));
         let mut best: Option<f64> = None;
         for z in lo[2]..=hi[2] {
             for y in lo[1]..=hi[1] {
                 for x in lo[0]..=hi[0] {
                     for &k in self.bins.get(&[x, y, z]).into_iter().flatten() {
-                        let [v0, v1, v2] = mesh.triangles[k as usize];
-                        let e1 = [0, 1, 2].map(|a| v1[a] - v0[a]);
-                        let e2 = [0, 1, 2].map(|a| v2[a] - v0[a]);
-                        let h = cross(e, e2);
-                        let det = dot(e1, h);
+                        let [v0, v1, v2] = mesh.triangles[k as usize].map(DVec3::from);
+                        let (e1, e2) = (v1 - v0, v2 - v0);
+                        let h = dir.cross(e2);
+                        let det = e1.dot(h);
                         if det.abs() < 1e-14 {
                             continue;
                         }
-                        let s = [0, 1, 2].map(|a| p[a] - v0[a]);
-                        let u = dot(s, h) / det;
+                        let s = origin - v0;
+                        let u = s.dot(h) / det;
                         if !(-1e-9..=1.0 + 1e-9).contains(&u) {
                             continue;
                         }
-                        let qv = cross(s, e1);
-                        let v = dot(e, qv) / det;
+                        let qv = s.cross(e1);
+                        let v = dir.dot(qv) / det;
                         if v < -1e-9 || u + v > 1.0 + 1e-9 {
                             continue;
                         }
-                        let t = dot(e2, qv) / det;
+                        let t = e2.dot(qv) / det;
                         if (-1e-9..=1.0 + 1e-9).contains(&t) && best.is_none_or(|b| t < b) {
                             best = Some(t);
                         }

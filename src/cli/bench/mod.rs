@@ -245,11 +245,17 @@ fn bench_cpu(args: &BenchArgs, collision: Collider) -> anyhow::Result<()> {
 /// MLUPS of a CPU solver: after a warm-up, even step counts lasting ~0.5 s,
 /// median of `repeats`.
 fn time_cpu(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
-    let cells = solver.grid().cells() as f64;
     let t0 = Instant::now();
     solver.step(2)?;
     let per_step = t0.elapsed().as_secs_f64() / 2.0;
     let steps = (((0.5 / per_step).ceil() as u64).max(2) + 1) & !1;
+    median_rate(solver, steps, repeats)
+}
+
+/// Median MLUPS of `repeats` runs of `steps` steps; refuses a flow that
+/// blew up meanwhile.
+fn median_rate(solver: &mut dyn Solver, steps: u64, repeats: usize) -> anyhow::Result<f64> {
+    let cells = solver.grid().cells() as f64;
     let mut rates = Vec::new();
     for _ in 0..repeats.max(1) {
         let t = Instant::now();
@@ -444,22 +450,12 @@ fn cuda_slabs(
 /// MLUPS of `solver` by wall clock over batches of steps (each batch ends
 /// synchronised), median of `repeats`.
 fn time_wall(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
-    let cells = solver.grid().cells() as f64;
     solver.step(10)?;
     let t = Instant::now();
     solver.step(10)?;
     let per_step = t.elapsed().as_secs_f64() / 10.0;
     let steps = (((0.5 / per_step).ceil() as u64).clamp(2, 4000) + 1) & !1;
-    let mut rates = Vec::new();
-    for _ in 0..repeats.max(1) {
-        let t = Instant::now();
-        solver.step(steps)?;
-        rates.push(cells * steps as f64 / t.elapsed().as_secs_f64() / 1e6);
-    }
-    if let Some(e) = solver.stats()?.instability() {
-        anyhow::bail!("benchmark flow became unstable: {e}");
-    }
-    Ok(median(rates))
+    median_rate(solver, steps, repeats)
 }
 
 fn parse_domain(s: &str) -> anyhow::Result<[usize; 3]> {

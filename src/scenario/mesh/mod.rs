@@ -196,15 +196,8 @@ pub fn check(triangles: &[Triangle]) -> Result<(), String> {
 
 /// Twice the area of a triangle, squared (in f64 of its f32 coordinates).
 fn area2(t: &Triangle) -> f64 {
-    let p = t.map(|v| v.map(f64::from));
-    let a = [0, 1, 2].map(|k| p[1][k] - p[0][k]);
-    let b = [0, 1, 2].map(|k| p[2][k] - p[0][k]);
-    let n = [
-        a[1] * b[2] - a[2] * b[1],
-        a[2] * b[0] - a[0] * b[2],
-        a[0] * b[1] - a[1] * b[0],
-    ];
-    n[0] * n[0] + n[1] * n[1] + n[2] * n[2]
+    let [p0, p1, p2] = t.map(|v| glam::DVec3::from(v.map(f64::from)));
+    (p1 - p0).cross(p2 - p0).length_squared()
 }
 
 /// Counts edges used by an odd number of triangles (open), and edges used an
@@ -257,12 +250,16 @@ fn edge_defects(triangles: &[Triangle]) -> (usize, usize) {
 
 /// Bounding box of triangles.
 pub fn bounding_box(triangles: &[Triangle]) -> ([f64; 3], [f64; 3]) {
+    bounds_of(triangles.iter().flatten().map(|v| v.map(f64::from)))
+}
+
+fn bounds_of(points: impl Iterator<Item = [f64; 3]>) -> ([f64; 3], [f64; 3]) {
     let mut lo = [f64::INFINITY; 3];
     let mut hi = [f64::NEG_INFINITY; 3];
-    for v in triangles.iter().flatten() {
+    for v in points {
         for a in 0..3 {
-            lo[a] = lo[a].min(f64::from(v[a]));
-            hi[a] = hi[a].max(f64::from(v[a]));
+            lo[a] = lo[a].min(v[a]);
+            hi[a] = hi[a].max(v[a]);
         }
     }
     (lo, hi)
@@ -280,14 +277,7 @@ pub fn place(triangles: &[Triangle], scale: f64, center: [f64; 3], rotate: [f64;
         [0, 1, 2].map(|i| center[i] + r[i][0] * d[0] + r[i][1] * d[1] + r[i][2] * d[2])
     };
     let placed: Vec<[[f64; 3]; 3]> = triangles.par_iter().map(|t| t.map(tf)).collect();
-    let mut lo = [f64::INFINITY; 3];
-    let mut hi = [f64::NEG_INFINITY; 3];
-    for v in placed.iter().flatten() {
-        for a in 0..3 {
-            lo[a] = lo[a].min(v[a]);
-            hi[a] = hi[a].max(v[a]);
-        }
-    }
+    let (lo, hi) = bounds_of(placed.iter().flatten().copied());
     PlacedMesh {
         triangles: placed,
         lo,
@@ -491,6 +481,25 @@ pub fn icosphere(radius: f32, levels: u32) -> Vec<Triangle> {
         .collect()
 }
 
+/// A regular octahedron with its vertices at ±`half` on the axes (outward
+/// orientation): rays along x through its centre pass through two vertices,
+/// a test of the tie rule.
+pub fn octahedron(half: f32) -> Vec<Triangle> {
+    let s = half;
+    let v = [
+        [s, 0.0, 0.0],
+        [-s, 0.0, 0.0],
+        [0.0, s, 0.0],
+        [0.0, -s, 0.0],
+        [0.0, 0.0, s],
+        [0.0, 0.0, -s],
+    ];
+    [(2, 4), (4, 3), (3, 5), (5, 2)]
+        .iter()
+        .flat_map(|&(a, b)| [[v[0], v[a], v[b]], [v[1], v[b], v[a]]])
+        .collect()
+}
+
 /// An axis-aligned box from `lo` to `hi` as 12 outward triangles.
 pub fn box_mesh(lo: [f32; 3], hi: [f32; 3]) -> Vec<Triangle> {
     let p = |k: usize| {
@@ -589,20 +598,7 @@ mod tests {
     fn rays_through_shared_vertices_and_edges_count_once() {
         // An octahedron centred on a cell centre, its vertices on centres:
         // the central ray passes through two vertices.
-        let s = 4.0f32;
-        let v = [
-            [s, 0.0, 0.0],
-            [-s, 0.0, 0.0],
-            [0.0, s, 0.0],
-            [0.0, -s, 0.0],
-            [0.0, 0.0, s],
-            [0.0, 0.0, -s],
-        ];
-        let mut tris = Vec::new();
-        for (a, b) in [(2, 4), (4, 3), (3, 5), (5, 2)] {
-            tris.push([v[0], v[a], v[b]]);
-            tris.push([v[1], v[b], v[a]]);
-        }
+        let tris = octahedron(4.0);
         assert_eq!(check(&tris), Ok(()));
         let mesh = place(&tris, 1.0, [8.0, 8.0, 8.0], [0.0; 3]);
         let bits = solid_bits(&mesh, [17, 17, 17]);

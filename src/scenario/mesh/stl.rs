@@ -214,19 +214,8 @@ pub fn to_ascii(triangles: &[Triangle], name: &str) -> String {
 }
 
 fn normal(t: &Triangle) -> [f32; 3] {
-    let a = [0, 1, 2].map(|k| t[1][k] - t[0][k]);
-    let b = [0, 1, 2].map(|k| t[2][k] - t[0][k]);
-    let n = [
-        a[1] * b[2] - a[2] * b[1],
-        a[2] * b[0] - a[0] * b[2],
-        a[0] * b[1] - a[1] * b[0],
-    ];
-    let l = (n[0] * n[0] + n[1] * n[1] + n[2] * n[2]).sqrt();
-    if l > 0.0 {
-        n.map(|c| c / l)
-    } else {
-        [0.0; 3]
-    }
+    let [p0, p1, p2] = t.map(glam::Vec3::from);
+    (p1 - p0).cross(p2 - p0).normalize_or_zero().to_array()
 }
 
 #[cfg(test)]
