@@ -1,11 +1,17 @@
-// Min and max of the scalar field: a staged tree reduction (each workgroup
+// Min and max of the scalar field, or of the values on one axis-aligned plane
+// through it (a slice: linear between the two layers around it, as the slice
+// shader samples them; in the plane the slice interpolates between these
+// values, so they hold its extremes): a staged tree reduction (each workgroup
 // reduces a strided share into `partials`, then one workgroup reduces those).
-// Exact: min/max involve no rounding. NaNs are skipped.
+// Exact over the whole field: min/max involve no rounding. NaNs are skipped.
 
 struct ReduceParams {
     size: vec3<u32>,
     groups: u32,   // workgroups of the first stage
     floor: f32,    // lower end of the range at least this (Q: only Q > 0 marks vortices)
+    axis: u32,     // 0, 1, 2: the plane normal to this axis at `position`; 3: everywhere
+    position: f32, // cells
+    pad: u32,
 }
 
 @group(0) @binding(0) var scalar: texture_3d<f32>;
@@ -29,14 +35,37 @@ fn tree(t: u32) {
     workgroupBarrier();
 }
 
+fn value(i: u32) -> f32 {
+    if (params.axis > 2u) {
+        let p = vec3<u32>(i % params.size.x, (i / params.size.x) % params.size.y, i / (params.size.x * params.size.y));
+        return textureLoad(scalar, vec3<i32>(p), 0).x;
+    }
+    let a = (params.axis + 1u) % 3u;
+    let b = (params.axis + 2u) % 3u;
+    let top = f32(params.size[params.axis] - 1u);
+    let at = clamp(params.position, 0.0, top);
+    let below = u32(floor(at));
+    var p = vec3<u32>(0u);
+    p[a] = i % params.size[a];
+    p[b] = i / params.size[a];
+    p[params.axis] = below;
+    var q = p;
+    q[params.axis] = min(below + 1u, params.size[params.axis] - 1u);
+    let lo = textureLoad(scalar, vec3<i32>(p), 0).x;
+    let hi = textureLoad(scalar, vec3<i32>(q), 0).x;
+    return mix(lo, hi, at - f32(below));
+}
+
 @compute @workgroup_size(256)
 fn partial(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let n = params.size.x * params.size.y * params.size.z;
+    var n = params.size.x * params.size.y * params.size.z;
+    if (params.axis < 3u) {
+        n = n / params.size[params.axis];
+    }
     var a = BIG;
     var b = -BIG;
     for (var i = wg.x * WG + t; i < n; i += params.groups * WG) {
-        let p = vec3<u32>(i % params.size.x, (i / params.size.x) % params.size.y, i / (params.size.x * params.size.y));
-        let v = textureLoad(scalar, vec3<i32>(p), 0).x;
+        let v = value(i);
         if (v == v) {
             a = min(a, v);
             b = max(b, v);

@@ -5,12 +5,13 @@
 // levels inside the colour range.
 
 //!include scene/common.wgsl
+//!include fields/sample.wgsl
 
 // camera.extra: the planes' positions along x, y and z in cells (below -1:
 // off), and the number of contour levels (0: none). camera.colour: the
-// obstacle colour.
+// obstacle colour. `sampled`: the scalar the slices show.
 @group(0) @binding(0) var<uniform> camera: Camera;
-@group(0) @binding(1) var values: texture_3d<f32>;
+@group(0) @binding(1) var sampled: texture_3d<f32>;
 @group(0) @binding(2) var solid: texture_3d<f32>;
 
 struct VsOut {
@@ -34,7 +35,7 @@ fn vs_main(@builtin(vertex_index) i: u32) -> VsOut {
     }
     // The box the domain outline draws: half a cell beyond the cell centres.
     let lo = vec3<f32>(-0.5);
-    let hi = vec3<f32>(textureDimensions(values)) - vec3<f32>(0.5);
+    let hi = vec3<f32>(textureDimensions(sampled)) - vec3<f32>(0.5);
     var p = mix(lo, hi, vec3<f32>(0.5));
     p[plane] = position;
     let a = (plane + 1u) % 3u;
@@ -46,29 +47,10 @@ fn vs_main(@builtin(vertex_index) i: u32) -> VsOut {
     return out;
 }
 
-fn value_at(c: vec3<i32>) -> f32 {
-    let top = vec3<i32>(textureDimensions(values)) - vec3<i32>(1);
-    return textureLoad(values, clamp(c, vec3<i32>(0), top), 0).x;
-}
-
-// Trilinear between the eight cell centres around p (r32float volumes cannot
-// be filtered by a sampler everywhere).
-fn trilinear(p: vec3<f32>) -> f32 {
-    let top = vec3<f32>(textureDimensions(values)) - vec3<f32>(1.0);
-    let q = clamp(p, vec3<f32>(0.0), top);
-    let base = vec3<i32>(floor(q));
-    let f = q - vec3<f32>(base);
-    let c00 = mix(value_at(base), value_at(base + vec3<i32>(1, 0, 0)), f.x);
-    let c10 = mix(value_at(base + vec3<i32>(0, 1, 0)), value_at(base + vec3<i32>(1, 1, 0)), f.x);
-    let c01 = mix(value_at(base + vec3<i32>(0, 0, 1)), value_at(base + vec3<i32>(1, 0, 1)), f.x);
-    let c11 = mix(value_at(base + vec3<i32>(0, 1, 1)), value_at(base + vec3<i32>(1, 1, 1)), f.x);
-    return mix(mix(c00, c10, f.y), mix(c01, c11, f.y), f.z);
-}
-
 @fragment
 fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
     // Derivatives first, in uniform control flow.
-    let v = trilinear(in.world);
+    let v = sample_at(in.world).x;
     let span = camera.colour_map.y - camera.colour_map.x;
     let t = (v - camera.colour_map.x) / select(1.0, span, span > 0.0) * camera.extra.w;
     let width = max(fwidth(t), 1e-6);

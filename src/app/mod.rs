@@ -78,6 +78,8 @@ struct App {
     /// The panel's message the smoke run last printed.
     smoke_message: Option<String>,
     error: Option<AppError>,
+    /// A slice being dragged: its axis and where it was grabbed (cells).
+    slice_drag: Option<(usize, glam::Vec3)>,
 }
 
 /// Field frames closer together than this count as streaming: each is drawn
@@ -139,6 +141,7 @@ pub fn run(options: Options) -> Result<(), AppError> {
         last_frame: Instant::now(),
         last_upload: None,
         smoke_message: None,
+        slice_drag: None,
         probe_grid: [0; 3],
         error: None,
     };
@@ -399,6 +402,12 @@ impl App {
         let mut view_rect = egui::Rect::NOTHING;
         let mut orbit = egui::Vec2::ZERO;
         let mut zoom = 0.0f32;
+        // The pointer on the view: where, and whether it pressed with Shift
+        // (grab a slice) or clicked with Ctrl (a plot line's end).
+        let mut grab = None;
+        let mut pointer = None;
+        let mut pick_click = None;
+        let mut released = false;
         let texture = gfx.view.texture;
         let ppp_now = gfx.window.scale_factor() as f32;
         let scenarios = self.scenarios.clone();
@@ -419,10 +428,20 @@ impl App {
                 });
             egui::CentralPanel::default().show(ui, |ui| {
                 let (rect, response) =
-                    ui.allocate_exact_size(ui.available_size(), egui::Sense::drag());
+                    ui.allocate_exact_size(ui.available_size(), egui::Sense::click_and_drag());
                 view_rect = rect;
+                let modifiers = ui.input(|i| i.modifiers);
+                let at = response.interact_pointer_pos();
+                if response.drag_started() && modifiers.shift {
+                    grab = at;
+                }
                 if response.dragged() {
+                    pointer = at;
                     orbit = response.drag_delta();
+                }
+                released = response.drag_stopped();
+                if response.clicked() && modifiers.command {
+                    pick_click = at;
                 }
                 if response.hovered() {
                     zoom = ui.input(|i| i.smooth_scroll_delta.y);
@@ -451,6 +470,47 @@ impl App {
         });
         for c in commands {
             worker.send(c);
+        }
+        // Picking with the mono eye's rays through the view's pixels.
+        let aspect = view_rect.aspect_ratio().max(1e-3);
+        let ndc = |p: egui::Pos2| {
+            glam::Vec2::new(
+                2.0 * (p.x - view_rect.left()) / view_rect.width() - 1.0,
+                1.0 - 2.0 * (p.y - view_rect.top()) / view_rect.height(),
+            )
+        };
+        let grid = gfx.view.viewer.grid_size();
+        if let (Some(p), Some(size)) = (grab, grid) {
+            let (origin, dir) = gfx.view.viewer.camera.ray(aspect, ndc(p));
+            self.slice_drag = crate::render::slices::pick(&self.settings.slices, size, origin, dir);
+        }
+        if let (Some((axis, at)), Some(size)) = (self.slice_drag, grid) {
+            orbit = egui::Vec2::ZERO;
+            if let Some(p) = pointer {
+                let (origin, dir) = gfx.view.viewer.camera.ray(aspect, ndc(p));
+                if let Some(f) = crate::render::slices::drag(axis, at, origin, dir, size) {
+                    self.settings.slices[axis] = Some(f);
+                }
+            }
+        }
+        if released {
+            self.slice_drag = None;
+        }
+        if let (Some(p), Some(size)) = (pick_click, grid) {
+            let (origin, dir) = gfx.view.viewer.camera.ray(aspect, ndc(p));
+            if let Some((_, at)) =
+                crate::render::slices::pick(&self.settings.slices, size, origin, dir)
+            {
+                // Display cells to the solver's (a display cell is the mean
+                // of `stride`³ solver cells).
+                let stride = status.stride.max(1) as f64;
+                let solver = at
+                    .to_array()
+                    .map(|v| v as f64 * stride + 0.5 * (stride - 1.0));
+                if let Some(c) = crate::ui::line_end_clicked(&mut self.panel, solver) {
+                    worker.send(c);
+                }
+            }
         }
         let cam = &mut gfx.view.viewer.camera;
         cam.yaw -= orbit.x * 0.01;

@@ -10,6 +10,7 @@ use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
 use crate::render::gpu::Gpu;
 use crate::render::legend::{self, Legend};
+use crate::render::raymarch::{Opacity, VolumePreset};
 use crate::render::scene::{save_png, Anaglyph, Camera, Stereo};
 use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
 use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
@@ -110,13 +111,42 @@ pub struct RenderArgs {
     #[arg(long)]
     pub distance: Option<f32>,
     /// Slices through the field, e.g. `x=0.5,z=0.3`: a value up to 1 is a
-    /// fraction of the domain, a larger one a cell index. Coloured like the
-    /// surface (the plotted field when the surface is plain).
+    /// fraction of the domain, a larger one a cell index.
     #[arg(long, value_name = "AXIS=POS,...", value_parser = parse_slices)]
     pub slice: Option<[Option<f32>; 3]>,
+    /// The field the slices show (default: the surface's colouring, or the
+    /// plotted field when the surface is plain).
+    #[arg(long, value_enum)]
+    pub slice_colour_by: Option<PlotType>,
+    /// The slices' colour range, LO:HI (default: the field's extremes on the
+    /// slices).
+    #[arg(long, value_name = "LO:HI", value_parser = parse_range)]
+    pub slice_range: Option<(f32, f32)>,
     /// Contour lines on the slices at this many levels of the colour range.
     #[arg(long, default_value_t = 0)]
     pub contours: u32,
+    /// In-plane velocity arrows on the slices, one every N cells.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub arrows: u32,
+    /// Volume rendering, from a preset transfer function (vorticity, speed).
+    #[arg(long, value_enum, value_name = "PRESET", num_args = 0..=1, default_missing_value = "vorticity")]
+    pub volume: Option<VolumePreset>,
+    /// The field the volume rendering shows (default: the preset's).
+    #[arg(long, value_enum, requires = "volume")]
+    pub volume_field: Option<PlotType>,
+    /// The volume's opacity per cell at fractions of its colour range,
+    /// T:A,... (e.g. 0:0,0.5:0.02,1:0.3; linear between, flat beyond).
+    #[arg(long, value_name = "T:A,...", requires = "volume", value_parser = Opacity::parse)]
+    pub volume_opacity: Option<Opacity>,
+    /// The volume's colour range, LO:HI (default: the field's extremes).
+    #[arg(long, value_name = "LO:HI", requires = "volume", value_parser = parse_range)]
+    pub volume_range: Option<(f32, f32)>,
+    /// The volume's colour map (default: the preset's).
+    #[arg(long, requires = "volume")]
+    pub volume_colour_map: Option<String>,
+    /// Ray-march step in cells.
+    #[arg(long, requires = "volume")]
+    pub volume_step: Option<f32>,
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -143,6 +173,25 @@ fn parse_slices(text: &str) -> Result<[Option<f32>; 3], String> {
         out[a] = Some(v);
     }
     Ok(out)
+}
+
+/// `LO:HI`, two numbers, LO below HI.
+fn parse_range(text: &str) -> Result<(f32, f32), String> {
+    let (lo, hi) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not LO:HI (e.g. -0.01:0.01)"))?;
+    let number = |s: &str| {
+        s.trim()
+            .parse::<f32>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("`{s}` in `{text}` is not a number"))
+    };
+    let (lo, hi) = (number(lo)?, number(hi)?);
+    if lo >= hi {
+        return Err(format!("`{text}`: LO must be below HI"));
+    }
+    Ok((lo, hi))
 }
 
 /// Slice positions as fractions of a grid of `size` (cell indices above 1
@@ -287,6 +336,36 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
             })
         }
     };
+    if args.arrows > 1024 {
+        bail!(
+            "--arrows {}: give the spacing in cells, 1 to 1024 (0: none)",
+            args.arrows
+        );
+    }
+    let volume = match args.volume {
+        None => None,
+        Some(preset) => {
+            let mut v = preset.settings();
+            v.field = args.volume_field.unwrap_or(v.field);
+            v.opacity = args.volume_opacity.unwrap_or(v.opacity);
+            v.range = args.volume_range;
+            if let Some(name) = &args.volume_colour_map {
+                v.map = match ColourMap::from_name(name) {
+                    Some(m) if m != ColourMap::Plain => m,
+                    _ => bail!(
+                        "--volume-colour-map {name}: use viridis, inferno, cool-warm or turbo"
+                    ),
+                };
+            }
+            if let Some(step) = args.volume_step {
+                if !(step.is_finite() && (0.05..=8.0).contains(&step)) {
+                    bail!("--volume-step {step}: use 0.05 to 8 cells (0.5 is the default)");
+                }
+                v.step = step;
+            }
+            Some(v)
+        }
+    };
     let stereo = args.stereo.map(|_| Stereo {
         anaglyph: args.anaglyph,
         separation: args.eye_separation,
@@ -311,7 +390,11 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
             .map_or(stereo.is_some(), |b| b == Background::Grey),
         aa_samples: args.aa,
         slices: args.slice.unwrap_or([None; 3]),
+        slice_colour_by: args.slice_colour_by,
+        slice_range: args.slice_range,
         contours: args.contours,
+        arrows: args.arrows,
+        volume,
     })
 }
 
@@ -410,6 +493,12 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
         info.samples,
         if settings.stereo.is_some() { ", anaglyph" } else { "" },
     );
+    if let Some((field, (lo, hi))) = info.slice_colour {
+        eprintln!("slices: {} from {lo:.4e} to {hi:.4e}", field.name());
+    }
+    if let Some((field, (lo, hi))) = info.volume_colour {
+        eprintln!("volume: {} from {lo:.4e} to {hi:.4e}", field.name());
+    }
     if settings.streamlines.is_some() {
         let lengths = viewer.tracer().read_lengths(&gpu)?;
         let empty = lengths.iter().filter(|&&n| n == 0).count();
@@ -432,6 +521,14 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_parse_as_lo_colon_hi() {
+        assert_eq!(parse_range("-0.01:0.02"), Ok((-0.01, 0.02)));
+        assert!(parse_range("1:1").unwrap_err().contains("below"));
+        assert!(parse_range("1").unwrap_err().contains("LO:HI"));
+        assert!(parse_range("0:inf").unwrap_err().contains("not a number"));
+    }
 
     #[test]
     fn slices_parse_as_fractions_or_cells() {

@@ -31,9 +31,25 @@ pub struct ReduceParams {
     pub groups: u32,
     /// The range's lower end is at least this.
     pub floor: f32,
-    pub _pad: [u32; 3],
+    /// 0, 1, 2: only the plane normal to this axis at `position` (cells);
+    /// 3: the whole volume.
+    pub axis: u32,
+    pub position: f32,
+    pub _pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<ReduceParams>() == 32);
+
+/// shaders/volume/march.wgsl `MarchParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MarchParams {
+    pub inverse_view_proj: [[f32; 4]; 4],
+    /// Opacity handles as (t, opacity per cell) pairs, two per row.
+    pub handles: [[f32; 4]; 4],
+    /// Step (cells), sample index, handle count, unused.
+    pub march: [f32; 4],
+}
+const _: () = assert!(std::mem::size_of::<MarchParams>() == 144);
 
 /// shaders/isosurface/extract.wgsl `ExtractParams`.
 #[repr(C)]

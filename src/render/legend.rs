@@ -47,6 +47,27 @@ impl Legend {
                 _ => legends.push(lines),
             }
         }
+        if let Some((field, range)) = info.slice_colour {
+            let slices = Legend {
+                title: format!("slices: {}", field.name()),
+                map,
+                range,
+            };
+            // One bar where the surface shows the same colours.
+            match legends.first_mut() {
+                Some(s) if s.title == format!("surface: {}", field.name()) && s.range == range => {
+                    s.title = format!("{}: surface, slices", field.name())
+                }
+                _ => legends.push(slices),
+            }
+        }
+        if let (Some(v), Some((field, range))) = (&settings.volume, info.volume_colour) {
+            legends.push(Legend {
+                title: format!("volume: {}", field.name()),
+                map: v.map,
+                range,
+            });
+        }
         legends
     }
 

@@ -12,6 +12,7 @@ pub mod legend;
 pub mod lines;
 pub mod passes;
 pub mod present;
+pub mod raymarch;
 pub mod readback;
 pub mod scene;
 pub mod shaders;

@@ -373,11 +373,27 @@ impl MinMax {
     /// Records the reduction of `scalar` into `self.result`: [min, max],
     /// with min raised to `floor` where that is below max (else ignored).
     pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume, floor: f32) {
+        self.run_over(gpu, encoder, scalar, floor, None)
+    }
+
+    /// [`MinMax::run`] over the whole volume, or over the plane normal to
+    /// `axis` at `position` (cells) as a slice shows it.
+    fn run_over(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        scalar: &Volume,
+        floor: f32,
+        plane: Option<(usize, f32)>,
+    ) {
+        let (axis, position) = plane.map_or((3, 0.0), |(a, p)| (a as u32, p));
         let p = ReduceParams {
             size: scalar.size,
             groups: REDUCE_GROUPS,
             floor,
-            _pad: [0; 3],
+            axis,
+            position,
+            _pad: 0,
         };
         gpu.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
@@ -413,8 +429,20 @@ impl MinMax {
 
     /// Runs the reduction and reads [min, max] back (a few bytes: the slider range).
     pub fn compute(&self, gpu: &Gpu, scalar: &Volume, floor: f32) -> Result<(f32, f32), GpuError> {
+        self.compute_over(gpu, scalar, floor, None)
+    }
+
+    /// [`MinMax::compute`] over the whole volume or one plane (see
+    /// [`MinMax::run_over`]).
+    pub fn compute_over(
+        &self,
+        gpu: &Gpu,
+        scalar: &Volume,
+        floor: f32,
+        plane: Option<(usize, f32)>,
+    ) -> Result<(f32, f32), GpuError> {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        self.run(gpu, &mut encoder, scalar, floor);
+        self.run_over(gpu, &mut encoder, scalar, floor, plane);
         gpu.queue.submit([encoder.finish()]);
         let bytes = gpu.read_buffer(&self.result, 8)?;
         let v: &[f32] = bytemuck::cast_slice(&bytes);

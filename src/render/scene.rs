@@ -137,6 +137,15 @@ impl Camera {
         self.projection(aspect) * Mat4::look_at_rh(self.eye(), self.target, Vec3::Z)
     }
 
+    /// The ray through a point of the picture (normalised device
+    /// coordinates) of the mono eye: origin on the near plane, unit direction.
+    pub fn ray(&self, aspect: f32, ndc: Vec2) -> (Vec3, Vec3) {
+        let inverse = self.view_proj(aspect).inverse();
+        let near = inverse.project_point3(ndc.extend(0.0));
+        let far = inverse.project_point3(ndc.extend(1.0));
+        (near, (far - near).normalize())
+    }
+
     /// The camera's right-hand direction (screen x).
     pub fn right(&self) -> Vec3 {
         (self.target - self.eye()).cross(Vec3::Z).normalize()
@@ -368,6 +377,8 @@ pub struct Target {
     pub size: [u32; 2],
     pub color: wgpu::Texture,
     pub color_view: wgpu::TextureView,
+    /// Read by the volume rendering, which stops its rays there.
+    pub depth: wgpu::Texture,
     pub depth_view: wgpu::TextureView,
 }
 
@@ -384,13 +395,14 @@ impl Target {
         );
         let depth = texture(
             DEPTH_FORMAT,
-            wgpu::TextureUsages::RENDER_ATTACHMENT,
+            wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::TEXTURE_BINDING,
             "depth",
         );
         Target {
             size,
             color_view: color.create_view(&Default::default()),
             depth_view: depth.create_view(&Default::default()),
+            depth,
             color,
         }
     }

@@ -47,8 +47,20 @@ pub const ALL: &[(&str, &str)] = &[
         include_str!("../../shaders/present/compose.wgsl"),
     ),
     (
+        "fields/sample.wgsl",
+        include_str!("../../shaders/fields/sample.wgsl"),
+    ),
+    (
         "slices/draw.wgsl",
         include_str!("../../shaders/slices/draw.wgsl"),
+    ),
+    (
+        "slices/arrows.wgsl",
+        include_str!("../../shaders/slices/arrows.wgsl"),
+    ),
+    (
+        "volume/march.wgsl",
+        include_str!("../../shaders/volume/march.wgsl"),
     ),
     (
         "scene/common.wgsl",

@@ -16,6 +16,7 @@ use super::isosurface::{Extractor, Iso};
 use super::lines::{box_lines, Lines};
 use super::passes::{DerivePass, MinMax, UnpackPass};
 use super::present::{jitter, Compose, Presenter};
+use super::raymarch::{RayMarchPass, VolumeSettings};
 use super::readback::Readbacks;
 use super::scene::{Camera, Draw, DrawPipeline, Shading, Side, Stereo};
 use super::slices::{SlicePass, SlicePositions};
@@ -59,12 +60,19 @@ pub struct ViewSettings {
     pub grey_background: bool,
     /// Renderings averaged per picture (1: no antialiasing).
     pub aa_samples: u32,
-    /// Axis-aligned slices, as fractions of the domain along x, y and z,
-    /// coloured like the surface (or by the plotted field when the surface
-    /// is plain).
+    /// Axis-aligned slices, as fractions of the domain along x, y and z.
     pub slices: SlicePositions,
+    /// The field the slices show; none: the surface's colouring (the
+    /// plotted field when the surface is plain).
+    pub slice_colour_by: Option<PlotType>,
+    /// The slices' colour range; none: the field's extremes on the slices.
+    pub slice_range: Option<(f32, f32)>,
     /// Contour lines on the slices at this many levels of the colour range.
     pub contours: u32,
+    /// In-plane velocity arrows on the slices every this many cells (0: none).
+    pub arrows: u32,
+    /// Volume rendering of a field.
+    pub volume: Option<VolumeSettings>,
 }
 
 impl Default for ViewSettings {
@@ -82,7 +90,11 @@ impl Default for ViewSettings {
             grey_background: false,
             aa_samples: 16,
             slices: [None; 3],
+            slice_colour_by: None,
+            slice_range: None,
             contours: 0,
+            arrows: 0,
+            volume: None,
         }
     }
 }
@@ -95,14 +107,14 @@ impl ViewSettings {
             stereo: None,
             grey_background: false,
             aa_samples: 0,
-            // Where the slices are does not change the geometry; whether there
-            // are any does (their colour range must come back to the host).
-            slices: if self.slices.iter().any(Option::is_some) {
-                [Some(0.0), None, None]
-            } else {
-                [None; 3]
-            },
+            // Slices and the volume rendering have their own fields and
+            // ranges (`Viewer::update_slices`, `Viewer::update_volume`).
+            slices: [None; 3],
+            slice_colour_by: None,
+            slice_range: None,
             contours: 0,
+            arrows: 0,
+            volume: None,
             streamlines: self.streamlines.map(|s| StreamlineSettings {
                 radius: 0.0,
                 style: LineStyle::Tubes,
@@ -131,6 +143,12 @@ pub struct ViewerInfo {
     pub speed_range: (f32, f32),
     /// Renderings in the current picture.
     pub samples: u32,
+    /// The slices' field and colour range, when slices are shown, and the
+    /// largest speed on them (the arrows' scale).
+    pub slice_colour: Option<(PlotType, (f32, f32))>,
+    pub slice_speed: f32,
+    /// The volume rendering's field and colour range, when it is on.
+    pub volume_colour: Option<(PlotType, (f32, f32))>,
 }
 
 struct Volumes {
@@ -143,6 +161,9 @@ struct Volumes {
     solid: Volume,
     /// Every solid cell (where streamlines stop).
     blocked: Volume,
+    /// The slices' field and the volume rendering's.
+    slice: Volume,
+    density: Volume,
 }
 
 #[derive(Default)]
@@ -161,6 +182,7 @@ pub struct Viewer {
     spheres: Extractor,
     obstacles: Extractor,
     slices: SlicePass,
+    raymarch: RayMarchPass,
     tracer: Tracer,
     mesh: DrawPipeline,
     impostors: DrawPipeline,
@@ -183,6 +205,9 @@ pub struct Viewer {
     geometry: u64,
     preset: Rake,
     computed: Option<(u64, ViewSettings)>,
+    /// What the slices' and the volume's fields and ranges were computed for.
+    slices_computed: Option<SliceKey>,
+    volume_computed: Option<VolumeKey>,
     accumulating: Option<(u64, ViewSettings, Camera, [u32; 2])>,
     /// Counts pictures replaced by a resize (the window re-registers its
     /// texture when this changes).
@@ -196,7 +221,13 @@ pub struct Viewer {
     meshes: (Arc<ObstacleMeshes>, usize),
 }
 
+/// Frame, field, positions, fixed range and arrow spacing of the slices.
+type SliceKey = (u64, PlotType, SlicePositions, Option<(f32, f32)>, u32);
+/// Frame, field and fixed range of the volume rendering.
+type VolumeKey = (u64, PlotType, Option<(f32, f32)>);
+
 const OBSTACLE_COLOUR: [f32; 3] = [0.6, 0.62, 0.68];
+const ARROW_COLOUR: [f32; 3] = [0.02, 0.02, 0.03];
 const SURFACE_COLOUR: [f32; 3] = [0.95, 0.55, 0.2];
 const BACKGROUND: [f64; 3] = [0.12, 0.13, 0.15];
 const GREY: [f64; 3] = [0.5, 0.5, 0.5];
@@ -210,6 +241,7 @@ impl Viewer {
             spheres: Extractor::spheres(gpu, 1 << 18),
             obstacles: Extractor::new(gpu, 1 << 18),
             slices: SlicePass::new(gpu),
+            raymarch: RayMarchPass::new(gpu),
             tracer: Tracer::new(gpu),
             mesh: DrawPipeline::mesh(gpu),
             impostors: DrawPipeline::spheres(gpu),
@@ -228,12 +260,19 @@ impl Viewer {
             geometry: u64::MAX,
             preset: Rake::Preset,
             computed: None,
+            slices_computed: None,
+            volume_computed: None,
             accumulating: None,
             picture_generation: 0,
             scene_timer: None,
             readbacks: Readbacks::default(),
             meshes: (Arc::default(), 1),
         }
+    }
+
+    /// The display grid's size, once a frame came.
+    pub fn grid_size(&self) -> Option<[u32; 3]> {
+        self.volumes.as_ref().map(|v| v.size)
     }
 
     /// Triangles of mesh obstacles drawn.
@@ -279,6 +318,8 @@ impl Viewer {
                 speed: Volume::scalar(gpu, size),
                 solid: Volume::scalar(gpu, size),
                 blocked: Volume::scalar(gpu, size),
+                slice: Volume::scalar(gpu, size),
+                density: Volume::scalar(gpu, size),
             });
             self.camera = Camera::framing(size);
             self.geometry = u64::MAX;
@@ -372,19 +413,105 @@ impl Viewer {
             return Ok(());
         }
         let key = (self.frame, settings.geometry());
-        if self.computed == Some(key) {
+        if self.computed != Some(key) {
+            // Colour maps and streamlines need their ranges on the host
+            // before they are drawn; the plain surface needs nothing back.
+            let colouring = settings.colour_by.is_some() && settings.colour_map != ColourMap::Plain;
+            if colouring || settings.streamlines.is_some() {
+                self.update_with_ranges(gpu, settings)?;
+            } else {
+                self.update_on_gpu(gpu, settings);
+            }
+            self.computed = Some(key);
+        }
+        self.update_slices(gpu, settings)?;
+        self.update_volume(gpu, settings)
+    }
+
+    /// The field the slices show and its range over them (or the fixed
+    /// one), and the largest speed on them for the arrows; again only when
+    /// the frame or these settings changed.
+    fn update_slices(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
+        if settings.slices.iter().all(Option::is_none) {
+            self.info.slice_colour = None;
+            self.slices_computed = None;
             return Ok(());
         }
-        // Colour maps, slices and streamlines need their ranges on the host
-        // before they are drawn; the plain surface needs nothing back.
-        let colouring = settings.colour_by.is_some() && settings.colour_map != ColourMap::Plain;
-        let slicing = settings.slices.iter().any(Option::is_some);
-        if colouring || slicing || settings.streamlines.is_some() {
-            self.update_with_ranges(gpu, settings)?;
-        } else {
-            self.update_on_gpu(gpu, settings);
+        let field = settings
+            .slice_colour_by
+            .unwrap_or(match settings.colour_map {
+                ColourMap::Plain => settings.plot,
+                _ => settings.colour_by.unwrap_or(settings.plot),
+            });
+        let key = (
+            self.frame,
+            field,
+            settings.slices,
+            settings.slice_range,
+            settings.arrows,
+        );
+        if self.slices_computed == Some(key) {
+            return Ok(());
         }
-        self.computed = Some(key);
+        let v = self.volumes.as_ref().expect("uploaded");
+        let planes = SlicePass::extra(&settings.slices, v.size, 0);
+        let over_planes = |gpu: &Gpu, volume: &Volume, floor: f32| {
+            let mut range: Option<(f32, f32)> = None;
+            for (axis, at) in settings.slices.iter().enumerate() {
+                if at.is_some() {
+                    let (lo, hi) =
+                        self.minmax
+                            .compute_over(gpu, volume, floor, Some((axis, planes[axis])))?;
+                    range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+                }
+            }
+            Ok::<_, GpuError>(range.unwrap_or((0.0, 0.0)))
+        };
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        self.derive
+            .run(gpu, &mut encoder, &v.fields, &v.slice, field);
+        gpu.queue.submit([encoder.finish()]);
+        let range = match settings.slice_range {
+            Some(r) => r,
+            None => {
+                let map = match settings.colour_map {
+                    ColourMap::Plain => ColourMap::Viridis,
+                    m => m,
+                };
+                map.range(over_planes(gpu, &v.slice, field.range_floor())?)
+            }
+        };
+        let mut speed = 0.0;
+        if settings.arrows > 0 {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            self.derive
+                .run(gpu, &mut encoder, &v.fields, &v.speed, PlotType::Speed);
+            gpu.queue.submit([encoder.finish()]);
+            speed = over_planes(gpu, &v.speed, f32::MIN)?.1;
+        }
+        self.info.slice_colour = Some((field, range));
+        self.info.slice_speed = speed;
+        self.slices_computed = Some(key);
+        Ok(())
+    }
+
+    /// The volume rendering's field and its range (or the fixed one), again
+    /// only when the frame or these settings changed.
+    fn update_volume(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
+        let Some(vs) = &settings.volume else {
+            self.info.volume_colour = None;
+            self.volume_computed = None;
+            return Ok(());
+        };
+        let key = (self.frame, vs.field, vs.range);
+        if self.volume_computed == Some(key) {
+            return Ok(());
+        }
+        let v = self.volumes.as_ref().expect("uploaded");
+        let range = self.derive_range(gpu, vs.field, &v.density)?;
+        let range = vs.range.unwrap_or_else(|| vs.map.range(range));
+        self.info.volume_colour = Some((vs.field, range));
+        self.volume_computed = Some(key);
         Ok(())
     }
 
@@ -562,7 +689,7 @@ impl Viewer {
             spheres,
             streamlines: lines,
             speed_range,
-            samples: self.info.samples,
+            ..self.info
         };
         Ok(())
     }
@@ -615,7 +742,7 @@ impl Viewer {
         for (i, side) in sides.iter().enumerate() {
             let stereo = settings.stereo.zip(*side);
             let eye = self.camera.eye_view(aspect, stereo, ndc);
-            self.prepare_draws(gpu, settings, &eye);
+            self.prepare_draws(gpu, settings, &eye, k);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             self.draw_scene(gpu, &mut encoder, settings, &eye);
             self.presenter.accumulate(gpu, &mut encoder, i, k);
@@ -646,7 +773,13 @@ impl Viewer {
 
     /// Writes each drawable's camera uniform for `eye` (before the submission
     /// that draws it).
-    fn prepare_draws(&mut self, gpu: &Gpu, settings: &ViewSettings, eye: &super::scene::Eye) {
+    fn prepare_draws(
+        &mut self,
+        gpu: &Gpu,
+        settings: &ViewSettings,
+        eye: &super::scene::Eye,
+        sample: u32,
+    ) {
         let obstacle = Shading::plain(OBSTACLE_COLOUR).uniform(eye, [0.0; 4]);
         self.mesh.prepare(
             gpu,
@@ -674,20 +807,45 @@ impl Viewer {
             }
             SurfaceMode::None => {}
         }
-        if settings.slices.iter().any(Option::is_some) {
-            let v = self.volumes.as_ref().expect("uploaded");
-            // The surface's colouring where it has one, else the plotted field.
-            let (values, (lo, hi), map) = match self.info.colour_range {
-                Some(range) => (&v.colour, range, settings.colour_map),
-                None => (&v.scalar, self.info.range, ColourMap::Viridis),
-            };
+        let v = self.volumes.as_ref().expect("uploaded");
+        let map = match settings.colour_map {
+            ColourMap::Plain => ColourMap::Viridis,
+            m => m,
+        };
+        if let Some((_, (lo, hi))) = self.info.slice_colour {
             let shading = Shading {
                 colour: OBSTACLE_COLOUR,
                 map: Some((map, lo, hi)),
             };
             let extra = SlicePass::extra(&settings.slices, v.size, settings.contours);
             self.slices
-                .prepare(gpu, values, &v.blocked, &shading.uniform(eye, extra));
+                .prepare(gpu, &v.slice, &v.blocked, &shading.uniform(eye, extra));
+            let counts = SlicePass::arrow_counts(&settings.slices, v.size, settings.arrows as f32);
+            let mut arrows = Shading::plain(ARROW_COLOUR).uniform(eye, extra);
+            arrows.extra[3] = settings.arrows as f32;
+            // The shader scales the arrows by the largest speed, which it
+            // finds where the colour map's upper end would be.
+            arrows.colour_map = [0.0, self.info.slice_speed, 0.0, 0.0];
+            self.slices.prepare_arrows(gpu, &v.fields, &arrows, counts);
+        }
+        if let (Some(vs), Some((_, (lo, hi))), Some(frames)) = (
+            &settings.volume,
+            self.info.volume_colour,
+            self.presenter.frames.as_ref(),
+        ) {
+            let shading = Shading {
+                colour: OBSTACLE_COLOUR,
+                map: Some((vs.map, lo, hi)),
+            };
+            self.raymarch.prepare(
+                gpu,
+                &v.density,
+                &frames.scratch,
+                &shading.uniform(eye, [0.0; 4]),
+                eye,
+                vs,
+                sample,
+            );
         }
         if let (Some(s), Some(points)) = (&settings.streamlines, &self.tracer.points) {
             let (lo, hi) = self.info.speed_range;
@@ -732,8 +890,11 @@ impl Viewer {
             self.mesh
                 .draw_indirect(&mut pass, d, &self.obstacles.draw_args);
         }
-        if settings.slices.iter().any(Option::is_some) {
+        if self.info.slice_colour.is_some() {
             self.slices.draw(&mut pass);
+            if settings.arrows > 0 {
+                self.slices.draw_arrows(&mut pass);
+            }
         }
         match (settings.mode, &self.draws.surface, &self.draws.spheres) {
             (SurfaceMode::Mesh, Some(d), _) => {
@@ -757,6 +918,11 @@ impl Viewer {
                 }
                 _ => {}
             }
+        }
+        drop(pass);
+        // Over everything opaque, which stops its rays.
+        if settings.volume.is_some() && self.info.volume_colour.is_some() {
+            self.raymarch.draw(encoder, &frames.scratch);
         }
     }
 

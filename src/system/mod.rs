@@ -25,15 +25,20 @@ pub fn available_memory() -> Option<u64> {
 /// an arena's top is kept up to 64 MiB: a software Vulkan driver (lavapipe)
 /// allocates and frees some 36 MB in half-megabyte blocks every frame, and
 /// returning it each time made the resident size swing by that much (and
-/// page-faulted it in again every frame).
+/// page-faulted it in again every frame). Settings of the user's own
+/// (`GLIBC_TUNABLES=glibc.malloc....`) are left as they are.
 pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("GLIBC_TUNABLES").is_some() {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; called before any
     // other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1024 * 1024);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 64 * 1024 * 1024);
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 

@@ -7,6 +7,7 @@ use glam::Vec3;
 
 use crate::render::colour::ColourMap;
 use crate::render::derive::PlotType;
+use crate::render::raymarch::{Opacity, VolumePreset, VolumeSettings};
 use crate::render::scene::{Anaglyph, Stereo};
 use crate::render::streamlines::{LineStyle, Rake, StreamlineSettings};
 use crate::render::viewer::ViewerInfo;
@@ -131,6 +132,9 @@ pub struct PanelState {
     /// why it could not be read.
     pub line_text: String,
     pub line_error: Option<String>,
+    /// The first end of a plot line clicked on a slice (solver cells), until
+    /// the second is clicked.
+    pub line_start: Option<[f64; 3]>,
 }
 
 /// Display limits the panel offers.
@@ -586,9 +590,17 @@ fn display(
         }
     }
     if settings.slices.iter().any(Option::is_some) {
+        slice_colouring(ui, view, settings);
         ui.add(egui::Slider::new(&mut settings.contours, 0..=32).text("contour lines"))
             .on_hover_text("lines on the slices at this many levels of the colour range (0: none)");
+        ui.add(egui::Slider::new(&mut settings.arrows, 0..=32).text("arrows every (cells)"))
+            .on_hover_text("in-plane velocity arrows on the slices (0: none); the longest is the fastest flow on the slices");
+        ui.label(
+            "Shift-drag a slice to move it; Ctrl-click two points on slices for the plot line",
+        )
+        .on_hover_text("the line's ends are typed in Plots, line");
     }
+    volume(ui, view, settings);
     let mut stereo = settings.stereo.is_some();
     ui.checkbox(&mut stereo, "red/cyan anaglyph (A)");
     match (stereo, settings.stereo.as_mut()) {
@@ -622,6 +634,219 @@ fn display(
             );
         ui.label(format!("{}", view.view.samples));
     });
+}
+
+/// A point clicked on a slice (solver cells): the first is the plot line's
+/// start, the second its end, which sends the line (sampled about once per
+/// cell) and writes it in the line field as it could be typed.
+pub fn line_end_clicked(state: &mut PanelState, point: [f64; 3]) -> Option<Command> {
+    let point = point.map(|v| (v * 10.0).round() / 10.0);
+    let Some(start) = state.line_start.take() else {
+        state.line_start = Some(point);
+        state.line_text = format!("{},{},{}:", point[0], point[1], point[2]);
+        return None;
+    };
+    let length = (0..3)
+        .map(|k| (point[k] - start[k]).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let points = length.ceil() as usize + 1;
+    state.line_text = format!(
+        "{},{},{}:{},{},{}:{points}",
+        start[0], start[1], start[2], point[0], point[1], point[2]
+    );
+    state.line_error = None;
+    state
+        .line_text
+        .parse()
+        .ok()
+        .map(|line| Command::SetLine(Some(line)))
+}
+
+/// The field the slices show and its range.
+fn slice_colouring(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
+    let label = |p: Option<PlotType>| p.map_or("as the surface", |p| p.name());
+    egui::ComboBox::from_label("slices show")
+        .selected_text(label(settings.slice_colour_by))
+        .show_ui(ui, |ui| {
+            ui.selectable_value(&mut settings.slice_colour_by, None, label(None));
+            for p in PLOTS {
+                ui.selectable_value(&mut settings.slice_colour_by, Some(p), p.name());
+            }
+        });
+    let shown = view.view.slice_colour.map(|(_, r)| r);
+    range_editor(ui, "fixed slice range", &mut settings.slice_range, shown);
+    if let Some((lo, hi)) = shown {
+        let map = match settings.colour_map {
+            ColourMap::Plain => ColourMap::Viridis,
+            m => m,
+        };
+        colour_bar(ui, map, lo, hi);
+    }
+}
+
+/// A range the user fixes (two numbers) or leaves to the field's extremes;
+/// fixing starts from the range `shown`.
+fn range_editor(
+    ui: &mut egui::Ui,
+    label: &str,
+    range: &mut Option<(f32, f32)>,
+    shown: Option<(f32, f32)>,
+) {
+    let mut fixed = range.is_some();
+    if ui
+        .checkbox(&mut fixed, label)
+        .on_hover_text("off: from the field's extremes, anew with every frame")
+        .changed()
+    {
+        *range = fixed.then(|| shown.unwrap_or((0.0, 1.0)));
+    }
+    if let Some((lo, hi)) = range.as_mut() {
+        let speed = ((*hi - *lo).abs() * 0.005).max(1e-9) as f64;
+        ui.horizontal(|ui| {
+            ui.add(egui::DragValue::new(lo).speed(speed).prefix("from "));
+            ui.add(egui::DragValue::new(hi).speed(speed).prefix("to "));
+        });
+        if *hi <= *lo {
+            *hi = *lo + f32::EPSILON.max(lo.abs() * 1e-6);
+        }
+    }
+}
+
+/// Volume rendering: on or off, preset, field, colour map, opacity curve,
+/// range and step.
+fn volume(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
+    let mut on = settings.volume.is_some();
+    if ui.checkbox(&mut on, "volume rendering (V)").changed() {
+        settings.volume = on.then(VolumeSettings::default);
+    }
+    let Some(v) = settings.volume.as_mut() else {
+        return;
+    };
+    ui.horizontal(|ui| {
+        ui.label("preset");
+        for p in VolumePreset::ALL {
+            if ui.button(p.name()).clicked() {
+                *v = p.settings();
+            }
+        }
+    });
+    egui::ComboBox::from_label("volume field")
+        .selected_text(v.field.name())
+        .show_ui(ui, |ui| {
+            for p in PLOTS {
+                ui.selectable_value(&mut v.field, p, p.name());
+            }
+        });
+    egui::ComboBox::from_label("volume colour map")
+        .selected_text(v.map.name())
+        .show_ui(ui, |ui| {
+            for m in [
+                ColourMap::Viridis,
+                ColourMap::Inferno,
+                ColourMap::CoolWarm,
+                ColourMap::Turbo,
+            ] {
+                ui.selectable_value(&mut v.map, m, m.name());
+            }
+        });
+    opacity_editor(ui, &mut v.opacity, v.map);
+    let shown = view.view.volume_colour.map(|(_, r)| r);
+    range_editor(ui, "fixed volume range", &mut v.range, shown);
+    if let Some((lo, hi)) = shown {
+        colour_bar(ui, v.map, lo, hi);
+    }
+    ui.add(
+        egui::Slider::new(&mut v.step, 0.1..=4.0)
+            .logarithmic(true)
+            .text("step (cells)"),
+    )
+    .on_hover_text("the ray-march step while the view moves; a still view's accumulated samples fill in between");
+}
+
+/// The opacity curve over the colour map: drag a handle, double-click to add
+/// one, right-click one to remove it. Opacity (per cell of path) is drawn on
+/// a square-root scale, where the small values that matter are visible.
+fn opacity_editor(ui: &mut egui::Ui, opacity: &mut Opacity, map: ColourMap) {
+    let width = ui.available_width().min(240.0);
+    let (rect, response) =
+        ui.allocate_exact_size(egui::vec2(width, 90.0), egui::Sense::click_and_drag());
+    let painter = ui.painter_at(rect.expand(4.0));
+    let steps = 48;
+    for k in 0..steps {
+        let c = map.sample((k as f32 + 0.5) / steps as f32);
+        let x0 = rect.left() + rect.width() * k as f32 / steps as f32;
+        let x1 = rect.left() + rect.width() * (k + 1) as f32 / steps as f32;
+        let colour = egui::Color32::from_rgb(
+            (c[0] * 255.0) as u8,
+            (c[1] * 255.0) as u8,
+            (c[2] * 255.0) as u8,
+        );
+        painter.rect_filled(
+            egui::Rect::from_min_max(
+                egui::pos2(x0, rect.bottom() - 8.0),
+                egui::pos2(x1 + 0.5, rect.bottom()),
+            ),
+            0.0,
+            colour,
+        );
+    }
+    painter.rect_stroke(
+        rect,
+        0.0,
+        egui::Stroke::new(1.0, egui::Color32::from_gray(90)),
+        egui::StrokeKind::Inside,
+    );
+    let to_screen = |[t, a]: [f32; 2]| {
+        egui::pos2(
+            rect.left() + t * rect.width(),
+            rect.bottom() - 8.0 - a.sqrt() * (rect.height() - 12.0),
+        )
+    };
+    let from_screen = |p: egui::Pos2| {
+        let t = ((p.x - rect.left()) / rect.width()).clamp(0.0, 1.0);
+        let a = ((rect.bottom() - 8.0 - p.y) / (rect.height() - 12.0)).clamp(0.0, 1.0);
+        [t, a * a]
+    };
+    let curve: Vec<egui::Pos2> = (0..=64)
+        .map(|k| {
+            let t = k as f32 / 64.0;
+            to_screen([t, opacity.at(t)])
+        })
+        .collect();
+    painter.add(egui::Shape::line(
+        curve,
+        egui::Stroke::new(1.5, egui::Color32::from_gray(230)),
+    ));
+    let mut remove = None;
+    for (k, &h) in opacity.handles().to_vec().iter().enumerate() {
+        let centre = to_screen(h);
+        let id = response.id.with(k);
+        let handle = ui.interact(
+            egui::Rect::from_center_size(centre, egui::vec2(12.0, 12.0)),
+            id,
+            egui::Sense::click_and_drag(),
+        );
+        if handle.dragged() {
+            if let Some(p) = handle.interact_pointer_pos() {
+                opacity.set(k, from_screen(p));
+            }
+        }
+        if handle.secondary_clicked() {
+            remove = Some(k);
+        }
+        let hot = handle.hovered() || handle.dragged();
+        painter.circle_filled(centre, if hot { 5.5 } else { 4.0 }, egui::Color32::WHITE);
+    }
+    if let Some(k) = remove {
+        opacity.remove(k);
+    }
+    if response.double_clicked() {
+        if let Some(p) = response.interact_pointer_pos() {
+            opacity.insert(from_screen(p));
+        }
+    }
+    response.on_hover_text("opacity per cell against the field (square-root scale): drag a handle, double-click to add one, right-click one to remove it");
 }
 
 /// A horizontal bar of the map with its end values.
@@ -857,6 +1082,12 @@ pub fn shortcuts(
                 None => Some(StreamlineSettings::default()),
             };
         }
+        if i.key_pressed(egui::Key::V) {
+            settings.volume = match settings.volume {
+                Some(_) => None,
+                None => Some(VolumeSettings::default()),
+            };
+        }
         if i.key_pressed(egui::Key::A) {
             settings.stereo = match settings.stereo {
                 Some(_) => None,
@@ -873,11 +1104,27 @@ pub fn shortcuts(
     commands
 }
 
-pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–8    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q)\nM      surface: mesh, spheres, none\nL      streamlines on / off\nA      red/cyan anaglyph on / off\nDrag   orbit   ·   Scroll  zoom";
+pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–8    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q)\nM      surface: mesh, spheres, none\nL      streamlines on / off\nV      volume rendering on / off\nA      red/cyan anaglyph on / off\nDrag   orbit   ·   Scroll  zoom\nShift-drag a slice   move it\nCtrl-click on slices   the plot line's ends";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_clicks_on_slices_make_the_plot_line() {
+        let mut state = PanelState::default();
+        assert_eq!(line_end_clicked(&mut state, [1.04, 2.0, 3.0]), None);
+        assert_eq!(state.line_text, "1,2,3:");
+        let sent = line_end_clicked(&mut state, [1.0, 12.0, 3.0]);
+        assert_eq!(state.line_text, "1,2,3:1,12,3:11");
+        assert_eq!(
+            sent,
+            Some(Command::SetLine(Some("1,2,3:1,12,3:11".parse().unwrap())))
+        );
+        // A third click starts the next line.
+        assert_eq!(line_end_clicked(&mut state, [5.0, 5.0, 5.0]), None);
+        assert_eq!(state.line_start, Some([5.0, 5.0, 5.0]));
+    }
 
     #[test]
     fn opened_files_are_routed_by_their_extension() {

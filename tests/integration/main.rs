@@ -20,6 +20,7 @@ mod slabs;
 mod slices;
 mod validation;
 mod visual;
+mod volume;
 mod vti;
 mod walls;
 mod window;

@@ -227,6 +227,58 @@ fn slice_checkboxes_put_planes_in_the_view_with_contours() {
 }
 
 #[test]
+fn volume_rendering_is_switched_on_with_a_preset_and_its_controls() {
+    use flowscope::render::raymarch::VolumePreset;
+    let mut h = harness(true);
+    h.run();
+    h.get_by_label("volume rendering (V)").click();
+    h.run();
+    let v = h.state().settings.volume.expect("on");
+    assert_eq!(v, VolumePreset::Vorticity.settings());
+    // Its controls: presets, field, map, range and step.
+    assert!(h.get_all_by_label_contains("volume field").next().is_some());
+    assert!(h
+        .get_all_by_label_contains("fixed volume range")
+        .next()
+        .is_some());
+    assert!(h.get_all_by_label_contains("step (cells)").next().is_some());
+    h.get_by_role_and_label(Role::Button, "speed").click();
+    h.run();
+    assert_eq!(
+        h.state().settings.volume,
+        Some(VolumePreset::Speed.settings())
+    );
+    // Fixing the range starts from the range shown.
+    h.state_mut().view.view.volume_colour = Some((PlotType::Speed, (0.0, 0.12)));
+    h.run();
+    h.get_by_label("fixed volume range").click();
+    h.run();
+    assert_eq!(h.state().settings.volume.unwrap().range, Some((0.0, 0.12)));
+    h.get_by_label("volume rendering (V)").click();
+    h.run();
+    assert_eq!(h.state().settings.volume, None);
+    assert_eq!(sent(&mut h), vec![], "the volume is the view's business");
+}
+
+#[test]
+fn slices_take_a_field_of_their_own_and_arrows() {
+    let mut h = harness(true);
+    h.run();
+    h.get_by_label("y slice").click();
+    h.run();
+    assert!(h.get_all_by_label_contains("slices show").next().is_some());
+    assert!(h.get_all_by_label_contains("arrows every").next().is_some());
+    h.state_mut().view.view.slice_colour = Some((PlotType::Speed, (0.01, 0.05)));
+    h.run();
+    h.get_by_label("fixed slice range").click();
+    h.run();
+    assert_eq!(h.state().settings.slice_range, Some((0.01, 0.05)));
+    h.get_by_label("fixed slice range").click();
+    h.run();
+    assert_eq!(h.state().settings.slice_range, None);
+}
+
+#[test]
 fn the_plot_line_is_typed_as_the_probe_takes_it() {
     let mut h = harness(true);
     h.run();

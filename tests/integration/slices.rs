@@ -183,3 +183,154 @@ fn every_colour_map_in_the_shader_is_the_one_the_legend_draws() {
         }
     }
 }
+
+#[test]
+fn a_slice_takes_its_own_field_and_range_over_its_plane() {
+    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let mut viewer = Viewer::new(&gpu);
+    // ux = 0.001 x + 0.0005 y, uy = 0.002 z: linear, so sampling is exact.
+    let mut f = Fields::new(SIZE);
+    for z in 0..SIZE[2] {
+        for y in 0..SIZE[1] {
+            for x in 0..SIZE[0] {
+                let i = f.index(x, y, z);
+                f.rho[i] = 1.0;
+                f.ux[i] = 0.001 * x as f32 + 0.0005 * y as f32;
+                f.uy[i] = 0.002 * z as f32;
+            }
+        }
+    }
+    viewer.upload(&gpu, &f, &[], 1, None).unwrap();
+    // An x-slice at x = 10.5 (the grid's cells 0 to 31): ux from 0.0105 to
+    // 0.0105 + 0.0005 · 15 on it, while the field spans 0 to 0.0385.
+    let settings = ViewSettings {
+        plot: PlotType::Speed,
+        colour_by: None,
+        mode: SurfaceMode::None,
+        aa_samples: 1,
+        slices: [Some(10.5 / 31.0), None, None],
+        slice_colour_by: Some(PlotType::Ux),
+        ..Default::default()
+    };
+    render(&mut viewer, &gpu, &settings);
+    let (field, (lo, hi)) = viewer.info.slice_colour.expect("slices shown");
+    assert_eq!(field, PlotType::Ux);
+    assert!(
+        (lo - 0.0105).abs() < 1e-6 && (hi - 0.018).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+    // Two slices: the range over both.
+    render(
+        &mut viewer,
+        &gpu,
+        &ViewSettings {
+            slices: [Some(10.5 / 31.0), Some(1.0), None],
+            ..settings
+        },
+    );
+    let (_, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    assert!(
+        (lo - 0.0075).abs() < 1e-6 && (hi - 0.0385).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+    // Another field, and a fixed range kept as given.
+    render(
+        &mut viewer,
+        &gpu,
+        &ViewSettings {
+            slices: [None, None, Some(2.0 / 7.0)],
+            slice_colour_by: Some(PlotType::Uy),
+            ..settings
+        },
+    );
+    let (field, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    assert_eq!(field, PlotType::Uy);
+    assert!(
+        (lo - 0.004).abs() < 1e-6 && (hi - 0.004).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+    let fixed = ViewSettings {
+        slice_range: Some((-0.01, 0.05)),
+        ..settings
+    };
+    let picture = render(&mut viewer, &gpu, &fixed);
+    assert_eq!(viewer.info.slice_colour.unwrap().1, (-0.01, 0.05));
+    let at = pixel(&viewer, Vec3::new(10.5, 7.0, 3.0));
+    let want = ColourMap::Viridis
+        .sample((0.0105 + 0.0035 + 0.01) / 0.06)
+        .map(byte);
+    let got = rgb(&picture, at);
+    for c in 0..3 {
+        assert!((got[c] - want[c]).abs() <= 3.0, "{got:?} vs {want:?}");
+    }
+    // Its legend names the slices' field.
+    let legends = flowscope::render::legend::Legend::of(&fixed, &viewer.info);
+    assert!(
+        legends
+            .iter()
+            .any(|l| l.title == "slices: ux" && l.range == (-0.01, 0.05)),
+        "{legends:?}"
+    );
+}
+
+#[test]
+fn arrows_on_a_slice_point_along_the_flow_in_its_plane() {
+    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let mut viewer = Viewer::new(&gpu);
+    let dark = |c: [f32; 3]| c.iter().all(|&v| v < 20.0);
+    for (u, along, beside) in [
+        (
+            [0.01f32, 0.0, 0.003],
+            Vec3::new(4.0, 7.5, 3.5),
+            Vec3::new(7.5, 10.5, 3.5),
+        ),
+        (
+            [0.0, 0.01, 0.003],
+            Vec3::new(7.5, 4.0, 3.5),
+            Vec3::new(4.0, 7.5, 3.5),
+        ),
+    ] {
+        let mut f = Fields::new(SIZE);
+        for i in 0..f.rho.len() {
+            f.rho[i] = 1.0;
+            f.ux[i] = u[0];
+            f.uy[i] = u[1];
+            // Out of the plane: not drawn.
+            f.uz[i] = u[2];
+        }
+        viewer.upload(&gpu, &f, &[], 1, None).unwrap();
+        let mut camera = flowscope::render::scene::Camera::framing(SIZE.map(|n| n as u32));
+        camera.pitch = 1.55;
+        camera.fit(SIZE.map(|n| n as u32), PIXELS[0] as f32 / PIXELS[1] as f32);
+        viewer.camera = camera;
+        // Arrows every 16 cells: centres at x = 7.5 and 23.5, y = 7.5; the
+        // longest (all arrows here) 14.4 cells long, its shaft 1.6 wide.
+        let settings = ViewSettings {
+            plot: PlotType::Speed,
+            colour_by: None,
+            mode: SurfaceMode::None,
+            aa_samples: 1,
+            slices: [None, None, Some(0.5)],
+            arrows: 16,
+            ..Default::default()
+        };
+        let picture = render(&mut viewer, &gpu, &settings);
+        assert!(
+            dark(rgb(&picture, pixel(&viewer, along))),
+            "{u:?}: no arrow at {along}"
+        );
+        assert!(
+            !dark(rgb(&picture, pixel(&viewer, beside))),
+            "{u:?}: an arrow at {beside}"
+        );
+        let plain = render(
+            &mut viewer,
+            &gpu,
+            &ViewSettings {
+                arrows: 0,
+                ..settings
+            },
+        );
+        assert!(!dark(rgb(&plain, pixel(&viewer, along))));
+    }
+}

@@ -309,6 +309,12 @@ impl Extractor {
                 self.capacity
             )));
         }
+        // Rare (the buffer grows by a quarter more than needed), and where
+        // memory is short the first thing to know.
+        eprintln!(
+            "display: the isosurface needs {needed} elements; its buffer grows to {:.0} MB",
+            capacity as f64 * self.element.bytes() as f64 / 1e6
+        );
         self.output = buffer;
         self.capacity = capacity;
         Ok(())

@@ -1,0 +1,452 @@
+//! Volume rendering (`shaders/volume/march.wgsl`): rays through a scalar
+//! volume, coloured by a colour map and made translucent by an opacity curve,
+//! drawn over the opaque scene and stopped at its depth.
+
+use super::colour::ColourMap;
+use super::derive::PlotType;
+use super::gpu::Gpu;
+use super::gpu_data::{CameraUniform, MarchParams};
+use super::passes::buffer_entry;
+use super::scene::{Eye, Target, COLOR_FORMAT};
+use super::shaders;
+use super::volume::Volume;
+
+/// Handles an opacity curve has at most (the uniform's room).
+pub const MAX_HANDLES: usize = 8;
+
+/// The opacity curve: opacity per cell of path at fractions t of the colour
+/// range, linear between handles (t ascending) and flat beyond the ends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Opacity {
+    handles: [[f32; 2]; MAX_HANDLES],
+    count: usize,
+}
+
+impl Opacity {
+    /// A curve through `points` (t, opacity), sorted by t; t and opacity are
+    /// clamped to [0, 1]. At most [`MAX_HANDLES`] points.
+    pub fn new(points: &[[f32; 2]]) -> Result<Opacity, String> {
+        if points.len() > MAX_HANDLES {
+            return Err(format!(
+                "{} opacity handles: at most {MAX_HANDLES}",
+                points.len()
+            ));
+        }
+        if let Some(p) = points.iter().find(|p| !p.iter().all(|v| v.is_finite())) {
+            return Err(format!("opacity handle {}:{} is not a number", p[0], p[1]));
+        }
+        let mut handles = [[0.0; 2]; MAX_HANDLES];
+        for (h, p) in handles.iter_mut().zip(points) {
+            *h = p.map(|v| v.clamp(0.0, 1.0));
+        }
+        handles[..points.len()].sort_by(|a, b| a[0].total_cmp(&b[0]));
+        Ok(Opacity {
+            handles,
+            count: points.len(),
+        })
+    }
+
+    /// `T:A,T:A,...`, e.g. `0:0,0.5:0.02,1:0.3`.
+    pub fn parse(text: &str) -> Result<Opacity, String> {
+        let points = text
+            .split(',')
+            .map(|pair| {
+                let (t, a) = pair.split_once(':').ok_or_else(|| {
+                    format!("`{pair}` is not T:OPACITY (e.g. 0.5:0.1: at the middle of the range, 0.1 of the light stopped per cell)")
+                })?;
+                let number = |s: &str| {
+                    s.trim()
+                        .parse::<f32>()
+                        .map_err(|_| format!("`{s}` in `{pair}` is not a number"))
+                };
+                Ok([number(t)?, number(a)?])
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Opacity::new(&points)
+    }
+
+    pub fn handles(&self) -> &[[f32; 2]] {
+        &self.handles[..self.count]
+    }
+
+    /// Moves handle `k` (kept between its neighbours in t).
+    pub fn set(&mut self, k: usize, [t, a]: [f32; 2]) {
+        if k >= self.count {
+            return;
+        }
+        let lo = if k == 0 { 0.0 } else { self.handles[k - 1][0] };
+        let hi = if k + 1 == self.count {
+            1.0
+        } else {
+            self.handles[k + 1][0]
+        };
+        self.handles[k] = [t.clamp(lo, hi), a.clamp(0.0, 1.0)];
+    }
+
+    /// Adds a handle (none beyond [`MAX_HANDLES`]).
+    pub fn insert(&mut self, [t, a]: [f32; 2]) {
+        if self.count < MAX_HANDLES && t.is_finite() && a.is_finite() {
+            self.handles[self.count] = [t.clamp(0.0, 1.0), a.clamp(0.0, 1.0)];
+            self.count += 1;
+            self.handles[..self.count].sort_by(|a, b| a[0].total_cmp(&b[0]));
+        }
+    }
+
+    /// Removes handle `k`, keeping two at least.
+    pub fn remove(&mut self, k: usize) {
+        if k < self.count && self.count > 2 {
+            self.handles.copy_within(k + 1..self.count, k);
+            self.count -= 1;
+            self.handles[self.count] = [0.0; 2];
+        }
+    }
+
+    /// The opacity per cell at `t` (the shader's `opacity`).
+    pub fn at(&self, t: f32) -> f32 {
+        let h = self.handles();
+        let Some(first) = h.first() else {
+            return 0.0;
+        };
+        if t <= first[0] {
+            return first[1];
+        }
+        for w in h.windows(2) {
+            let (p, q) = (w[0], w[1]);
+            if t <= q[0] {
+                let span = q[0] - p[0];
+                let f = if span > 0.0 { (t - p[0]) / span } else { 1.0 };
+                return p[1] + (q[1] - p[1]) * f;
+            }
+        }
+        h[h.len() - 1][1]
+    }
+
+    /// Whether the curve stops no light anywhere.
+    pub fn is_empty(&self) -> bool {
+        self.handles().iter().all(|h| h[1] <= 0.0)
+    }
+
+    fn packed(&self) -> [[f32; 4]; 4] {
+        let mut out = [[0.0; 4]; 4];
+        for (k, h) in self.handles().iter().enumerate() {
+            out[k / 2][2 * (k % 2)] = h[0];
+            out[k / 2][2 * (k % 2) + 1] = h[1];
+        }
+        out
+    }
+}
+
+/// Starting points for the transfer function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum VolumePreset {
+    /// |∇ × u| in inferno: the vortex cores glow, the still flow is clear.
+    Vorticity,
+    /// Speed in viridis: the fast flow shows, the wake is clear.
+    Speed,
+}
+
+impl VolumePreset {
+    pub const ALL: [VolumePreset; 2] = [VolumePreset::Vorticity, VolumePreset::Speed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VolumePreset::Vorticity => "vorticity",
+            VolumePreset::Speed => "speed",
+        }
+    }
+
+    pub fn settings(self) -> VolumeSettings {
+        let (field, map, points): (_, _, &[[f32; 2]]) = match self {
+            VolumePreset::Vorticity => (
+                PlotType::Vorticity,
+                ColourMap::Inferno,
+                &[[0.0, 0.0], [0.12, 0.0], [0.5, 0.06], [1.0, 0.35]],
+            ),
+            VolumePreset::Speed => (
+                PlotType::Speed,
+                ColourMap::Viridis,
+                &[[0.0, 0.0], [0.4, 0.0], [0.8, 0.015], [1.0, 0.08]],
+            ),
+        };
+        VolumeSettings {
+            field,
+            map,
+            opacity: Opacity::new(points).expect("at most MAX_HANDLES finite points"),
+            range: None,
+            step: 0.5,
+        }
+    }
+}
+
+/// What the volume rendering shows and how.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VolumeSettings {
+    pub field: PlotType,
+    pub map: ColourMap,
+    pub opacity: Opacity,
+    /// A fixed colour range; none: the field's range (GPU min/max).
+    pub range: Option<(f32, f32)>,
+    /// Ray-march step in cells; each accumulated sample starts its steps
+    /// elsewhere, so a still view is sampled more finely.
+    pub step: f32,
+}
+
+impl Default for VolumeSettings {
+    fn default() -> Self {
+        VolumePreset::Vorticity.settings()
+    }
+}
+
+/// The ray-march pipeline and its per-eye uniforms; drawn in a pass of its
+/// own after the scene's, reading the scene's depth.
+pub struct RayMarchPass {
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::RenderPipeline,
+    camera: wgpu::Buffer,
+    params: wgpu::Buffer,
+    /// The bind group and the volume and depth textures it was made for.
+    bind: Option<(wgpu::BindGroup, wgpu::Texture, wgpu::Texture)>,
+}
+
+impl RayMarchPass {
+    pub fn new(gpu: &Gpu) -> RayMarchPass {
+        let f = wgpu::ShaderStages::FRAGMENT;
+        let uniform = |binding| buffer_entry(binding, wgpu::BufferBindingType::Uniform, f);
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("volume/march"),
+                entries: &[
+                    uniform(0),
+                    uniform(1),
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 2,
+                        visibility: f,
+                        ty: wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D3,
+                            multisampled: false,
+                        },
+                        count: None,
+                    },
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 3,
+                        visibility: f,
+                        ty: wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Depth,
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                            multisampled: false,
+                        },
+                        count: None,
+                    },
+                ],
+            });
+        let shader = "volume/march.wgsl";
+        let module = shaders::module(gpu, shader);
+        let pipeline_layout = super::passes::one_group_layout(gpu, shader, &layout);
+        // Premultiplied: the scene keeps the light the volume lets through.
+        let over = wgpu::BlendComponent {
+            src_factor: wgpu::BlendFactor::One,
+            dst_factor: wgpu::BlendFactor::OneMinusSrcAlpha,
+            operation: wgpu::BlendOperation::Add,
+        };
+        let pipeline = gpu
+            .device
+            .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+                label: Some(shader),
+                layout: Some(&pipeline_layout),
+                vertex: wgpu::VertexState {
+                    module: &module,
+                    entry_point: Some("vs_main"),
+                    compilation_options: Default::default(),
+                    buffers: &[],
+                },
+                fragment: Some(wgpu::FragmentState {
+                    module: &module,
+                    entry_point: Some("fs_main"),
+                    compilation_options: Default::default(),
+                    targets: &[Some(wgpu::ColorTargetState {
+                        format: COLOR_FORMAT,
+                        blend: Some(wgpu::BlendState {
+                            color: over,
+                            alpha: over,
+                        }),
+                        write_mask: wgpu::ColorWrites::ALL,
+                    })],
+                }),
+                primitive: Default::default(),
+                depth_stencil: None,
+                multisample: Default::default(),
+                multiview_mask: None,
+                cache: None,
+            });
+        let buffer = |label, size| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        RayMarchPass {
+            layout,
+            pipeline,
+            camera: buffer("march camera", std::mem::size_of::<CameraUniform>() as u64),
+            params: buffer("march params", std::mem::size_of::<MarchParams>() as u64),
+            bind: None,
+        }
+    }
+
+    /// Sets the volume, the target whose depth stops the rays, and this
+    /// eye's uniforms (`camera` carries the colour map and its range);
+    /// `sample` is the accumulated sample's index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare(
+        &mut self,
+        gpu: &Gpu,
+        values: &Volume,
+        target: &Target,
+        camera: &CameraUniform,
+        eye: &Eye,
+        settings: &VolumeSettings,
+        sample: u32,
+    ) {
+        let current = self
+            .bind
+            .as_ref()
+            .is_some_and(|(_, v, d)| *v == values.texture && *d == target.depth);
+        if !current {
+            let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("volume/march"),
+                layout: &self.layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: self.camera.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: self.params.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: wgpu::BindingResource::TextureView(&values.view),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 3,
+                        resource: wgpu::BindingResource::TextureView(&target.depth_view),
+                    },
+                ],
+            });
+            self.bind = Some((bind, values.texture.clone(), target.depth.clone()));
+        }
+        let params = MarchParams {
+            inverse_view_proj: eye.view_proj.inverse().to_cols_array_2d(),
+            handles: settings.opacity.packed(),
+            march: [
+                settings.step,
+                sample as f32,
+                settings.opacity.handles().len() as f32,
+                0.0,
+            ],
+        };
+        gpu.queue
+            .write_buffer(&self.camera, 0, bytemuck::bytes_of(camera));
+        gpu.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
+    }
+
+    /// Marches through the volume over what `target` holds.
+    pub fn draw(&self, encoder: &mut wgpu::CommandEncoder, target: &Target) {
+        let Some((bind, _, _)) = &self.bind else {
+            return;
+        };
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("volume"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view: &target.color_view,
+                depth_slice: None,
+                resolve_target: None,
+                ops: wgpu::Operations {
+                    load: wgpu::LoadOp::Load,
+                    store: wgpu::StoreOp::Store,
+                },
+            })],
+            depth_stencil_attachment: None,
+            timestamp_writes: None,
+            occlusion_query_set: None,
+            multiview_mask: None,
+        });
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, bind, &[]);
+        pass.draw(0..3, 0..1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_opacity_curve_is_linear_between_handles_and_flat_beyond() {
+        let o = Opacity::parse("0.8:0.5, 0.2:0.1,0.5:0.1").unwrap();
+        assert_eq!(o.handles(), &[[0.2, 0.1], [0.5, 0.1], [0.8, 0.5]]);
+        assert_eq!(o.at(0.0), 0.1);
+        assert_eq!(o.at(0.35), 0.1);
+        assert!((o.at(0.65) - 0.3).abs() < 1e-6);
+        assert_eq!(o.at(1.0), 0.5);
+        // Packed two pairs per row, as the shader reads them.
+        assert_eq!(o.packed()[0], [0.2, 0.1, 0.5, 0.1]);
+        assert_eq!(o.packed()[1], [0.8, 0.5, 0.0, 0.0]);
+        assert!(!o.is_empty());
+        assert!(Opacity::parse("0:0,1:0").unwrap().is_empty());
+        assert!(Opacity::new(&[]).unwrap().is_empty());
+        assert_eq!(Opacity::new(&[]).unwrap().at(0.3), 0.0);
+        // Values clamped to [0, 1]; bad text named.
+        assert_eq!(Opacity::parse("0:2").unwrap().handles(), &[[0.0, 1.0]]);
+        assert!(Opacity::parse("0.5").unwrap_err().contains("T:OPACITY"));
+        assert!(Opacity::parse("0:x").unwrap_err().contains("`x`"));
+        assert!(Opacity::parse("0:nan")
+            .unwrap_err()
+            .contains("not a number"));
+        let nine = ["0:0"; 9].join(",");
+        assert!(Opacity::parse(&nine).unwrap_err().contains("at most 8"));
+    }
+
+    #[test]
+    fn a_dragged_handle_stays_between_its_neighbours() {
+        let mut o = Opacity::parse("0:0,0.5:0.1,1:0.3").unwrap();
+        o.set(1, [0.9, 1.5]);
+        assert_eq!(o.handles()[1], [0.9, 1.0]);
+        o.set(1, [1.2, 0.2]);
+        assert_eq!(o.handles()[1], [1.0, 0.2]);
+        o.set(0, [-1.0, 0.0]);
+        assert_eq!(o.handles()[0], [0.0, 0.0]);
+        o.set(7, [0.5, 0.5]);
+        assert_eq!(o.handles().len(), 3);
+        o.insert([0.5, 0.4]);
+        assert_eq!(
+            o.handles(),
+            &[[0.0, 0.0], [0.5, 0.4], [1.0, 0.2], [1.0, 0.3]]
+        );
+        o.remove(1);
+        assert_eq!(o.handles(), &[[0.0, 0.0], [1.0, 0.2], [1.0, 0.3]]);
+        o.remove(0);
+        o.remove(0);
+        assert_eq!(o.handles(), &[[1.0, 0.2], [1.0, 0.3]], "two stay");
+        for _ in 0..10 {
+            o.insert([0.3, 0.1]);
+        }
+        assert_eq!(o.handles().len(), MAX_HANDLES);
+    }
+
+    #[test]
+    fn presets_stop_light_only_in_the_upper_part_of_the_range() {
+        for p in VolumePreset::ALL {
+            let s = p.settings();
+            assert_eq!(s.opacity.at(0.0), 0.0, "{}", p.name());
+            assert!(s.opacity.at(1.0) > 0.0);
+            assert!(s.step > 0.0);
+        }
+    }
+}
