@@ -1,26 +1,33 @@
 // Volume rendering: one ray per pixel through the scalar volume, front to
 // back, drawn over the opaque scene with premultiplied alpha. The transfer
-// function gives an opacity per cell of path, so a segment of length l lets
-// (1 − a)^l of the light through and the picture does not depend on the step
-// (a constant field gives Beer–Lambert's exp(−σL) exactly, whatever the
+// function gives an opacity a per cell of path, so a segment of length l
+// lets (1 − a)^l of the light through and the picture does not depend on the
+// step (a constant field gives Beer–Lambert's exp(−σL) exactly, whatever the
 // step). Rays stop at the depth of the opaque scene drawn before (surfaces,
 // obstacles, slices, streamlines) and once almost no light gets through.
 
 //!include scene/common.wgsl
-//!include fields/sample.wgsl
 
 // Mirrors src/render/gpu_data.rs `MarchParams`.
 struct MarchParams {
     inverse_view_proj: mat4x4<f32>,
-    handles: array<vec4<f32>, 4>,   // (t, opacity per cell) pairs, t ascending
-    march: vec4<f32>,               // step (cells), sample index, handle count, unused
+    march: vec4<f32>,   // step (cells), sample index, unused, unused
 }
 
-// camera: the colour map (colour_map) of the rendered field.
+// camera: the rendered field's colour range (colour_map.xy).
 @group(0) @binding(0) var<uniform> camera: Camera;
 @group(0) @binding(1) var<uniform> params: MarchParams;
 @group(0) @binding(2) var sampled: texture_3d<f32>;
 @group(0) @binding(3) var depth: texture_depth_2d;
+// Trilinear where the adapter filters 32-bit floats, nearest elsewhere.
+@group(0) @binding(4) var volume_sampler: sampler;
+// The transfer function at 256 points of the colour range, linear between:
+// colour, and log2 of the light a cell of path lets through
+// (src/render/raymarch.rs, transfer_table). A texture: the texture units
+// fetch for a warp whose rays all want other entries at their full rate,
+// where loads from a buffer would queue up one cache line after another.
+@group(0) @binding(5) var table: texture_2d<f32>;
+@group(0) @binding(6) var table_sampler: sampler;
 
 // Light left when the march stops: what lies further cannot change a byte.
 const OPAQUE: f32 = 1.0 / 512.0;
@@ -33,32 +40,9 @@ fn vs_main(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
     return vec4<f32>(p * 2.0 - 1.0, 0.0, 1.0);
 }
 
-fn handle(k: u32) -> vec2<f32> {
-    let h = params.handles[k / 2u];
-    return select(h.xy, h.zw, (k & 1u) == 1u);
-}
-
-// Opacity per cell of path at t (a fraction of the colour range): linear
-// between the handles, flat beyond the first and the last (mirrors
-// src/render/raymarch.rs, Opacity::at).
-fn opacity(t: f32) -> f32 {
-    let n = u32(params.march.z);
-    if (n == 0u) {
-        return 0.0;
-    }
-    var prev = handle(0u);
-    if (t <= prev.x) {
-        return prev.y;
-    }
-    for (var k = 1u; k < n; k++) {
-        let h = handle(k);
-        if (t <= h.x) {
-            let w = h.x - prev.x;
-            return mix(prev.y, h.y, select(1.0, (t - prev.x) / w, w > 0.0));
-        }
-        prev = h;
-    }
-    return prev.y;
+fn transfer(t: f32) -> vec4<f32> {
+    let u = (clamp(t, 0.0, 1.0) * 255.0 + 0.5) / 256.0;
+    return textureSampleLevel(table, table_sampler, vec2<f32>(u, 0.5), 0.0);
 }
 
 // A number in [0, 1) per pixel: where its first step falls.
@@ -102,6 +86,8 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
     // the antialiasing accumulation refines the march while the view is still.
     let first = fract(hash(vec2<u32>(frag.xy)) + params.march.y * 0.618034) * h;
     let span = camera.colour_map.y - camera.colour_map.x;
+    let scale = select(0.0, 1.0 / span, span > 0.0);
+    let cells = vec3<f32>(textureDimensions(sampled));
     var colour = vec3<f32>(0.0);
     var through = 1.0;
     var a = t0;
@@ -109,11 +95,11 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
     let steps = min(u32(ceil((t1 - t0) / h)) + 2u, MAX_STEPS);
     for (var k = 0u; k < steps; k++) {
         if (b > a) {
-            let v = sample_at(origin + dir * (0.5 * (a + b))).x;
-            let t = select(0.5, (v - camera.colour_map.x) / span, span > 0.0);
-            let o = clamp(opacity(t), 0.0, 0.9999);
-            let alpha = 1.0 - pow(1.0 - o, b - a);
-            colour += through * alpha * map_colour(v);
+            let p = origin + dir * (0.5 * (a + b));
+            let v = textureSampleLevel(sampled, volume_sampler, (p + 0.5) / cells, 0.0).x;
+            let tf = transfer(select(0.5, (v - camera.colour_map.x) * scale, span > 0.0));
+            let alpha = 1.0 - exp2(tf.a * (b - a));
+            colour += through * alpha * tf.rgb;
             through *= 1.0 - alpha;
             if (through < OPAQUE) {
                 break;

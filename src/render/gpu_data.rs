@@ -44,12 +44,10 @@ const _: () = assert!(std::mem::size_of::<ReduceParams>() == 32);
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct MarchParams {
     pub inverse_view_proj: [[f32; 4]; 4],
-    /// Opacity handles as (t, opacity per cell) pairs, two per row.
-    pub handles: [[f32; 4]; 4],
-    /// Step (cells), sample index, handle count, unused.
+    /// Step (cells), sample index, unused, unused.
     pub march: [f32; 4],
 }
-const _: () = assert!(std::mem::size_of::<MarchParams>() == 144);
+const _: () = assert!(std::mem::size_of::<MarchParams>() == 80);
 
 /// shaders/isosurface/extract.wgsl `ExtractParams`.
 #[repr(C)]

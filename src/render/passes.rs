@@ -320,7 +320,15 @@ pub struct MinMax {
     partials: wgpu::Buffer,
     pub result: wgpu::Buffer,
     params: wgpu::Buffer,
+    /// Per plane (up to three slices): its parameters and its [min, max] at
+    /// a storage-offset boundary of `planes`, all read back at once.
+    plane_params: [wgpu::Buffer; 3],
+    planes: wgpu::Buffer,
 }
+
+/// Bytes between the planes' results (the storage-offset alignment WebGPU
+/// guarantees).
+const PLANE_STRIDE: u64 = 256;
 
 impl MinMax {
     pub fn new(gpu: &Gpu) -> MinMax {
@@ -354,10 +362,18 @@ impl MinMax {
                 contents: bytemuck::cast_slice(&[f32::NAN, f32::NAN]),
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             });
-        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("minmax params"),
-            size: std::mem::size_of::<ReduceParams>() as u64,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        let params = || {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("minmax params"),
+                size: std::mem::size_of::<ReduceParams>() as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let planes = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("minmax planes"),
+            size: 3 * PLANE_STRIDE,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
         MinMax {
@@ -366,25 +382,31 @@ impl MinMax {
             finish,
             partials,
             result,
-            params,
+            params: params(),
+            plane_params: [params(), params(), params()],
+            planes,
         }
     }
 
     /// Records the reduction of `scalar` into `self.result`: [min, max],
     /// with min raised to `floor` where that is below max (else ignored).
     pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume, floor: f32) {
-        self.run_over(gpu, encoder, scalar, floor, None)
+        let result = self.result.as_entire_buffer_binding();
+        self.run_into(gpu, encoder, scalar, floor, None, &self.params, result)
     }
 
     /// [`MinMax::run`] over the whole volume, or over the plane normal to
-    /// `axis` at `position` (cells) as a slice shows it.
-    fn run_over(
+    /// `axis` at `position` (cells) as a slice shows it, into `result`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_into(
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         scalar: &Volume,
         floor: f32,
         plane: Option<(usize, f32)>,
+        params: &wgpu::Buffer,
+        result: wgpu::BufferBinding<'_>,
     ) {
         let (axis, position) = plane.map_or((3, 0.0), |(a, p)| (a as u32, p));
         let p = ReduceParams {
@@ -395,8 +417,7 @@ impl MinMax {
             position,
             _pad: 0,
         };
-        gpu.queue
-            .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
+        gpu.queue.write_buffer(params, 0, bytemuck::bytes_of(&p));
         let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("minmax"),
             layout: &self.layout,
@@ -411,11 +432,11 @@ impl MinMax {
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: self.result.as_entire_binding(),
+                    resource: wgpu::BindingResource::Buffer(result),
                 },
                 wgpu::BindGroupEntry {
                     binding: 3,
-                    resource: self.params.as_entire_binding(),
+                    resource: params.as_entire_binding(),
                 },
             ],
         });
@@ -429,23 +450,51 @@ impl MinMax {
 
     /// Runs the reduction and reads [min, max] back (a few bytes: the slider range).
     pub fn compute(&self, gpu: &Gpu, scalar: &Volume, floor: f32) -> Result<(f32, f32), GpuError> {
-        self.compute_over(gpu, scalar, floor, None)
-    }
-
-    /// [`MinMax::compute`] over the whole volume or one plane (see
-    /// [`MinMax::run_over`]).
-    pub fn compute_over(
-        &self,
-        gpu: &Gpu,
-        scalar: &Volume,
-        floor: f32,
-        plane: Option<(usize, f32)>,
-    ) -> Result<(f32, f32), GpuError> {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        self.run_over(gpu, &mut encoder, scalar, floor, plane);
+        self.run(gpu, &mut encoder, scalar, floor);
         gpu.queue.submit([encoder.finish()]);
         let bytes = gpu.read_buffer(&self.result, 8)?;
         let v: &[f32] = bytemuck::cast_slice(&bytes);
         Ok((v[0], v[1]))
+    }
+
+    /// [min, max] on each of up to three planes (axis, position in cells),
+    /// as the slices there show the field: one submission, one read-back.
+    pub fn compute_planes(
+        &self,
+        gpu: &Gpu,
+        scalar: &Volume,
+        floor: f32,
+        planes: &[(usize, f32)],
+    ) -> Result<Vec<(f32, f32)>, GpuError> {
+        assert!(planes.len() <= 3, "three planes at most");
+        if planes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        for (k, &plane) in planes.iter().enumerate() {
+            let result = wgpu::BufferBinding {
+                buffer: &self.planes,
+                offset: k as u64 * PLANE_STRIDE,
+                size: std::num::NonZeroU64::new(8),
+            };
+            let params = &self.plane_params[k];
+            self.run_into(
+                gpu,
+                &mut encoder,
+                scalar,
+                floor,
+                Some(plane),
+                params,
+                result,
+            );
+        }
+        gpu.queue.submit([encoder.finish()]);
+        let bytes = gpu.read_buffer(&self.planes, 3 * PLANE_STRIDE)?;
+        let v: &[f32] = bytemuck::cast_slice(&bytes);
+        let stride = PLANE_STRIDE as usize / 4;
+        Ok((0..planes.len())
+            .map(|k| (v[k * stride], v[k * stride + 1]))
+            .collect())
     }
 }

@@ -212,8 +212,10 @@ pub struct Viewer {
     /// Counts pictures replaced by a resize (the window re-registers its
     /// texture when this changes).
     pub picture_generation: u64,
-    /// When set, the scene pass writes its GPU time there (benchmarks).
+    /// When set, the scene pass and the volume rendering write their GPU
+    /// times there (benchmarks).
     pub scene_timer: Option<super::gpu::GpuTimer>,
+    pub volume_timer: Option<super::gpu::GpuTimer>,
     /// Ranges and counts coming back, with the frame and settings they are of.
     readbacks: Readbacks<(u64, ViewSettings)>,
     /// Mesh obstacles, drawn from their triangles, and the stride of the
@@ -265,6 +267,7 @@ impl Viewer {
             accumulating: None,
             picture_generation: 0,
             scene_timer: None,
+            volume_timer: None,
             readbacks: Readbacks::default(),
             meshes: (Arc::default(), 1),
         }
@@ -454,18 +457,20 @@ impl Viewer {
             return Ok(());
         }
         let v = self.volumes.as_ref().expect("uploaded");
-        let planes = SlicePass::extra(&settings.slices, v.size, 0);
+        let at = SlicePass::extra(&settings.slices, v.size, 0);
+        let planes: Vec<(usize, f32)> = (0..3)
+            .filter(|&a| settings.slices[a].is_some())
+            .map(|a| (a, at[a]))
+            .collect();
+        // The union of the planes' ranges.
         let over_planes = |gpu: &Gpu, volume: &Volume, floor: f32| {
-            let mut range: Option<(f32, f32)> = None;
-            for (axis, at) in settings.slices.iter().enumerate() {
-                if at.is_some() {
-                    let (lo, hi) =
-                        self.minmax
-                            .compute_over(gpu, volume, floor, Some((axis, planes[axis])))?;
-                    range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-                }
-            }
-            Ok::<_, GpuError>(range.unwrap_or((0.0, 0.0)))
+            let ranges = self.minmax.compute_planes(gpu, volume, floor, &planes)?;
+            Ok::<_, GpuError>(
+                ranges
+                    .into_iter()
+                    .reduce(|(a, b), (lo, hi)| (a.min(lo), b.max(hi)))
+                    .unwrap_or((0.0, 0.0)),
+            )
         };
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         self.derive
@@ -922,7 +927,8 @@ impl Viewer {
         drop(pass);
         // Over everything opaque, which stops its rays.
         if settings.volume.is_some() && self.info.volume_colour.is_some() {
-            self.raymarch.draw(encoder, &frames.scratch);
+            self.raymarch
+                .draw(encoder, &frames.scratch, self.volume_timer.as_ref());
         }
     }
 

@@ -21,12 +21,15 @@ pub fn available_memory() -> Option<u64> {
 /// which return memory only from their top: a 30-minute soak of the window
 /// grew from 0.3 to 1.1 GB, a dozen arenas full of free space. A fixed
 /// threshold keeps blocks of 1 MiB and more in mappings of their own, given
-/// back when freed, and two arenas bound the rest. Below that, free space at
-/// an arena's top is kept up to 64 MiB: a software Vulkan driver (lavapipe)
-/// allocates and frees some 36 MB in half-megabyte blocks every frame, and
-/// returning it each time made the resident size swing by that much (and
-/// page-faulted it in again every frame). Settings of the user's own
-/// (`GLIBC_TUNABLES=glibc.malloc....`) are left as they are.
+/// back when freed, and one arena holds the rest. Below that, free space at
+/// the arena's top is kept up to 64 MiB: a software Vulkan driver (lavapipe)
+/// allocates and frees some 36 MB in half-megabyte blocks every frame on a
+/// thread of its own, and returning it each time made the resident size
+/// swing by that much (and page-faulted it in again every frame). With a
+/// second arena that thread's blocks went to heaps of their own, which glibc
+/// unmaps whenever they empty, whatever the trim threshold: the window swung
+/// between 595 and 635 MB; with one, it stays put. Settings of the user's
+/// own (`GLIBC_TUNABLES=glibc.malloc....`) are left as they are.
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("GLIBC_TUNABLES").is_some() {

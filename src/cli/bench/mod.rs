@@ -78,6 +78,11 @@ pub struct BenchArgs {
     /// the window are on different GPUs (the comparison for shared frames).
     #[arg(long, hide = true)]
     pub host_frames: bool,
+    /// What --stream draws with every frame: the plain surface, the surface
+    /// and three slices through the middle (each with its own range), or
+    /// the surface and the volume rendering of vorticity.
+    #[arg(long, value_enum, default_value = "surface")]
+    pub view: StreamView,
     /// Display limit for --stream (see the window's --display-limit).
     #[arg(long, value_name = "N", default_value_t = crate::solver::display::DEFAULT_LIMIT,
           value_parser = super::parse_display_limit)]
@@ -89,6 +94,13 @@ pub struct BenchArgs {
     /// Extra domains to run on the largest GPU count, as NXxNYxNZ.
     #[arg(long = "domain")]
     pub domains: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StreamView {
+    Surface,
+    Slices,
+    Volume,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -58,6 +58,7 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
     use crate::render::gpu::{Gpu, GpuTimer};
     use crate::render::isosurface::Extractor;
     use crate::render::passes::{DerivePass, MinMax};
+    use crate::render::raymarch::{Opacity, VolumePreset};
     use crate::render::scene::Stereo;
     use crate::render::streamlines::{Rake, Tracer};
     use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
@@ -261,6 +262,72 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
             format!("{:.3}", median(scene_ms))
         };
         println!("{n:>6} {ms:>30.2} {scene:>16}");
+    }
+
+    println!();
+    let filtering = gpu
+        .device
+        .features()
+        .contains(wgpu::Features::FLOAT32_FILTERABLE);
+    println!(
+        "volume rendering at 1920x1080, sampled {}:",
+        if filtering {
+            "trilinearly by the texture units"
+        } else {
+            "at the nearest cell (no filtering of 32-bit floats here)"
+        }
+    );
+    println!(
+        "{:>6} {:>8} {:>6} {:>24} {:>24}",
+        "size", "view", "step", "volume, clear (GPU ms)", "volume, preset (GPU ms)"
+    );
+    for &n in &args.sizes {
+        // "framed": the default camera, the box fitted to the view; "close":
+        // nearer, the box beyond every edge of the picture. "clear": so
+        // little opacity that every ray runs through the whole box (no early
+        // stop); "preset": the vorticity preset.
+        let f = vortex_field(n);
+        let mut viewer = Viewer::new(&gpu);
+        viewer.upload(&gpu, &f, &[], 0, None)?;
+        let size = [n as u32; 3];
+        viewer.volume_timer = GpuTimer::new(&gpu);
+        for (view, nearer, step) in [
+            ("framed", 1.0, 1.0f32),
+            ("framed", 1.0, 0.5),
+            ("close", 0.6, 1.0),
+        ] {
+            let mut camera = crate::render::scene::Camera::framing(size);
+            camera.fit(size, HD[0] as f32 / HD[1] as f32);
+            camera.distance *= nearer;
+            viewer.camera = camera;
+            let mut row = Vec::new();
+            for opacity in ["0:0.002,1:0.002", ""] {
+                let mut volume = VolumePreset::Vorticity.settings();
+                if !opacity.is_empty() {
+                    volume.opacity = Opacity::parse(opacity).map_err(anyhow::Error::msg)?;
+                }
+                volume.step = step;
+                let settings = ViewSettings {
+                    mode: SurfaceMode::None,
+                    aa_samples: 1,
+                    volume: Some(volume),
+                    ..Default::default()
+                };
+                let mut ms = Vec::new();
+                for _ in 0..args.repeats {
+                    frame(&mut viewer, &settings)?;
+                    if let Some(t) = &viewer.volume_timer {
+                        ms.push(t.read_ms(&gpu)?);
+                    }
+                }
+                row.push(if ms.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.3}", median(ms))
+                });
+            }
+            println!("{n:>6} {view:>8} {step:>6} {:>24} {:>24}", row[0], row[1]);
+        }
     }
 
     println!();

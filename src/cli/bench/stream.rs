@@ -20,10 +20,11 @@ pub(super) fn bench_stream(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
         .clone()
         .unwrap_or_else(|| "assets/scenarios/cavity.toml".into());
     println!(
-        "adapter: {} ({:?}); scenario {}",
+        "adapter: {} ({:?}); scenario {}; drawing {:?}",
         gpu.info.name,
         gpu.info.device_type,
-        source.display()
+        source.display(),
+        args.view
     );
     let share = crate::render::interop::device_uuid(&gpu).filter(|_| !args.host_frames);
     println!(
@@ -70,11 +71,16 @@ pub(super) fn bench_stream(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
         let mut viewer = Viewer::new(&gpu);
         // The plain surface: extraction without a range read back (the
         // figures in BENCHMARKS.md are of it).
-        let settings = ViewSettings {
+        let mut settings = ViewSettings {
             aa_samples: 1,
             colour_by: None,
             ..Default::default()
         };
+        match args.view {
+            super::StreamView::Surface => {}
+            super::StreamView::Slices => settings.slices = [Some(0.5); 3],
+            super::StreamView::Volume => settings.volume = Some(Default::default()),
+        }
         // What the window does with a frame: import (or upload) it, then
         // derive, extract and draw, waiting for the GPU.
         let consume = |viewer: &mut Viewer, frame: Frame| -> anyhow::Result<()> {
