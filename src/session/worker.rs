@@ -554,7 +554,9 @@ mod tests {
     }
 
     fn wait_for(worker: &Worker, what: impl Fn(&Status) -> bool) -> Status {
-        for _ in 0..600 {
+        // A minute: on a loaded machine a sample of the fields takes long,
+        // and the worker samples less often to keep sampling's share small.
+        for _ in 0..3000 {
             let s = worker.status();
             if what(&s) {
                 return s;
