@@ -6,21 +6,17 @@
 // step). Rays stop at the depth of the opaque scene drawn before (surfaces,
 // obstacles, slices, streamlines) and once almost no light gets through.
 
-//!include scene/common.wgsl
-
 // Mirrors src/render/gpu_data.rs `MarchParams`.
 struct MarchParams {
     inverse_view_proj: mat4x4<f32>,
     march: vec4<f32>,   // step (cells), sample index, unused, unused
 }
 
-// camera: the rendered field's colour range (colour_map.xy).
-@group(0) @binding(0) var<uniform> camera: Camera;
 @group(0) @binding(1) var<uniform> params: MarchParams;
-@group(0) @binding(2) var sampled: texture_3d<f32>;
+// The field as fractions of its colour range, 8 bits (volume/quantize.wgsl).
+@group(0) @binding(2) var levels: texture_3d<f32>;
 @group(0) @binding(3) var depth: texture_depth_2d;
-// Trilinear where the adapter filters 32-bit floats, nearest elsewhere.
-@group(0) @binding(4) var volume_sampler: sampler;
+@group(0) @binding(4) var trilinear: sampler;
 // The transfer function at 256 points of the colour range, linear between:
 // colour, and log2 of the light a cell of path lets through
 // (src/render/raymarch.rs, transfer_table). A texture: the texture units
@@ -70,7 +66,8 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
     let dir = (stop - origin) / reach;
     // The domain's box, as the outline draws it.
     let lo = vec3<f32>(-0.5);
-    let hi = vec3<f32>(textureDimensions(sampled)) - vec3<f32>(0.5);
+    let cells = vec3<f32>(textureDimensions(levels));
+    let hi = cells - vec3<f32>(0.5);
     let safe = select(dir, vec3<f32>(1e-12), abs(dir) < vec3<f32>(1e-12));
     let ta = (lo - origin) / safe;
     let tb = (hi - origin) / safe;
@@ -85,9 +82,6 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
     // A different first step in every pixel and in every accumulated sample:
     // the antialiasing accumulation refines the march while the view is still.
     let first = fract(hash(vec2<u32>(frag.xy)) + params.march.y * 0.618034) * h;
-    let span = camera.colour_map.y - camera.colour_map.x;
-    let scale = select(0.0, 1.0 / span, span > 0.0);
-    let cells = vec3<f32>(textureDimensions(sampled));
     var colour = vec3<f32>(0.0);
     var through = 1.0;
     var a = t0;
@@ -96,8 +90,7 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
     for (var k = 0u; k < steps; k++) {
         if (b > a) {
             let p = origin + dir * (0.5 * (a + b));
-            let v = textureSampleLevel(sampled, volume_sampler, (p + 0.5) / cells, 0.0).x;
-            let tf = transfer(select(0.5, (v - camera.colour_map.x) * scale, span > 0.0));
+            let tf = transfer(textureSampleLevel(levels, trilinear, (p + 0.5) / cells, 0.0).x);
             let alpha = 1.0 - exp2(tf.a * (b - a));
             colour += through * alpha * tf.rgb;
             through *= 1.0 - alpha;

@@ -51,11 +51,7 @@ impl Gpu {
     /// Opens a device on an adapter (the window picks one that can present).
     pub fn from_adapter(adapter: &wgpu::Adapter) -> Result<Gpu, GpuError> {
         let info = adapter.get_info();
-        // Trilinear sampling of r32float volumes (the volume rendering) where the
-        // adapter can; the rest is optional too.
-        let wanted = wgpu::Features::TIMESTAMP_QUERY
-            | wgpu::Features::VULKAN_EXTERNAL_MEMORY_FD
-            | wgpu::Features::FLOAT32_FILTERABLE;
+        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::VULKAN_EXTERNAL_MEMORY_FD;
         let features = adapter.features() & wanted;
         let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("flowscope"),

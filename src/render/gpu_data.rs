@@ -49,6 +49,20 @@ pub struct MarchParams {
 }
 const _: () = assert!(std::mem::size_of::<MarchParams>() == 80);
 
+/// shaders/volume/quantize.wgsl `QuantizeParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct QuantizeParams {
+    pub size: [u32; 3],
+    /// Bytes per row, a multiple of 256.
+    pub pitch: u32,
+    pub lo: f32,
+    /// 1 / (hi − lo); 0 for an empty range.
+    pub scale: f32,
+    pub _pad: [u32; 2],
+}
+const _: () = assert!(std::mem::size_of::<QuantizeParams>() == 32);
+
 /// shaders/isosurface/extract.wgsl `ExtractParams`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]

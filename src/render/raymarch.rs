@@ -5,8 +5,8 @@
 use super::colour::ColourMap;
 use super::derive::PlotType;
 use super::gpu::Gpu;
-use super::gpu_data::{CameraUniform, MarchParams};
-use super::passes::buffer_entry;
+use super::gpu_data::{MarchParams, QuantizeParams};
+use super::passes::{buffer_entry, compute_pipeline, storage, volume_entry};
 use super::scene::{Eye, Target, COLOR_FORMAT};
 use super::shaders;
 use super::volume::Volume;
@@ -213,16 +213,23 @@ impl Default for VolumeSettings {
 }
 
 /// The ray-march pipeline and its per-eye uniforms; drawn in a pass of its
-/// own after the scene's, reading the scene's depth. The volume is sampled
-/// trilinearly by the texture units where the adapter filters 32-bit floats
-/// (one fetch per step instead of eight loads), at the nearest cell centre
-/// elsewhere.
+/// own after the scene's, reading the scene's depth. It marches through the
+/// field as 8-bit fractions of its colour range (`volume/quantize.wgsl`; the
+/// transfer function has 256 points anyway), sampled trilinearly by the
+/// texture units on every adapter (32-bit floats filter only where the
+/// adapter offers it) in a quarter of the 32-bit field's memory; on the H100
+/// it is as fast as the 32-bit field was.
 pub struct RayMarchPass {
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::RenderPipeline,
-    camera: wgpu::Buffer,
     params: wgpu::Buffer,
     sampler: wgpu::Sampler,
+    quantize_layout: wgpu::BindGroupLayout,
+    quantize: wgpu::ComputePipeline,
+    quantize_params: wgpu::Buffer,
+    /// The quantized field: the buffer the compute pass fills, the r8unorm
+    /// texture it is copied into, and the grid and row pitch they are for.
+    levels: Option<Levels>,
     /// The transfer function's table (rgba16float, linear between its
     /// points), its sampler, and what it was made from.
     table: wgpu::Texture,
@@ -233,28 +240,29 @@ pub struct RayMarchPass {
     bind: Option<(wgpu::BindGroup, wgpu::Texture, wgpu::Texture)>,
 }
 
+struct Levels {
+    buffer: wgpu::Buffer,
+    texture: wgpu::Texture,
+    view: wgpu::TextureView,
+    size: [u32; 3],
+    pitch: u32,
+}
+
 impl RayMarchPass {
     pub fn new(gpu: &Gpu) -> RayMarchPass {
         let f = wgpu::ShaderStages::FRAGMENT;
         let uniform = |binding| buffer_entry(binding, wgpu::BufferBindingType::Uniform, f);
-        let filtering = gpu
-            .device
-            .features()
-            .contains(wgpu::Features::FLOAT32_FILTERABLE);
         let layout = gpu
             .device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                 label: Some("volume/march"),
                 entries: &[
-                    uniform(0),
                     uniform(1),
                     wgpu::BindGroupLayoutEntry {
                         binding: 2,
                         visibility: f,
                         ty: wgpu::BindingType::Texture {
-                            sample_type: wgpu::TextureSampleType::Float {
-                                filterable: filtering,
-                            },
+                            sample_type: wgpu::TextureSampleType::Float { filterable: true },
                             view_dimension: wgpu::TextureViewDimension::D3,
                             multisampled: false,
                         },
@@ -273,11 +281,7 @@ impl RayMarchPass {
                     wgpu::BindGroupLayoutEntry {
                         binding: 4,
                         visibility: f,
-                        ty: wgpu::BindingType::Sampler(if filtering {
-                            wgpu::SamplerBindingType::Filtering
-                        } else {
-                            wgpu::SamplerBindingType::NonFiltering
-                        }),
+                        ty: wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Filtering),
                         count: None,
                     },
                     wgpu::BindGroupLayoutEntry {
@@ -345,16 +349,11 @@ impl RayMarchPass {
                 mapped_at_creation: false,
             })
         };
-        let filter = if filtering {
-            wgpu::FilterMode::Linear
-        } else {
-            wgpu::FilterMode::Nearest
-        };
-        let sampler = |label, filter| {
+        let sampler = |label| {
             gpu.device.create_sampler(&wgpu::SamplerDescriptor {
                 label: Some(label),
-                mag_filter: filter,
-                min_filter: filter,
+                mag_filter: wgpu::FilterMode::Linear,
+                min_filter: wgpu::FilterMode::Linear,
                 ..Default::default()
             })
         };
@@ -364,54 +363,163 @@ impl RayMarchPass {
             wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
             "transfer function",
         );
+        let c = wgpu::ShaderStages::COMPUTE;
+        let quantize_layout =
+            gpu.device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("volume/quantize"),
+                    entries: &[
+                        volume_entry(0),
+                        buffer_entry(1, storage(false), c),
+                        buffer_entry(2, wgpu::BufferBindingType::Uniform, c),
+                    ],
+                });
         RayMarchPass {
             layout,
             pipeline,
-            camera: buffer("march camera", std::mem::size_of::<CameraUniform>() as u64),
             params: buffer("march params", std::mem::size_of::<MarchParams>() as u64),
-            sampler: sampler("volume", filter),
+            quantize: compute_pipeline(gpu, &quantize_layout, "volume/quantize.wgsl", "main"),
+            quantize_layout,
+            quantize_params: buffer(
+                "quantize params",
+                std::mem::size_of::<QuantizeParams>() as u64,
+            ),
+            levels: None,
+            sampler: sampler("volume"),
             table_view: table.create_view(&Default::default()),
             table,
-            table_sampler: sampler("transfer function", wgpu::FilterMode::Linear),
+            table_sampler: sampler("transfer function"),
             table_of: None,
             bind: None,
         }
     }
 
-    /// Sets the volume, the target whose depth stops the rays, and this
-    /// eye's uniforms (`camera` carries the colour map and its range);
-    /// `sample` is the accumulated sample's index.
-    #[allow(clippy::too_many_arguments)]
+    /// Takes the field to march through: `scalar` as fractions of `range`.
+    pub fn set_field(&mut self, gpu: &Gpu, scalar: &Volume, (lo, hi): (f32, f32)) {
+        let size = scalar.size;
+        let pitch = size[0].div_ceil(256) * 256;
+        if self
+            .levels
+            .as_ref()
+            .is_none_or(|l| l.size != size || l.pitch != pitch)
+        {
+            let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("volume levels"),
+                size: pitch as u64 * size[1] as u64 * size[2] as u64,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let texture = gpu.device.create_texture(&wgpu::TextureDescriptor {
+                label: Some("volume levels"),
+                size: wgpu::Extent3d {
+                    width: size[0],
+                    height: size[1],
+                    depth_or_array_layers: size[2],
+                },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D3,
+                format: wgpu::TextureFormat::R8Unorm,
+                usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+                view_formats: &[],
+            });
+            self.levels = Some(Levels {
+                view: texture.create_view(&Default::default()),
+                buffer,
+                texture,
+                size,
+                pitch,
+            });
+        }
+        let levels = self.levels.as_ref().expect("made above");
+        let span = hi - lo;
+        let params = QuantizeParams {
+            size,
+            pitch,
+            lo,
+            scale: if span > 0.0 && span.is_finite() {
+                1.0 / span
+            } else {
+                0.0
+            },
+            _pad: [0; 2],
+        };
+        gpu.queue
+            .write_buffer(&self.quantize_params, 0, bytemuck::bytes_of(&params));
+        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("volume/quantize"),
+            layout: &self.quantize_layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::TextureView(&scalar.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: levels.buffer.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: self.quantize_params.as_entire_binding(),
+                },
+            ],
+        });
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&self.quantize);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups((pitch / 4).div_ceil(64), size[1], size[2]);
+        }
+        encoder.copy_buffer_to_texture(
+            wgpu::TexelCopyBufferInfo {
+                buffer: &levels.buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(pitch),
+                    rows_per_image: Some(size[1]),
+                },
+            },
+            levels.texture.as_image_copy(),
+            wgpu::Extent3d {
+                width: size[0],
+                height: size[1],
+                depth_or_array_layers: size[2],
+            },
+        );
+        gpu.queue.submit([encoder.finish()]);
+    }
+
+    /// Sets the target whose depth stops the rays, and this eye's uniforms;
+    /// `sample` is the accumulated sample's index. Draws nothing until a
+    /// field was set ([`RayMarchPass::set_field`]).
     pub fn prepare(
         &mut self,
         gpu: &Gpu,
-        values: &Volume,
         target: &Target,
-        camera: &CameraUniform,
         eye: &Eye,
         settings: &VolumeSettings,
         sample: u32,
     ) {
+        let Some(levels) = self.levels.as_ref() else {
+            return;
+        };
         let current = self
             .bind
             .as_ref()
-            .is_some_and(|(_, v, d)| *v == values.texture && *d == target.depth);
+            .is_some_and(|(_, v, d)| *v == levels.texture && *d == target.depth);
         if !current {
             let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("volume/march"),
                 layout: &self.layout,
                 entries: &[
                     wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: self.camera.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
                         binding: 1,
                         resource: self.params.as_entire_binding(),
                     },
                     wgpu::BindGroupEntry {
                         binding: 2,
-                        resource: wgpu::BindingResource::TextureView(&values.view),
+                        resource: wgpu::BindingResource::TextureView(&levels.view),
                     },
                     wgpu::BindGroupEntry {
                         binding: 3,
@@ -431,7 +539,7 @@ impl RayMarchPass {
                     },
                 ],
             });
-            self.bind = Some((bind, values.texture.clone(), target.depth.clone()));
+            self.bind = Some((bind, levels.texture.clone(), target.depth.clone()));
         }
         if self.table_of != Some((settings.map, settings.opacity)) {
             let halves: Vec<u16> = transfer_table(settings.map, &settings.opacity)
@@ -459,8 +567,6 @@ impl RayMarchPass {
             inverse_view_proj: eye.view_proj.inverse().to_cols_array_2d(),
             march: [settings.step, sample as f32, 0.0, 0.0],
         };
-        gpu.queue
-            .write_buffer(&self.camera, 0, bytemuck::bytes_of(camera));
         gpu.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
     }

@@ -63,6 +63,10 @@ pub const ALL: &[(&str, &str)] = &[
         include_str!("../../shaders/volume/march.wgsl"),
     ),
     (
+        "volume/quantize.wgsl",
+        include_str!("../../shaders/volume/quantize.wgsl"),
+    ),
+    (
         "scene/common.wgsl",
         include_str!("../../shaders/scene/common.wgsl"),
     ),

@@ -223,10 +223,18 @@ pub struct Viewer {
     meshes: (Arc<ObstacleMeshes>, usize),
 }
 
-/// Frame, field, positions, fixed range and arrow spacing of the slices.
-type SliceKey = (u64, PlotType, SlicePositions, Option<(f32, f32)>, u32);
-/// Frame, field and fixed range of the volume rendering.
-type VolumeKey = (u64, PlotType, Option<(f32, f32)>);
+/// Frame, field, positions, fixed range, arrow spacing and colour map (a
+/// diverging one centres the range on zero) of the slices.
+type SliceKey = (
+    u64,
+    PlotType,
+    SlicePositions,
+    Option<(f32, f32)>,
+    u32,
+    ColourMap,
+);
+/// Frame, field, fixed range and colour map of the volume rendering.
+type VolumeKey = (u64, PlotType, Option<(f32, f32)>, ColourMap);
 
 const OBSTACLE_COLOUR: [f32; 3] = [0.6, 0.62, 0.68];
 const ARROW_COLOUR: [f32; 3] = [0.02, 0.02, 0.03];
@@ -452,6 +460,7 @@ impl Viewer {
             settings.slices,
             settings.slice_range,
             settings.arrows,
+            settings.colour_map,
         );
         if self.slices_computed == Some(key) {
             return Ok(());
@@ -508,13 +517,14 @@ impl Viewer {
             self.volume_computed = None;
             return Ok(());
         };
-        let key = (self.frame, vs.field, vs.range);
+        let key = (self.frame, vs.field, vs.range, vs.map);
         if self.volume_computed == Some(key) {
             return Ok(());
         }
         let v = self.volumes.as_ref().expect("uploaded");
         let range = self.derive_range(gpu, vs.field, &v.density)?;
         let range = vs.range.unwrap_or_else(|| vs.map.range(range));
+        self.raymarch.set_field(gpu, &v.density, range);
         self.info.volume_colour = Some((vs.field, range));
         self.volume_computed = Some(key);
         Ok(())
@@ -833,24 +843,12 @@ impl Viewer {
             arrows.colour_map = [0.0, self.info.slice_speed, 0.0, 0.0];
             self.slices.prepare_arrows(gpu, &v.fields, &arrows, counts);
         }
-        if let (Some(vs), Some((_, (lo, hi))), Some(frames)) = (
+        if let (Some(vs), Some(_), Some(frames)) = (
             &settings.volume,
             self.info.volume_colour,
             self.presenter.frames.as_ref(),
         ) {
-            let shading = Shading {
-                colour: OBSTACLE_COLOUR,
-                map: Some((vs.map, lo, hi)),
-            };
-            self.raymarch.prepare(
-                gpu,
-                &v.density,
-                &frames.scratch,
-                &shading.uniform(eye, [0.0; 4]),
-                eye,
-                vs,
-                sample,
-            );
+            self.raymarch.prepare(gpu, &frames.scratch, eye, vs, sample);
         }
         if let (Some(s), Some(points)) = (&settings.streamlines, &self.tracer.points) {
             let (lo, hi) = self.info.speed_range;

@@ -332,11 +332,28 @@ fn bench_render_times_the_visualisation_passes() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    // Five tables (passes and frames, impostors, slices, uploads,
+    // The volume rendering's table: framed at steps 1 and 0.5, close at 1,
+    // each with the clear and the preset transfer function timed.
+    let volume: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            l.trim_start().starts_with("24 ") && (l.contains("framed") || l.contains("close"))
+        })
+        .collect();
+    assert_eq!(volume.len(), 3, "{out}");
+    for row in &volume {
+        let ms: Vec<f64> = row
+            .split_whitespace()
+            .skip(2)
+            .map(|w| w.parse().unwrap_or(f64::NAN))
+            .collect();
+        assert!(ms.len() == 3 && ms[1] > 0.0 && ms[2] > 0.0, "{row}");
+    }
+    // Five more (passes and frames, impostors, slices, uploads,
     // streamlines), a row each; "-" where the adapter has no GPU timer.
     let rows: Vec<Vec<f64>> = out
         .lines()
-        .filter(|l| l.trim_start().starts_with("24 "))
+        .filter(|l| l.trim_start().starts_with("24 ") && !volume.contains(l))
         .map(|l| {
             l.split_whitespace()
                 .map(|w| {

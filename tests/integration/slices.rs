@@ -188,7 +188,8 @@ fn every_colour_map_in_the_shader_is_the_one_the_legend_draws() {
 fn a_slice_takes_its_own_field_and_range_over_its_plane() {
     let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
     let mut viewer = Viewer::new(&gpu);
-    // ux = 0.001 x + 0.0005 y, uy = 0.002 z: linear, so sampling is exact.
+    // ux = 0.001 x + 0.0005 y, uy = 0.002 z, uz = 0.001 (x − 10): linear,
+    // so sampling is exact.
     let mut f = Fields::new(SIZE);
     for z in 0..SIZE[2] {
         for y in 0..SIZE[1] {
@@ -197,6 +198,7 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
                 f.rho[i] = 1.0;
                 f.ux[i] = 0.001 * x as f32 + 0.0005 * y as f32;
                 f.uy[i] = 0.002 * z as f32;
+                f.uz[i] = 0.001 * (x as f32 - 10.0);
             }
         }
     }
@@ -270,6 +272,33 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
             .iter()
             .any(|l| l.title == "slices: ux" && l.range == (-0.01, 0.05)),
         "{legends:?}"
+    );
+    // A signed field on a z-slice: uz = 0.001 (x − 10) from −0.010 to
+    // 0.021; a diverging map centres its range on zero at once (the same
+    // frame, only the map changed).
+    let signed = ViewSettings {
+        slices: [None, None, Some(0.5)],
+        slice_colour_by: Some(PlotType::Uz),
+        ..settings
+    };
+    render(&mut viewer, &gpu, &signed);
+    let (_, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    assert!(
+        (lo + 0.010).abs() < 1e-6 && (hi - 0.021).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+    render(
+        &mut viewer,
+        &gpu,
+        &ViewSettings {
+            colour_map: ColourMap::CoolWarm,
+            ..signed
+        },
+    );
+    let (_, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    assert!(
+        (lo + 0.021).abs() < 1e-6 && (hi - 0.021).abs() < 1e-6,
+        "{lo} {hi}"
     );
 }
 

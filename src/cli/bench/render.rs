@@ -265,18 +265,7 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
     }
 
     println!();
-    let filtering = gpu
-        .device
-        .features()
-        .contains(wgpu::Features::FLOAT32_FILTERABLE);
-    println!(
-        "volume rendering at 1920x1080, sampled {}:",
-        if filtering {
-            "trilinearly by the texture units"
-        } else {
-            "at the nearest cell (no filtering of 32-bit floats here)"
-        }
-    );
+    println!("volume rendering at 1920x1080:");
     println!(
         "{:>6} {:>8} {:>6} {:>24} {:>24}",
         "size", "view", "step", "volume, clear (GPU ms)", "volume, preset (GPU ms)"
