@@ -1,5 +1,8 @@
 // Volume rendering: one ray per pixel through the scalar volume, front to
-// back, drawn over the opaque scene with premultiplied alpha. The transfer
+// back, into a picture of premultiplied colour and opacity that
+// volume/compose.wgsl lays over the opaque scene. A compute pass, in 8×8
+// tiles of rays: as a fragment shader over the whole target the same march
+// took 25 to 30 times as long on the H100 (BENCHMARKS.md, 2026-11-24). The transfer
 // function gives an opacity a per cell of path, so a segment of length l
 // lets (1 − a)^l of the light through and the picture does not depend on the
 // step (a constant field gives Beer–Lambert's exp(−σL) exactly, whatever the
@@ -17,6 +20,7 @@ struct MarchParams {
 @group(0) @binding(2) var levels: texture_3d<f32>;
 @group(0) @binding(3) var depth: texture_depth_2d;
 @group(0) @binding(4) var trilinear: sampler;
+@group(0) @binding(7) var picture: texture_storage_2d<rgba16float, write>;
 // The transfer function at 256 points of the colour range, linear between:
 // colour, and log2 of the light a cell of path lets through
 // (src/render/raymarch.rs, transfer_table). A texture: the texture units
@@ -28,13 +32,6 @@ struct MarchParams {
 // Light left when the march stops: what lies further cannot change a byte.
 const OPAQUE: f32 = 1.0 / 512.0;
 const MAX_STEPS: u32 = 16384u;
-
-@vertex
-fn vs_main(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
-    // One triangle over the whole target.
-    let p = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
-    return vec4<f32>(p * 2.0 - 1.0, 0.0, 1.0);
-}
 
 fn transfer(t: f32) -> vec4<f32> {
     let u = (clamp(t, 0.0, 1.0) * 255.0 + 0.5) / 256.0;
@@ -55,8 +52,17 @@ fn unproject(ndc: vec3<f32>) -> vec3<f32> {
     return p.xyz / p.w;
 }
 
-@fragment
-fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
+@compute @workgroup_size(8, 8)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let size = textureDimensions(depth);
+    if (id.x >= size.x || id.y >= size.y) {
+        return;
+    }
+    textureStore(picture, id.xy, march(vec2<f32>(id.xy) + 0.5));
+}
+
+// Colour and opacity along the ray through the pixel centre `frag`.
+fn march(frag: vec2<f32>) -> vec4<f32> {
     let pixels = vec2<f32>(textureDimensions(depth));
     let ndc = vec2<f32>(frag.x / pixels.x * 2.0 - 1.0, 1.0 - frag.y / pixels.y * 2.0);
     // From the near plane to the opaque scene (or the far plane).

@@ -212,16 +212,21 @@ impl Default for VolumeSettings {
     }
 }
 
-/// The ray-march pipeline and its per-eye uniforms; drawn in a pass of its
-/// own after the scene's, reading the scene's depth. It marches through the
-/// field as 8-bit fractions of its colour range (`volume/quantize.wgsl`; the
-/// transfer function has 256 points anyway), sampled trilinearly by the
-/// texture units on every adapter (32-bit floats filter only where the
-/// adapter offers it) in a quarter of the 32-bit field's memory; on the H100
-/// it is as fast as the 32-bit field was.
+/// The ray march and its per-eye uniforms: a compute pass after the scene's,
+/// reading the scene's depth, then a pass that lays its picture over the
+/// scene. It marches through the field as 8-bit fractions of its colour
+/// range (`volume/quantize.wgsl`; the transfer function has 256 points
+/// anyway), sampled trilinearly by the texture units on every adapter
+/// (32-bit floats filter only where the adapter offers it); on the H100 as
+/// fast as through the 32-bit field.
 pub struct RayMarchPass {
     layout: wgpu::BindGroupLayout,
-    pipeline: wgpu::RenderPipeline,
+    pipeline: wgpu::ComputePipeline,
+    compose_layout: wgpu::BindGroupLayout,
+    compose: wgpu::RenderPipeline,
+    /// The march's picture (premultiplied colour, opacity) at the target's
+    /// size, and the bind group that lays it over the scene.
+    picture: Option<(wgpu::Texture, wgpu::TextureView, wgpu::BindGroup)>,
     params: wgpu::Buffer,
     sampler: wgpu::Sampler,
     quantize_layout: wgpu::BindGroupLayout,
@@ -240,6 +245,9 @@ pub struct RayMarchPass {
     bind: Option<(wgpu::BindGroup, wgpu::Texture, wgpu::Texture)>,
 }
 
+/// The march's picture: half floats, premultiplied.
+const PICTURE_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba16Float;
+
 struct Levels {
     buffer: wgpu::Buffer,
     texture: wgpu::Texture,
@@ -250,7 +258,7 @@ struct Levels {
 
 impl RayMarchPass {
     pub fn new(gpu: &Gpu) -> RayMarchPass {
-        let f = wgpu::ShaderStages::FRAGMENT;
+        let f = wgpu::ShaderStages::COMPUTE;
         let uniform = |binding| buffer_entry(binding, wgpu::BufferBindingType::Uniform, f);
         let layout = gpu
             .device
@@ -300,18 +308,44 @@ impl RayMarchPass {
                         ty: wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Filtering),
                         count: None,
                     },
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 7,
+                        visibility: f,
+                        ty: wgpu::BindingType::StorageTexture {
+                            access: wgpu::StorageTextureAccess::WriteOnly,
+                            format: PICTURE_FORMAT,
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                        },
+                        count: None,
+                    },
                 ],
             });
-        let shader = "volume/march.wgsl";
+        let pipeline = compute_pipeline(gpu, &layout, "volume/march.wgsl", "main");
+        let compose_layout =
+            gpu.device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("volume/compose"),
+                    entries: &[wgpu::BindGroupLayoutEntry {
+                        binding: 0,
+                        visibility: wgpu::ShaderStages::FRAGMENT,
+                        ty: wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                            multisampled: false,
+                        },
+                        count: None,
+                    }],
+                });
+        let shader = "volume/compose.wgsl";
         let module = shaders::module(gpu, shader);
-        let pipeline_layout = super::passes::one_group_layout(gpu, shader, &layout);
+        let pipeline_layout = super::passes::one_group_layout(gpu, shader, &compose_layout);
         // Premultiplied: the scene keeps the light the volume lets through.
         let over = wgpu::BlendComponent {
             src_factor: wgpu::BlendFactor::One,
             dst_factor: wgpu::BlendFactor::OneMinusSrcAlpha,
             operation: wgpu::BlendOperation::Add,
         };
-        let pipeline = gpu
+        let compose = gpu
             .device
             .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
                 label: Some(shader),
@@ -377,6 +411,9 @@ impl RayMarchPass {
         RayMarchPass {
             layout,
             pipeline,
+            compose_layout,
+            compose,
+            picture: None,
             params: buffer("march params", std::mem::size_of::<MarchParams>() as u64),
             quantize: compute_pipeline(gpu, &quantize_layout, "volume/quantize.wgsl", "main"),
             quantize_layout,
@@ -504,6 +541,30 @@ impl RayMarchPass {
         let Some(levels) = self.levels.as_ref() else {
             return;
         };
+        let sized = self
+            .picture
+            .as_ref()
+            .is_some_and(|(t, _, _)| t.width() == target.size[0] && t.height() == target.size[1]);
+        if !sized {
+            let texture = gpu.texture_2d(
+                target.size,
+                PICTURE_FORMAT,
+                wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
+                "volume picture",
+            );
+            let view = texture.create_view(&Default::default());
+            let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("volume/compose"),
+                layout: &self.compose_layout,
+                entries: &[wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::TextureView(&view),
+                }],
+            });
+            self.picture = Some((texture, view, bind));
+            self.bind = None;
+        }
+        let picture = &self.picture.as_ref().expect("made above").1;
         let current = self
             .bind
             .as_ref()
@@ -536,6 +597,10 @@ impl RayMarchPass {
                     wgpu::BindGroupEntry {
                         binding: 6,
                         resource: wgpu::BindingResource::Sampler(&self.table_sampler),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 7,
+                        resource: wgpu::BindingResource::TextureView(picture),
                     },
                 ],
             });
@@ -571,19 +636,28 @@ impl RayMarchPass {
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
     }
 
-    /// Marches through the volume over what `target` holds (timed when
-    /// `timer` is set).
+    /// Marches through the volume and lays the result over what `target`
+    /// holds (the march timed when `timer` is set).
     pub fn draw(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         target: &Target,
         timer: Option<&super::gpu::GpuTimer>,
     ) {
-        let Some((bind, _, _)) = &self.bind else {
+        let (Some((bind, _, _)), Some((_, _, compose))) = (&self.bind, &self.picture) else {
             return;
         };
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("volume march"),
+                timestamp_writes: timer.map(|t| t.writes()),
+            });
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, bind, &[]);
+            pass.dispatch_workgroups(target.size[0].div_ceil(8), target.size[1].div_ceil(8), 1);
+        }
         let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-            label: Some("volume"),
+            label: Some("volume compose"),
             color_attachments: &[Some(wgpu::RenderPassColorAttachment {
                 view: &target.color_view,
                 depth_slice: None,
@@ -594,12 +668,12 @@ impl RayMarchPass {
                 },
             })],
             depth_stencil_attachment: None,
-            timestamp_writes: timer.map(|t| t.render_writes()),
+            timestamp_writes: None,
             occlusion_query_set: None,
             multiview_mask: None,
         });
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, bind, &[]);
+        pass.set_pipeline(&self.compose);
+        pass.set_bind_group(0, compose, &[]);
         pass.draw(0..3, 0..1);
     }
 }

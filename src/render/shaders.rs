@@ -63,6 +63,10 @@ pub const ALL: &[(&str, &str)] = &[
         include_str!("../../shaders/volume/march.wgsl"),
     ),
     (
+        "volume/compose.wgsl",
+        include_str!("../../shaders/volume/compose.wgsl"),
+    ),
+    (
         "volume/quantize.wgsl",
         include_str!("../../shaders/volume/quantize.wgsl"),
     ),
