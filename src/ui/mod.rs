@@ -479,18 +479,7 @@ fn colouring(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
     if settings.colour_by.is_none() {
         return;
     }
-    egui::ComboBox::from_label("colour map")
-        .selected_text(settings.colour_map.name())
-        .show_ui(ui, |ui| {
-            for m in [
-                ColourMap::Viridis,
-                ColourMap::Inferno,
-                ColourMap::CoolWarm,
-                ColourMap::Turbo,
-            ] {
-                ui.selectable_value(&mut settings.colour_map, m, m.name());
-            }
-        });
+    map_picker(ui, "colour map", &mut settings.colour_map);
     if let Some((lo, hi)) = view.view.colour_range {
         colour_bar(ui, settings.colour_map, lo, hi);
     }
@@ -738,18 +727,7 @@ fn volume(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
                 ui.selectable_value(&mut v.field, p, p.name());
             }
         });
-    egui::ComboBox::from_label("volume colour map")
-        .selected_text(v.map.name())
-        .show_ui(ui, |ui| {
-            for m in [
-                ColourMap::Viridis,
-                ColourMap::Inferno,
-                ColourMap::CoolWarm,
-                ColourMap::Turbo,
-            ] {
-                ui.selectable_value(&mut v.map, m, m.name());
-            }
-        });
+    map_picker(ui, "volume colour map", &mut v.map);
     opacity_editor(ui, &mut v.opacity, v.map);
     let shown = view.view.volume_colour.map(|(_, r)| r);
     range_editor(ui, "fixed volume range", &mut v.range, shown);
@@ -772,25 +750,8 @@ fn opacity_editor(ui: &mut egui::Ui, opacity: &mut Opacity, map: ColourMap) {
     let (rect, response) =
         ui.allocate_exact_size(egui::vec2(width, 90.0), egui::Sense::click_and_drag());
     let painter = ui.painter_at(rect.expand(4.0));
-    let steps = 48;
-    for k in 0..steps {
-        let c = map.sample((k as f32 + 0.5) / steps as f32);
-        let x0 = rect.left() + rect.width() * k as f32 / steps as f32;
-        let x1 = rect.left() + rect.width() * (k + 1) as f32 / steps as f32;
-        let colour = egui::Color32::from_rgb(
-            (c[0] * 255.0) as u8,
-            (c[1] * 255.0) as u8,
-            (c[2] * 255.0) as u8,
-        );
-        painter.rect_filled(
-            egui::Rect::from_min_max(
-                egui::pos2(x0, rect.bottom() - 8.0),
-                egui::pos2(x1 + 0.5, rect.bottom()),
-            ),
-            0.0,
-            colour,
-        );
-    }
+    let strip = egui::Rect::from_min_max(egui::pos2(rect.left(), rect.bottom() - 8.0), rect.max);
+    paint_gradient(&painter, strip, map);
     painter.rect_stroke(
         rect,
         0.0,
@@ -853,12 +814,22 @@ fn opacity_editor(ui: &mut egui::Ui, opacity: &mut Opacity, map: ColourMap) {
 pub fn colour_bar(ui: &mut egui::Ui, map: ColourMap, lo: f32, hi: f32) {
     let width = ui.available_width().min(240.0);
     let (rect, _) = ui.allocate_exact_size(egui::vec2(width, 14.0), egui::Sense::hover());
+    paint_gradient(ui.painter(), rect, map);
+    ui.horizontal(|ui| {
+        ui.label(format!("{lo:.3e}"));
+        ui.add_space((width - 140.0).max(8.0));
+        ui.label(format!("{hi:.3e}"));
+    });
+}
+
+/// The map from its bottom (left) to its top (right) across `rect`.
+fn paint_gradient(painter: &egui::Painter, rect: egui::Rect, map: ColourMap) {
     let steps = 48;
     for k in 0..steps {
         let c = map.sample((k as f32 + 0.5) / steps as f32);
         let x0 = rect.left() + rect.width() * k as f32 / steps as f32;
         let x1 = rect.left() + rect.width() * (k + 1) as f32 / steps as f32;
-        ui.painter().rect_filled(
+        painter.rect_filled(
             egui::Rect::from_min_max(
                 egui::pos2(x0, rect.top()),
                 egui::pos2(x1 + 0.5, rect.bottom()),
@@ -871,11 +842,22 @@ pub fn colour_bar(ui: &mut egui::Ui, map: ColourMap, lo: f32, hi: f32) {
             ),
         );
     }
-    ui.horizontal(|ui| {
-        ui.label(format!("{lo:.3e}"));
-        ui.add_space((width - 140.0).max(8.0));
-        ui.label(format!("{hi:.3e}"));
-    });
+}
+
+/// A combo box of the colour maps.
+fn map_picker(ui: &mut egui::Ui, label: &str, map: &mut ColourMap) {
+    egui::ComboBox::from_label(label)
+        .selected_text(map.name())
+        .show_ui(ui, |ui| {
+            for m in [
+                ColourMap::Viridis,
+                ColourMap::Inferno,
+                ColourMap::CoolWarm,
+                ColourMap::Turbo,
+            ] {
+                ui.selectable_value(map, m, m.name());
+            }
+        });
 }
 
 /// Shows another plot type. A surface coloured by the old plot's default
