@@ -19,6 +19,7 @@ struct MarchParams {
 // The field as fractions of its colour range, 8 bits (volume/quantize.wgsl).
 @group(0) @binding(2) var levels: texture_3d<f32>;
 @group(0) @binding(3) var depth: texture_depth_2d;
+// Linear, clamped: for the levels and the table alike.
 @group(0) @binding(4) var trilinear: sampler;
 @group(0) @binding(7) var picture: texture_storage_2d<rgba16float, write>;
 // The transfer function at 256 points of the colour range, linear between:
@@ -27,7 +28,6 @@ struct MarchParams {
 // fetch for a warp whose rays all want other entries at their full rate,
 // where loads from a buffer would queue up one cache line after another.
 @group(0) @binding(5) var table: texture_2d<f32>;
-@group(0) @binding(6) var table_sampler: sampler;
 
 // Light left when the march stops: what lies further cannot change a byte.
 const OPAQUE: f32 = 1.0 / 512.0;
@@ -35,7 +35,7 @@ const MAX_STEPS: u32 = 16384u;
 
 fn transfer(t: f32) -> vec4<f32> {
     let u = (clamp(t, 0.0, 1.0) * 255.0 + 0.5) / 256.0;
-    return textureSampleLevel(table, table_sampler, vec2<f32>(u, 0.5), 0.0);
+    return textureSampleLevel(table, trilinear, vec2<f32>(u, 0.5), 0.0);
 }
 
 // A number in [0, 1) per pixel: where its first step falls.

@@ -236,10 +236,9 @@ pub struct RayMarchPass {
     /// texture it is copied into, and the grid and row pitch they are for.
     levels: Option<Levels>,
     /// The transfer function's table (rgba16float, linear between its
-    /// points), its sampler, and what it was made from.
+    /// points) and what it was made from.
     table: wgpu::Texture,
     table_view: wgpu::TextureView,
-    table_sampler: wgpu::Sampler,
     table_of: Option<(ColourMap, Opacity)>,
     /// The bind group and the volume and depth textures it was made for.
     bind: Option<(wgpu::BindGroup, wgpu::Texture, wgpu::Texture)>,
@@ -300,12 +299,6 @@ impl RayMarchPass {
                             view_dimension: wgpu::TextureViewDimension::D2,
                             multisampled: false,
                         },
-                        count: None,
-                    },
-                    wgpu::BindGroupLayoutEntry {
-                        binding: 6,
-                        visibility: f,
-                        ty: wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Filtering),
                         count: None,
                     },
                     wgpu::BindGroupLayoutEntry {
@@ -383,14 +376,6 @@ impl RayMarchPass {
                 mapped_at_creation: false,
             })
         };
-        let sampler = |label| {
-            gpu.device.create_sampler(&wgpu::SamplerDescriptor {
-                label: Some(label),
-                mag_filter: wgpu::FilterMode::Linear,
-                min_filter: wgpu::FilterMode::Linear,
-                ..Default::default()
-            })
-        };
         let table = gpu.texture_2d(
             [TABLE as u32, 1],
             wgpu::TextureFormat::Rgba16Float,
@@ -422,10 +407,14 @@ impl RayMarchPass {
                 std::mem::size_of::<QuantizeParams>() as u64,
             ),
             levels: None,
-            sampler: sampler("volume"),
+            sampler: gpu.device.create_sampler(&wgpu::SamplerDescriptor {
+                label: Some("volume"),
+                mag_filter: wgpu::FilterMode::Linear,
+                min_filter: wgpu::FilterMode::Linear,
+                ..Default::default()
+            }),
             table_view: table.create_view(&Default::default()),
             table,
-            table_sampler: sampler("transfer function"),
             table_of: None,
             bind: None,
         }
@@ -593,10 +582,6 @@ impl RayMarchPass {
                     wgpu::BindGroupEntry {
                         binding: 5,
                         resource: wgpu::BindingResource::TextureView(&self.table_view),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 6,
-                        resource: wgpu::BindingResource::Sampler(&self.table_sampler),
                     },
                     wgpu::BindGroupEntry {
                         binding: 7,

@@ -835,13 +835,16 @@ impl Viewer {
             let extra = SlicePass::extra(&settings.slices, v.size, settings.contours);
             self.slices
                 .prepare(gpu, &v.slice, &v.blocked, &shading.uniform(eye, extra));
-            let counts = SlicePass::arrow_counts(&settings.slices, v.size, settings.arrows as f32);
-            let mut arrows = Shading::plain(ARROW_COLOUR).uniform(eye, extra);
-            arrows.extra[3] = settings.arrows as f32;
-            // The shader scales the arrows by the largest speed, which it
-            // finds where the colour map's upper end would be.
-            arrows.colour_map = [0.0, self.info.slice_speed, 0.0, 0.0];
-            self.slices.prepare_arrows(gpu, &v.fields, &arrows, counts);
+            if settings.arrows > 0 {
+                let counts =
+                    SlicePass::arrow_counts(&settings.slices, v.size, settings.arrows as f32);
+                let mut arrows = Shading::plain(ARROW_COLOUR).uniform(eye, extra);
+                arrows.extra[3] = settings.arrows as f32;
+                // The shader scales the arrows by the largest speed, which it
+                // finds where the colour map's upper end would be.
+                arrows.colour_map = [0.0, self.info.slice_speed, 0.0, 0.0];
+                self.slices.prepare_arrows(gpu, &v.fields, &arrows, counts);
+            }
         }
         if let (Some(vs), Some(_), Some(frames)) = (
             &settings.volume,

@@ -3,6 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use flowscope::render::gpu::Gpu;
+use flowscope::render::scene::Camera;
+use flowscope::render::viewer::{ViewSettings, Viewer};
 use flowscope::scenario::Scenario;
 use flowscope::solver::flags::{self, CellType};
 use flowscope::solver::lbm::cpu::CpuSolver;
@@ -71,4 +74,40 @@ pub fn read_png(path: &Path) -> (png::OutputInfo, Vec<u8>) {
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
     let info = reader.next_frame(&mut buf).unwrap();
     (info, buf)
+}
+
+/// The headless adapter (lavapipe in CI, where a GPU test must not skip).
+pub fn gpu() -> Gpu {
+    Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"))
+}
+
+/// Off-screen pictures of one size, in pixels.
+pub struct Shot(pub [u32; 2]);
+
+impl Shot {
+    /// Renders every sample of `settings` and reads the picture back (RGBA8,
+    /// rows top to bottom).
+    pub fn render(&self, viewer: &mut Viewer, gpu: &Gpu, settings: &ViewSettings) -> Vec<u8> {
+        viewer.render_all(gpu, settings, self.0).unwrap();
+        viewer.read_rgba(gpu).unwrap().0
+    }
+
+    /// A pixel's colour as the picture stores it (display values × 255).
+    pub fn rgb(&self, picture: &[u8], (x, y): (usize, usize)) -> [f32; 3] {
+        let k = 4 * (y * self.0[0] as usize + x);
+        [0, 1, 2].map(|c| picture[k + c] as f32)
+    }
+
+    pub fn aspect(&self) -> f32 {
+        self.0[0] as f32 / self.0[1] as f32
+    }
+
+    /// The pixel (column, row) a point of the domain lands on.
+    pub fn pixel(&self, camera: &Camera, p: glam::Vec3) -> (usize, usize) {
+        let eye = camera.eye_view(self.aspect(), None, glam::Vec2::ZERO);
+        let ndc = eye.view_proj.project_point3(p);
+        let x = (ndc.x + 1.0) / 2.0 * self.0[0] as f32;
+        let y = (1.0 - ndc.y) / 2.0 * self.0[1] as f32;
+        (x as usize, y as usize)
+    }
 }

@@ -2,17 +2,18 @@
 //! known pixels, contour lines where the field crosses their levels, solid
 //! cells in the obstacle colour.
 
-use glam::{Vec2, Vec3, Vec4};
+use glam::Vec3;
 
+use crate::common::{self, Shot};
 use flowscope::render::colour::ColourMap;
 use flowscope::render::derive::PlotType;
-use flowscope::render::gpu::Gpu;
 use flowscope::render::viewer::{SurfaceMode, ViewSettings, Viewer};
 use flowscope::solver::flags::{self, CellType};
 use flowscope::solver::Fields;
 
 const SIZE: [usize; 3] = [32, 16, 8];
 const PIXELS: [u32; 2] = [640, 400];
+const SHOT: Shot = Shot(PIXELS);
 
 /// ux = 0.001 x: linear along x, so trilinear sampling is exact.
 fn linear() -> Fields {
@@ -34,30 +35,9 @@ fn byte(c: f32) -> f32 {
     255.0 * c.clamp(0.0, 1.0)
 }
 
-/// The pixel (column, row) a point of the domain lands on.
-fn pixel(viewer: &Viewer, p: Vec3) -> (usize, usize) {
-    let aspect = PIXELS[0] as f32 / PIXELS[1] as f32;
-    let eye = viewer.camera.eye_view(aspect, None, Vec2::ZERO);
-    let clip = eye.view_proj * Vec4::new(p.x, p.y, p.z, 1.0);
-    let ndc = clip.truncate() / clip.w;
-    let x = (ndc.x + 1.0) / 2.0 * PIXELS[0] as f32;
-    let y = (1.0 - ndc.y) / 2.0 * PIXELS[1] as f32;
-    (x as usize, y as usize)
-}
-
-fn render(viewer: &mut Viewer, gpu: &Gpu, settings: &ViewSettings) -> Vec<u8> {
-    viewer.render_all(gpu, settings, PIXELS).unwrap();
-    viewer.read_rgba(gpu).unwrap().0
-}
-
-fn rgb(picture: &[u8], (x, y): (usize, usize)) -> [f32; 3] {
-    let k = 4 * (y * PIXELS[0] as usize + x);
-    [0, 1, 2].map(|c| picture[k + c] as f32)
-}
-
 #[test]
 fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels() {
-    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let gpu = common::gpu();
     let mut viewer = Viewer::new(&gpu);
     // A block of moving-wall cells (solid, not drawn as an obstacle surface)
     // that the slice cuts.
@@ -81,7 +61,7 @@ fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels()
         slices: [None, None, Some(0.5)],
         ..Default::default()
     };
-    let plain = render(&mut viewer, &gpu, &settings);
+    let plain = SHOT.render(&mut viewer, &gpu, &settings);
     if let Ok(path) = std::env::var("FLOWSCOPE_KEEP_SLICE") {
         flowscope::render::scene::save_png(std::path::Path::new(&path), PIXELS, &plain).unwrap();
     }
@@ -93,11 +73,11 @@ fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels()
     let z = 3.5; // half of 0..7
     for x in [2.3f32, 7.7, 13.1, 18.6, 21.4] {
         for y in [2.2f32, 6.5, 8.9] {
-            let at = pixel(&viewer, Vec3::new(x, y, z));
+            let at = SHOT.pixel(&viewer.camera, Vec3::new(x, y, z));
             let want = ColourMap::Viridis
                 .sample((0.001 * x - lo) / (hi - lo))
                 .map(byte);
-            let got = rgb(&plain, at);
+            let got = SHOT.rgb(&plain, at);
             for c in 0..3 {
                 assert!(
                     (got[c] - want[c]).abs() <= 3.0,
@@ -107,14 +87,14 @@ fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels()
         }
     }
     // Solid cells cut by the slice: the obstacle colour, unlit.
-    let got = rgb(&plain, pixel(&viewer, Vec3::new(25.5, 11.5, z)));
+    let got = SHOT.rgb(&plain, SHOT.pixel(&viewer.camera, Vec3::new(25.5, 11.5, z)));
     let want = [0.6f32, 0.62, 0.68].map(byte);
     for c in 0..3 {
         assert!((got[c] - want[c]).abs() <= 2.0, "{got:?} vs {want:?}");
     }
     // Contours at 4 levels: dark lines where ux = lo + k (hi - lo) / 4, i.e.
     // x = 7.75, 15.5, 23.25; the colour untouched between them.
-    let contoured = render(
+    let contoured = SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
@@ -123,19 +103,23 @@ fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels()
         },
     );
     for x in [7.75f32, 15.5] {
-        let at = pixel(&viewer, Vec3::new(x, 6.5, z));
-        let (line, without) = (rgb(&contoured, at), rgb(&plain, at));
+        let at = SHOT.pixel(&viewer.camera, Vec3::new(x, 6.5, z));
+        let (line, without) = (SHOT.rgb(&contoured, at), SHOT.rgb(&plain, at));
         assert!(
             line.iter().sum::<f32>() < 0.6 * without.iter().sum::<f32>(),
             "no line at x {x}: {line:?} vs {without:?}"
         );
     }
     for x in [4.0f32, 11.6, 19.4] {
-        let at = pixel(&viewer, Vec3::new(x, 6.5, z));
-        assert_eq!(rgb(&contoured, at), rgb(&plain, at), "a line at x {x}");
+        let at = SHOT.pixel(&viewer.camera, Vec3::new(x, 6.5, z));
+        assert_eq!(
+            SHOT.rgb(&contoured, at),
+            SHOT.rgb(&plain, at),
+            "a line at x {x}"
+        );
     }
     // No slice: nothing drawn there but the background.
-    let none = render(
+    let none = SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
@@ -143,13 +127,13 @@ fn a_slice_shows_a_linear_field_in_exact_colours_with_contours_at_their_levels()
             ..settings
         },
     );
-    let at = pixel(&viewer, Vec3::new(13.1, 6.5, z));
-    assert_ne!(rgb(&none, at), rgb(&plain, at));
+    let at = SHOT.pixel(&viewer.camera, Vec3::new(13.1, 6.5, z));
+    assert_ne!(SHOT.rgb(&none, at), SHOT.rgb(&plain, at));
 }
 
 #[test]
 fn every_colour_map_in_the_shader_is_the_one_the_legend_draws() {
-    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let gpu = common::gpu();
     let mut viewer = Viewer::new(&gpu);
     viewer.upload(&gpu, &linear(), &[], 1, None).unwrap();
     for map in [
@@ -167,12 +151,12 @@ fn every_colour_map_in_the_shader_is_the_one_the_legend_draws() {
             slices: [None, None, Some(0.5)],
             ..Default::default()
         };
-        let picture = render(&mut viewer, &gpu, &settings);
+        let picture = SHOT.render(&mut viewer, &gpu, &settings);
         let (lo, hi) = viewer.info.colour_range.expect("coloured");
         for x in [1.2f32, 9.9, 16.4, 24.8, 29.5] {
-            let at = pixel(&viewer, Vec3::new(x, 7.5, 3.5));
+            let at = SHOT.pixel(&viewer.camera, Vec3::new(x, 7.5, 3.5));
             let want = map.sample((0.001 * x - lo) / (hi - lo)).map(byte);
-            let got = rgb(&picture, at);
+            let got = SHOT.rgb(&picture, at);
             for c in 0..3 {
                 assert!(
                     (got[c] - want[c]).abs() <= 3.0,
@@ -186,7 +170,7 @@ fn every_colour_map_in_the_shader_is_the_one_the_legend_draws() {
 
 #[test]
 fn a_slice_takes_its_own_field_and_range_over_its_plane() {
-    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let gpu = common::gpu();
     let mut viewer = Viewer::new(&gpu);
     // ux = 0.001 x + 0.0005 y, uy = 0.002 z, uz = 0.001 (x − 10): linear,
     // so sampling is exact.
@@ -214,7 +198,7 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
         slice_colour_by: Some(PlotType::Ux),
         ..Default::default()
     };
-    render(&mut viewer, &gpu, &settings);
+    SHOT.render(&mut viewer, &gpu, &settings);
     let (field, (lo, hi)) = viewer.info.slice_colour.expect("slices shown");
     assert_eq!(field, PlotType::Ux);
     assert!(
@@ -222,7 +206,7 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
         "{lo} {hi}"
     );
     // Two slices: the range over both.
-    render(
+    SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
@@ -236,7 +220,7 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
         "{lo} {hi}"
     );
     // Another field, and a fixed range kept as given.
-    render(
+    SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
@@ -255,13 +239,13 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
         slice_range: Some((-0.01, 0.05)),
         ..settings
     };
-    let picture = render(&mut viewer, &gpu, &fixed);
+    let picture = SHOT.render(&mut viewer, &gpu, &fixed);
     assert_eq!(viewer.info.slice_colour.unwrap().1, (-0.01, 0.05));
-    let at = pixel(&viewer, Vec3::new(10.5, 7.0, 3.0));
+    let at = SHOT.pixel(&viewer.camera, Vec3::new(10.5, 7.0, 3.0));
     let want = ColourMap::Viridis
         .sample((0.0105 + 0.0035 + 0.01) / 0.06)
         .map(byte);
-    let got = rgb(&picture, at);
+    let got = SHOT.rgb(&picture, at);
     for c in 0..3 {
         assert!((got[c] - want[c]).abs() <= 3.0, "{got:?} vs {want:?}");
     }
@@ -281,13 +265,13 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
         slice_colour_by: Some(PlotType::Uz),
         ..settings
     };
-    render(&mut viewer, &gpu, &signed);
+    SHOT.render(&mut viewer, &gpu, &signed);
     let (_, (lo, hi)) = viewer.info.slice_colour.unwrap();
     assert!(
         (lo + 0.010).abs() < 1e-6 && (hi - 0.021).abs() < 1e-6,
         "{lo} {hi}"
     );
-    render(
+    SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
@@ -304,7 +288,7 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
 
 #[test]
 fn arrows_on_a_slice_point_along_the_flow_in_its_plane() {
-    let gpu = Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"));
+    let gpu = common::gpu();
     let mut viewer = Viewer::new(&gpu);
     let dark = |c: [f32; 3]| c.iter().all(|&v| v < 20.0);
     for (u, along, beside) in [
@@ -343,16 +327,16 @@ fn arrows_on_a_slice_point_along_the_flow_in_its_plane() {
             arrows: 16,
             ..Default::default()
         };
-        let picture = render(&mut viewer, &gpu, &settings);
+        let picture = SHOT.render(&mut viewer, &gpu, &settings);
         assert!(
-            dark(rgb(&picture, pixel(&viewer, along))),
+            dark(SHOT.rgb(&picture, SHOT.pixel(&viewer.camera, along))),
             "{u:?}: no arrow at {along}"
         );
         assert!(
-            !dark(rgb(&picture, pixel(&viewer, beside))),
+            !dark(SHOT.rgb(&picture, SHOT.pixel(&viewer.camera, beside))),
             "{u:?}: an arrow at {beside}"
         );
-        let plain = render(
+        let plain = SHOT.render(
             &mut viewer,
             &gpu,
             &ViewSettings {
@@ -360,6 +344,6 @@ fn arrows_on_a_slice_point_along_the_flow_in_its_plane() {
                 ..settings
             },
         );
-        assert!(!dark(rgb(&plain, pixel(&viewer, along))));
+        assert!(!dark(SHOT.rgb(&plain, SHOT.pixel(&viewer.camera, along))));
     }
 }

@@ -2,8 +2,9 @@
 //! empty transfer function drawing nothing, and composition with the opaque
 //! scene by depth.
 
-use glam::{DVec3, Vec2, Vec3, Vec4};
+use glam::{DVec3, Vec2, Vec3};
 
+use crate::common::{self, Shot};
 use flowscope::render::colour::ColourMap;
 use flowscope::render::derive::PlotType;
 use flowscope::render::gpu::Gpu;
@@ -15,12 +16,9 @@ use flowscope::solver::Fields;
 
 const SIZE: [usize; 3] = [32, 24, 16];
 const PIXELS: [u32; 2] = [480, 360];
+const SHOT: Shot = Shot(PIXELS);
 /// The view's background (render::viewer's BACKGROUND) in picture bytes.
 const BACKGROUND: [f32; 3] = [0.12, 0.13, 0.15];
-
-fn gpu() -> Gpu {
-    Gpu::headless().unwrap_or_else(|e| panic!("{e} (CI installs mesa-vulkan-drivers)"))
-}
 
 /// ux from `f(x)` everywhere.
 fn fields(f: impl Fn(usize) -> f32) -> Fields {
@@ -54,30 +52,6 @@ fn volume(opacity: &str, step: f32) -> ViewSettings {
     }
 }
 
-fn render(viewer: &mut Viewer, gpu: &Gpu, settings: &ViewSettings) -> Vec<u8> {
-    viewer.render_all(gpu, settings, PIXELS).unwrap();
-    viewer.read_rgba(gpu).unwrap().0
-}
-
-fn rgb(picture: &[u8], (x, y): (usize, usize)) -> [f32; 3] {
-    let k = 4 * (y * PIXELS[0] as usize + x);
-    [0, 1, 2].map(|c| picture[k + c] as f32)
-}
-
-fn aspect() -> f32 {
-    PIXELS[0] as f32 / PIXELS[1] as f32
-}
-
-/// The pixel (column, row) a point of the domain lands on.
-fn pixel(camera: &Camera, p: Vec3) -> (usize, usize) {
-    let eye = camera.eye_view(aspect(), None, Vec2::ZERO);
-    let clip = eye.view_proj * Vec4::new(p.x, p.y, p.z, 1.0);
-    let ndc = clip.truncate() / clip.w;
-    let x = (ndc.x + 1.0) / 2.0 * PIXELS[0] as f32;
-    let y = (1.0 - ndc.y) / 2.0 * PIXELS[1] as f32;
-    (x as usize, y as usize)
-}
-
 /// Length of the ray through the centre of pixel `(x, y)` inside the
 /// domain's box (half a cell beyond the cell centres), in f64.
 fn path_length(camera: &Camera, (x, y): (usize, usize)) -> f64 {
@@ -85,7 +59,7 @@ fn path_length(camera: &Camera, (x, y): (usize, usize)) -> f64 {
         (x as f32 + 0.5) / PIXELS[0] as f32 * 2.0 - 1.0,
         1.0 - (y as f32 + 0.5) / PIXELS[1] as f32 * 2.0,
     );
-    let (origin, dir) = camera.ray(aspect(), ndc);
+    let (origin, dir) = camera.ray(SHOT.aspect(), ndc);
     let (o, d) = (origin.as_dvec3(), dir.as_dvec3());
     let lo = DVec3::splat(-0.5);
     let hi = DVec3::new(SIZE[0] as f64, SIZE[1] as f64, SIZE[2] as f64) - 0.5;
@@ -98,14 +72,14 @@ fn path_length(camera: &Camera, (x, y): (usize, usize)) -> f64 {
 
 #[test]
 fn a_constant_field_lets_through_exactly_the_beer_lambert_light() {
-    let gpu = gpu();
+    let gpu = common::gpu();
     let mut viewer = Viewer::new(&gpu);
     viewer
         .upload(&gpu, &fields(|_| 0.01), &[], 1, None)
         .unwrap();
     // 0.05 of the light stopped per cell: σ = −ln 0.95 per cell.
     let settings = volume("0:0.05,1:0.05", 0.5);
-    let picture = render(&mut viewer, &gpu, &settings);
+    let picture = SHOT.render(&mut viewer, &gpu, &settings);
     if let Ok(path) = std::env::var("FLOWSCOPE_KEEP_VOLUME") {
         flowscope::render::scene::save_png(std::path::Path::new(&path), PIXELS, &picture).unwrap();
     }
@@ -124,7 +98,7 @@ fn a_constant_field_lets_through_exactly_the_beer_lambert_light() {
         let length = path_length(&camera, at);
         assert!(length > 5.0, "{at:?}: {length}");
         let through = 0.95f64.powf(length);
-        let got = rgb(&picture, at);
+        let got = SHOT.rgb(&picture, at);
         for c in 0..3 {
             let want =
                 255.0 * ((1.0 - through) * colour[c] as f64 + through * BACKGROUND[c] as f64);
@@ -139,7 +113,7 @@ fn a_constant_field_lets_through_exactly_the_beer_lambert_light() {
     assert_eq!(checked, 5);
     // The step does not change the picture (each segment's opacity is for
     // its own length).
-    let coarse = render(&mut viewer, &gpu, &volume("0:0.05,1:0.05", 3.0));
+    let coarse = SHOT.render(&mut viewer, &gpu, &volume("0:0.05,1:0.05", 3.0));
     let differ = picture
         .iter()
         .zip(&coarse)
@@ -169,22 +143,22 @@ fn slab_scene(gpu: &Gpu) -> Viewer {
     let mut camera = Camera::framing(SIZE.map(|n| n as u32));
     camera.yaw = std::f32::consts::PI;
     camera.pitch = 0.0;
-    camera.fit(SIZE.map(|n| n as u32), aspect());
+    camera.fit(SIZE.map(|n| n as u32), SHOT.aspect());
     viewer.camera = camera;
     viewer
 }
 
 #[test]
 fn an_empty_transfer_function_draws_nothing() {
-    let gpu = gpu();
+    let gpu = common::gpu();
     let mut viewer = slab_scene(&gpu);
     let plain = ViewSettings {
         volume: None,
         slices: [None, Some(0.5), None],
         ..volume("0:0,1:0", 0.5)
     };
-    let without = render(&mut viewer, &gpu, &plain);
-    let empty = render(
+    let without = SHOT.render(&mut viewer, &gpu, &plain);
+    let empty = SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
@@ -198,9 +172,9 @@ fn an_empty_transfer_function_draws_nothing() {
 
 #[test]
 fn the_volume_hides_what_lies_behind_it_and_not_what_lies_in_front() {
-    let gpu = gpu();
+    let gpu = common::gpu();
     let mut viewer = slab_scene(&gpu);
-    let without = render(
+    let without = SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
@@ -210,14 +184,14 @@ fn the_volume_hides_what_lies_behind_it_and_not_what_lies_in_front() {
     );
     // Clear but for the top of the range, where it is nearly opaque: the
     // slab's edges (ramps between cells) take on little of the lower colours.
-    let with = render(&mut viewer, &gpu, &volume("0:0,0.95:0,1:0.95", 0.5));
+    let with = SHOT.render(&mut viewer, &gpu, &volume("0:0,0.95:0,1:0.95", 0.5));
     if let Ok(path) = std::env::var("FLOWSCOPE_KEEP_VOLUME") {
         flowscope::render::scene::save_png(std::path::Path::new(&path), PIXELS, &with).unwrap();
     }
     let camera = viewer.camera;
     // The near obstacle's face towards the eye, in front of the slab: untouched.
-    let near = pixel(&camera, Vec3::new(2.5, 4.0, 7.5));
-    let (a, b) = (rgb(&without, near), rgb(&with, near));
+    let near = SHOT.pixel(&camera, Vec3::new(2.5, 4.0, 7.5));
+    let (a, b) = (SHOT.rgb(&without, near), SHOT.rgb(&with, near));
     assert!(
         a.iter().zip(&b).all(|(p, q)| (p - q).abs() <= 1.0),
         "in front: {a:?} vs {b:?}"
@@ -230,9 +204,9 @@ fn the_volume_hides_what_lies_behind_it_and_not_what_lies_in_front() {
     );
     // The far obstacle behind the opaque slab: the slab's colour (the map's
     // top), not the obstacle's.
-    let far = pixel(&camera, Vec3::new(23.5, 17.0, 7.5));
+    let far = SHOT.pixel(&camera, Vec3::new(23.5, 17.0, 7.5));
     let top = ColourMap::Viridis.sample(1.0).map(|c| 255.0 * c);
-    let (a, b) = (rgb(&without, far), rgb(&with, far));
+    let (a, b) = (SHOT.rgb(&without, far), SHOT.rgb(&with, far));
     assert!(
         a.iter().zip(&top).any(|(p, q)| (p - q).abs() > 30.0),
         "without the volume the obstacle shows: {a:?}"
