@@ -4,6 +4,8 @@
 struct DeriveParams {
     size: vec3<u32>,
     plot: u32,   // 0 pressure, 1 speed, 2 ux, 3 uy, 4 uz, 5 |vorticity|, 6 scalar curl (z), 7 Q
+    origin: vec3<u32>, // the box derived starts here (the dispatch covers it)
+    pad: u32,
 }
 
 @group(0) @binding(0) var fields: texture_3d<f32>;
@@ -31,7 +33,8 @@ fn derivative(p: vec3<i32>, axis: i32) -> vec3<f32> {
 }
 
 @compute @workgroup_size(4, 4, 4)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+fn main(@builtin(global_invocation_id) global: vec3<u32>) {
+    let id = global + params.origin;
     if (any(id >= params.size)) {
         return;
     }

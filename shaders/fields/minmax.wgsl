@@ -4,6 +4,9 @@
 // values, so they hold its extremes): a staged tree reduction (each workgroup
 // reduces a strided share into `partials`, then one workgroup reduces those).
 // Exact over the whole field: min/max involve no rounding. NaNs are skipped.
+// Several planes' first stages write their partials side by side (`base`) and
+// one finishing stage over all of them gives the range over the planes. The
+// result stays on the GPU for the passes that colour by it.
 
 struct ReduceParams {
     size: vec3<u32>,
@@ -11,12 +14,15 @@ struct ReduceParams {
     floor: f32,    // lower end of the range at least this (Q: only Q > 0 marks vortices)
     axis: u32,     // 0, 1, 2: the plane normal to this axis at `position`; 3: everywhere
     position: f32, // cells
-    pad: u32,
+    base: u32,     // first of this reduction's partials
+    slot: u32,     // finish: the result's index
+    symmetric: u32, // finish: a signed range becomes (−m, m), m the larger end
+    pad: vec2<u32>,
 }
 
 @group(0) @binding(0) var scalar: texture_3d<f32>;
 @group(0) @binding(1) var<storage, read_write> partials: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read_write> result: vec2<f32>;
+@group(0) @binding(2) var<storage, read_write> result: array<vec2<f32>>;
 @group(0) @binding(3) var<uniform> params: ReduceParams;
 
 const WG: u32 = 256u;
@@ -75,7 +81,7 @@ fn partial(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index
     hi[t] = b;
     tree(t);
     if (t == 0u) {
-        partials[wg.x] = vec2<f32>(lo[0], hi[0]);
+        partials[params.base + wg.x] = vec2<f32>(lo[0], hi[0]);
     }
 }
 
@@ -84,14 +90,18 @@ fn finish(@builtin(local_invocation_index) t: u32) {
     var a = BIG;
     var b = -BIG;
     for (var i = t; i < params.groups; i += WG) {
-        a = min(a, partials[i].x);
-        b = max(b, partials[i].y);
+        a = min(a, partials[params.base + i].x);
+        b = max(b, partials[params.base + i].y);
     }
     lo[t] = a;
     hi[t] = b;
     tree(t);
     if (t == 0u) {
         // A floor at or above the maximum would leave no range: ignored.
-        result = vec2<f32>(select(lo[0], max(lo[0], params.floor), params.floor < hi[0]), hi[0]);
+        let bottom = select(lo[0], max(lo[0], params.floor), params.floor < hi[0]);
+        // Mirrors ColourMap::range (src/render/colour.rs).
+        let m = max(-bottom, hi[0]);
+        let centred = params.symmetric != 0u && bottom < 0.0 && hi[0] > 0.0;
+        result[params.slot] = select(vec2<f32>(bottom, hi[0]), vec2<f32>(-m, m), centred);
     }
 }

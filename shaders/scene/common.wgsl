@@ -24,12 +24,17 @@ fn ramp(t: f32, c: array<vec3<f32>, 5>) -> vec3<f32> {
 }
 
 fn map_colour(v: f32) -> vec3<f32> {
+    return map_colour_over(v, camera.colour_map.xy);
+}
+
+// The colour map at `v` in the range [lo, hi] (one that stays on the GPU).
+fn map_colour_over(v: f32, range: vec2<f32>) -> vec3<f32> {
     let m = u32(camera.colour_map.z);
     if (m == 0u) {
         return camera.colour.rgb;
     }
-    let span = camera.colour_map.y - camera.colour_map.x;
-    let t = select(0.5, (v - camera.colour_map.x) / span, span > 0.0);
+    let span = range.y - range.x;
+    let t = select(0.5, (v - range.x) / span, span > 0.0);
     if (m == 1u) {
         return ramp(t, array<vec3<f32>, 5>(
             vec3<f32>(0.267, 0.005, 0.329), vec3<f32>(0.230, 0.322, 0.546), vec3<f32>(0.128, 0.567, 0.551),

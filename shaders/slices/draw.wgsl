@@ -9,10 +9,12 @@
 
 // camera.extra: the planes' positions along x, y and z in cells (below -1:
 // off), and the number of contour levels (0: none). camera.colour: the
-// obstacle colour. `sampled`: the scalar the slices show.
+// obstacle colour. `sampled`: the scalar the slices show. ranges[0]: its
+// colour range, computed on the GPU (fields/minmax.wgsl) or fixed.
 @group(0) @binding(0) var<uniform> camera: Camera;
 @group(0) @binding(1) var sampled: texture_3d<f32>;
 @group(0) @binding(2) var solid: texture_3d<f32>;
+@group(0) @binding(3) var<storage, read> ranges: array<vec2<f32>, 2>;
 
 struct VsOut {
     @builtin(position) clip: vec4<f32>,
@@ -51,15 +53,16 @@ fn vs_main(@builtin(vertex_index) i: u32) -> VsOut {
 fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
     // Derivatives first, in uniform control flow.
     let v = sample_at(in.world).x;
-    let span = camera.colour_map.y - camera.colour_map.x;
-    let t = (v - camera.colour_map.x) / select(1.0, span, span > 0.0) * camera.extra.w;
+    let range = ranges[0];
+    let span = range.y - range.x;
+    let t = (v - range.x) / select(1.0, span, span > 0.0) * camera.extra.w;
     let width = max(fwidth(t), 1e-6);
     let top = vec3<i32>(textureDimensions(solid)) - vec3<i32>(1);
     let cell = clamp(vec3<i32>(round(in.world)), vec3<i32>(0), top);
     if (textureLoad(solid, cell, 0).x > 0.5) {
         return vec4<f32>(camera.colour.rgb, 1.0);
     }
-    var colour = map_colour(v);
+    var colour = map_colour_over(v, range);
     let level = round(t);
     // Interior levels only: the range's ends would trace the noise around a
     // field's minimum (vorticity near zero far from the wake).

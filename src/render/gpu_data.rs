@@ -9,8 +9,11 @@ use bytemuck::{Pod, Zeroable};
 pub struct DeriveParams {
     pub size: [u32; 3],
     pub plot: u32,
+    /// The first cell of the box derived.
+    pub origin: [u32; 3],
+    pub _pad: u32,
 }
-const _: () = assert!(std::mem::size_of::<DeriveParams>() == 16);
+const _: () = assert!(std::mem::size_of::<DeriveParams>() == 32);
 
 /// shaders/fields/unpack.wgsl `UnpackParams`.
 #[repr(C)]
@@ -35,9 +38,15 @@ pub struct ReduceParams {
     /// 3: the whole volume.
     pub axis: u32,
     pub position: f32,
-    pub _pad: u32,
+    /// The first of this reduction's partials.
+    pub base: u32,
+    /// The result's index (the finishing stage).
+    pub slot: u32,
+    /// Non-zero: a signed range is centred on zero (the finishing stage).
+    pub symmetric: u32,
+    pub _pad: [u32; 2],
 }
-const _: () = assert!(std::mem::size_of::<ReduceParams>() == 32);
+const _: () = assert!(std::mem::size_of::<ReduceParams>() == 48);
 
 /// shaders/volume/march.wgsl `MarchParams`.
 #[repr(C)]
@@ -56,12 +65,8 @@ pub struct QuantizeParams {
     pub size: [u32; 3],
     /// Bytes per row, a multiple of 256.
     pub pitch: u32,
-    pub lo: f32,
-    /// 1 / (hi − lo); 0 for an empty range.
-    pub scale: f32,
-    pub _pad: [u32; 2],
 }
-const _: () = assert!(std::mem::size_of::<QuantizeParams>() == 32);
+const _: () = assert!(std::mem::size_of::<QuantizeParams>() == 16);
 
 /// shaders/isosurface/extract.wgsl `ExtractParams`.
 #[repr(C)]

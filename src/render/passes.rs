@@ -235,8 +235,17 @@ impl UnpackPass {
 pub struct DerivePass {
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::ComputePipeline,
+    /// A ring of [`PARAM_SLOTS`] parameter slots bound at a dynamic offset:
+    /// parameters are written when the submission starts, so each run
+    /// recorded into one submission needs a slot of its own.
     params: wgpu::Buffer,
+    next: std::cell::Cell<u64>,
 }
+
+/// Derivations one submission may record.
+const PARAM_SLOTS: u64 = 16;
+/// Bytes between them (the uniform-offset alignment WebGPU guarantees).
+const PARAM_STRIDE: u64 = 256;
 
 impl DerivePass {
     pub fn new(gpu: &Gpu) -> DerivePass {
@@ -248,17 +257,24 @@ impl DerivePass {
                 entries: &[
                     volume_entry(0),
                     volume_output_entry(1, wgpu::TextureFormat::R32Float),
-                    buffer_entry(
-                        2,
-                        wgpu::BufferBindingType::Uniform,
-                        wgpu::ShaderStages::COMPUTE,
-                    ),
+                    wgpu::BindGroupLayoutEntry {
+                        binding: 2,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty: wgpu::BufferBindingType::Uniform,
+                            has_dynamic_offset: true,
+                            min_binding_size: wgpu::BufferSize::new(
+                                std::mem::size_of::<DeriveParams>() as u64,
+                            ),
+                        },
+                        count: None,
+                    },
                 ],
             });
         let pipeline = compute_pipeline(gpu, &layout, "fields/derive.wgsl", "main");
         let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("derive params"),
-            size: std::mem::size_of::<DeriveParams>() as u64,
+            size: PARAM_SLOTS * PARAM_STRIDE,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
@@ -266,9 +282,11 @@ impl DerivePass {
             layout,
             pipeline,
             params,
+            next: Default::default(),
         }
     }
 
+    /// Records deriving `plot` from `fields` into `scalar` everywhere.
     pub fn run(
         &self,
         gpu: &Gpu,
@@ -277,12 +295,33 @@ impl DerivePass {
         scalar: &Volume,
         plot: PlotType,
     ) {
+        self.run_box(gpu, encoder, fields, scalar, plot, [0; 3], fields.size)
+    }
+
+    /// [`DerivePass::run`] in the box of `extent` cells from `origin` only
+    /// (e.g. the layers a slice samples).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_box(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        fields: &Volume,
+        scalar: &Volume,
+        plot: PlotType,
+        origin: [u32; 3],
+        extent: [u32; 3],
+    ) {
         let p = DeriveParams {
             size: fields.size,
             plot: plot.index(),
+            origin,
+            _pad: 0,
         };
+        let slot = self.next.get();
+        self.next.set((slot + 1) % PARAM_SLOTS);
+        let offset = slot * PARAM_STRIDE;
         gpu.queue
-            .write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
+            .write_buffer(&self.params, offset, bytemuck::bytes_of(&p));
         let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("derive"),
             layout: &self.layout,
@@ -297,14 +336,18 @@ impl DerivePass {
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: self.params.as_entire_binding(),
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &self.params,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(std::mem::size_of::<DeriveParams>() as u64),
+                    }),
                 },
             ],
         });
         let mut pass = encoder.begin_compute_pass(&Default::default());
         pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &bind, &[]);
-        let [x, y, z] = fields.size;
+        pass.set_bind_group(0, &bind, &[offset as u32]);
+        let [x, y, z] = extent;
         pass.dispatch_workgroups(x.div_ceil(4), y.div_ceil(4), z.div_ceil(4));
     }
 }
@@ -312,23 +355,24 @@ impl DerivePass {
 /// Workgroups of the first reduction stage.
 const REDUCE_GROUPS: u32 = 256;
 
-/// `shaders/fields/minmax.wgsl`: exact min and max of a scalar volume.
+/// `shaders/fields/minmax.wgsl`: exact min and max of a scalar volume, or
+/// of the union of up to three planes through it, left on the GPU for the
+/// passes that colour by it.
 pub struct MinMax {
     layout: wgpu::BindGroupLayout,
     partial: wgpu::ComputePipeline,
     finish: wgpu::ComputePipeline,
+    /// Room for three planes' first stages side by side.
     partials: wgpu::Buffer,
+    /// [min, max] of the last [`MinMax::run`].
     pub result: wgpu::Buffer,
-    params: wgpu::Buffer,
-    /// Per plane (up to three slices): its parameters and its [min, max] at
-    /// a storage-offset boundary of `planes`, all read back at once.
-    plane_params: [wgpu::Buffer; 3],
-    planes: wgpu::Buffer,
+    params: Reduction,
 }
 
-/// Bytes between the planes' results (the storage-offset alignment WebGPU
-/// guarantees).
-const PLANE_STRIDE: u64 = 256;
+/// The uniforms of one reduction: a stage's parameters are written when
+/// the submission starts, so reductions recorded into one submission each
+/// need their own.
+pub struct Reduction([wgpu::Buffer; 4]);
 
 impl MinMax {
     pub fn new(gpu: &Gpu) -> MinMax {
@@ -351,7 +395,7 @@ impl MinMax {
         let finish = compute_pipeline(gpu, &layout, "fields/minmax.wgsl", "finish");
         let partials = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("minmax partials"),
-            size: 8 * REDUCE_GROUPS as u64,
+            size: 3 * 8 * REDUCE_GROUPS as u64,
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
@@ -362,89 +406,116 @@ impl MinMax {
                 contents: bytemuck::cast_slice(&[f32::NAN, f32::NAN]),
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             });
-        let params = || {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("minmax params"),
-                size: std::mem::size_of::<ReduceParams>() as u64,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        };
-        let planes = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("minmax planes"),
-            size: 3 * PLANE_STRIDE,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
         MinMax {
             layout,
             partial,
             finish,
             partials,
             result,
-            params: params(),
-            plane_params: [params(), params(), params()],
-            planes,
+            params: Self::reduction(gpu),
         }
+    }
+
+    /// Uniforms for reductions recorded beside others ([`MinMax::run_to`]).
+    pub fn reduction(gpu: &Gpu) -> Reduction {
+        Reduction(std::array::from_fn(|_| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("minmax params"),
+                size: std::mem::size_of::<ReduceParams>() as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        }))
     }
 
     /// Records the reduction of `scalar` into `self.result`: [min, max],
     /// with min raised to `floor` where that is below max (else ignored).
     pub fn run(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume, floor: f32) {
-        let result = self.result.as_entire_buffer_binding();
-        self.run_into(gpu, encoder, scalar, floor, None, &self.params, result)
+        self.run_to(
+            gpu,
+            encoder,
+            &self.params,
+            scalar,
+            floor,
+            &[],
+            (&self.result, 0),
+            false,
+        )
     }
 
-    /// [`MinMax::run`] over the whole volume, or over the plane normal to
-    /// `axis` at `position` (cells) as a slice shows it, into `result`.
+    /// [`MinMax::run`] over the whole volume (no `planes`) or over the
+    /// union of up to three planes normal to an axis at a position (cells)
+    /// as the slices there show the field, into `out`'s `slot`-th [min,
+    /// max]; a `symmetric` range that has both signs is centred on zero
+    /// (a diverging colour map's).
     #[allow(clippy::too_many_arguments)]
-    fn run_into(
+    pub fn run_to(
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
+        reduction: &Reduction,
         scalar: &Volume,
         floor: f32,
-        plane: Option<(usize, f32)>,
-        params: &wgpu::Buffer,
-        result: wgpu::BufferBinding<'_>,
+        planes: &[(usize, f32)],
+        (out, slot): (&wgpu::Buffer, u32),
+        symmetric: bool,
     ) {
-        let (axis, position) = plane.map_or((3, 0.0), |(a, p)| (a as u32, p));
-        let p = ReduceParams {
+        assert!(planes.len() <= 3, "three planes at most");
+        let whole = [(3, 0.0)];
+        let stages: Vec<(u32, f32)> = if planes.is_empty() {
+            whole.to_vec()
+        } else {
+            planes.iter().map(|&(a, p)| (a as u32, p)).collect()
+        };
+        let params = |axis, position, base, groups| ReduceParams {
             size: scalar.size,
-            groups: REDUCE_GROUPS,
+            groups,
             floor,
             axis,
             position,
-            _pad: 0,
+            base,
+            slot,
+            symmetric: symmetric as u32,
+            _pad: [0; 2],
         };
-        gpu.queue.write_buffer(params, 0, bytemuck::bytes_of(&p));
-        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("minmax"),
-            layout: &self.layout,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::TextureView(&scalar.view),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: self.partials.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::Buffer(result),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: params.as_entire_binding(),
-                },
-            ],
-        });
+        let bind = |uniform: &wgpu::Buffer| {
+            gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("minmax"),
+                layout: &self.layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::TextureView(&scalar.view),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: self.partials.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: out.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 3,
+                        resource: uniform.as_entire_binding(),
+                    },
+                ],
+            })
+        };
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        pass.set_bind_group(0, &bind, &[]);
         pass.set_pipeline(&self.partial);
-        pass.dispatch_workgroups(REDUCE_GROUPS, 1, 1);
+        for (k, &(axis, position)) in stages.iter().enumerate() {
+            let p = params(axis, position, k as u32 * REDUCE_GROUPS, REDUCE_GROUPS);
+            gpu.queue
+                .write_buffer(&reduction.0[k], 0, bytemuck::bytes_of(&p));
+            pass.set_bind_group(0, &bind(&reduction.0[k]), &[]);
+            pass.dispatch_workgroups(REDUCE_GROUPS, 1, 1);
+        }
+        let p = params(3, 0.0, 0, stages.len() as u32 * REDUCE_GROUPS);
+        gpu.queue
+            .write_buffer(&reduction.0[3], 0, bytemuck::bytes_of(&p));
         pass.set_pipeline(&self.finish);
+        pass.set_bind_group(0, &bind(&reduction.0[3]), &[]);
         pass.dispatch_workgroups(1, 1, 1);
     }
 
@@ -456,45 +527,5 @@ impl MinMax {
         let bytes = gpu.read_buffer(&self.result, 8)?;
         let v: &[f32] = bytemuck::cast_slice(&bytes);
         Ok((v[0], v[1]))
-    }
-
-    /// [min, max] on each of up to three planes (axis, position in cells),
-    /// as the slices there show the field: one submission, one read-back.
-    pub fn compute_planes(
-        &self,
-        gpu: &Gpu,
-        scalar: &Volume,
-        floor: f32,
-        planes: &[(usize, f32)],
-    ) -> Result<Vec<(f32, f32)>, GpuError> {
-        assert!(planes.len() <= 3, "three planes at most");
-        if planes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        for (k, &plane) in planes.iter().enumerate() {
-            let result = wgpu::BufferBinding {
-                buffer: &self.planes,
-                offset: k as u64 * PLANE_STRIDE,
-                size: std::num::NonZeroU64::new(8),
-            };
-            let params = &self.plane_params[k];
-            self.run_into(
-                gpu,
-                &mut encoder,
-                scalar,
-                floor,
-                Some(plane),
-                params,
-                result,
-            );
-        }
-        gpu.queue.submit([encoder.finish()]);
-        let bytes = gpu.read_buffer(&self.planes, 3 * PLANE_STRIDE)?;
-        let v: &[f32] = bytemuck::cast_slice(&bytes);
-        let stride = PLANE_STRIDE as usize / 4;
-        Ok((0..planes.len())
-            .map(|k| (v[k * stride], v[k * stride + 1]))
-            .collect())
     }
 }

@@ -232,6 +232,10 @@ pub struct RayMarchPass {
     quantize_layout: wgpu::BindGroupLayout,
     quantize: wgpu::ComputePipeline,
     quantize_params: wgpu::Buffer,
+    /// [min, max] of the colour range: written on the GPU
+    /// ([`super::passes::MinMax::run_to`]) or from a fixed range, and read
+    /// there, so that a streamed frame waits for no read-back.
+    pub range: wgpu::Buffer,
     /// The quantized field: the buffer the compute pass fills, the r8unorm
     /// texture it is copied into, and the grid and row pitch they are for.
     levels: Option<Levels>,
@@ -391,6 +395,7 @@ impl RayMarchPass {
                         volume_entry(0),
                         buffer_entry(1, storage(false), c),
                         buffer_entry(2, wgpu::BufferBindingType::Uniform, c),
+                        buffer_entry(3, storage(true), c),
                     ],
                 });
         RayMarchPass {
@@ -406,6 +411,14 @@ impl RayMarchPass {
                 "quantize params",
                 std::mem::size_of::<QuantizeParams>() as u64,
             ),
+            range: gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("volume range"),
+                size: 8,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
             levels: None,
             sampler: gpu.device.create_sampler(&wgpu::SamplerDescriptor {
                 label: Some("volume"),
@@ -420,8 +433,9 @@ impl RayMarchPass {
         }
     }
 
-    /// Takes the field to march through: `scalar` as fractions of `range`.
-    pub fn set_field(&mut self, gpu: &Gpu, scalar: &Volume, (lo, hi): (f32, f32)) {
+    /// Records taking the field to march through: `scalar` as fractions of
+    /// the range in [`RayMarchPass::range`] (when the encoder runs).
+    pub fn set_field(&mut self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, scalar: &Volume) {
         let size = scalar.size;
         let pitch = size[0].div_ceil(256) * 256;
         if self
@@ -458,18 +472,7 @@ impl RayMarchPass {
             });
         }
         let levels = self.levels.as_ref().expect("made above");
-        let span = hi - lo;
-        let params = QuantizeParams {
-            size,
-            pitch,
-            lo,
-            scale: if span > 0.0 && span.is_finite() {
-                1.0 / span
-            } else {
-                0.0
-            },
-            _pad: [0; 2],
-        };
+        let params = QuantizeParams { size, pitch };
         gpu.queue
             .write_buffer(&self.quantize_params, 0, bytemuck::bytes_of(&params));
         let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -488,9 +491,12 @@ impl RayMarchPass {
                     binding: 2,
                     resource: self.quantize_params.as_entire_binding(),
                 },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: self.range.as_entire_binding(),
+                },
             ],
         });
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             pass.set_pipeline(&self.quantize);
@@ -513,7 +519,6 @@ impl RayMarchPass {
                 depth_or_array_layers: size[2],
             },
         );
-        gpu.queue.submit([encoder.finish()]);
     }
 
     /// Sets the target whose depth stops the rays, and this eye's uniforms;

@@ -1,4 +1,4 @@
-//! A few bytes of results (a min/max range, an element counter) read back
+//! A few bytes of results (min/max ranges, an element counter) read back
 //! without waiting for the GPU: copied into a small mappable buffer at the
 //! end of the frame's submission and picked up once mapped, a frame or so
 //! later.
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::gpu::{Gpu, GpuError};
 
-/// [min, max] of the plotted scalar, then the element counter.
+/// A range, then an element counter or a second range.
 const BYTES: u64 = 16;
 
 const WAITING: u8 = 0;
@@ -22,6 +22,8 @@ pub struct Values {
     pub count: u32,
     /// The elements did not fit their buffer (`count` says how many there were).
     pub overflow: bool,
+    /// The same 8 bytes as `count` and `overflow`, read as a second range.
+    pub second: (f32, f32),
 }
 
 /// One read-back: its buffer and whether it is mapped yet.
@@ -59,16 +61,17 @@ impl<K> Default for Readbacks<K> {
 }
 
 impl<K> Readbacks<K> {
-    /// Records copies of `range` (two f32) and `counter` (count, overflow
-    /// flag; zeros without one) into a spare read-back buffer (a new one when
-    /// all are in flight: every frame's values come back, the last one before
-    /// a pause included). Map it after submitting the encoder.
+    /// Records copies of 8 bytes at an offset of `range` (two f32) and of
+    /// `then` (a counter's count and overflow flag, or another range; zeros
+    /// without one) into a spare read-back buffer (a new one when all are in
+    /// flight: every frame's values come back, the last one before a pause
+    /// included). Map it after submitting the encoder.
     pub fn start(
         &mut self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        range: &wgpu::Buffer,
-        counter: Option<&wgpu::Buffer>,
+        (range, at): (&wgpu::Buffer, u64),
+        then: Option<(&wgpu::Buffer, u64)>,
     ) -> Readback {
         let buffer = self.spare.pop().unwrap_or_else(|| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
@@ -78,9 +81,9 @@ impl<K> Readbacks<K> {
                 mapped_at_creation: false,
             })
         });
-        encoder.copy_buffer_to_buffer(range, 0, &buffer, 0, 8);
-        match counter {
-            Some(c) => encoder.copy_buffer_to_buffer(c, 0, &buffer, 8, 8),
+        encoder.copy_buffer_to_buffer(range, at, &buffer, 0, 8);
+        match then {
+            Some((c, at)) => encoder.copy_buffer_to_buffer(c, at, &buffer, 8, 8),
             None => encoder.clear_buffer(&buffer, 8, Some(8)),
         }
         Readback {
@@ -106,6 +109,7 @@ impl<K> Readbacks<K> {
                             range: (f[0], f[1]),
                             count: u[0],
                             overflow: u[1] != 0,
+                            second: (f32::from_bits(u[0]), f32::from_bits(u[1])),
                         }
                     });
                     r.buffer.unmap();

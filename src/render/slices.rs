@@ -8,7 +8,7 @@ use glam::Vec3;
 
 use super::gpu::Gpu;
 use super::gpu_data::CameraUniform;
-use super::passes::buffer_entry;
+use super::passes::{buffer_entry, storage};
 use super::scene::depth_tested_pipeline;
 use super::volume::Volume;
 
@@ -22,6 +22,12 @@ const PLANE_INSTANCES: u32 = 1 << 20;
 
 /// The slice and arrow pipelines and their per-eye uniforms.
 pub struct SlicePass {
+    /// [min, max] of the colour range, then of the speed (whose top scales
+    /// the arrows): written on the GPU ([`super::passes::MinMax::run_to`],
+    /// slots [`SlicePass::COLOUR`] and [`SlicePass::SPEED`]) or from a fixed
+    /// range, and read there, so that a streamed frame waits for no
+    /// read-back.
+    pub ranges: wgpu::Buffer,
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::RenderPipeline,
     camera: wgpu::Buffer,
@@ -36,6 +42,9 @@ pub struct SlicePass {
 }
 
 impl SlicePass {
+    pub const COLOUR: u32 = 0;
+    pub const SPEED: u32 = 1;
+
     pub fn new(gpu: &Gpu) -> SlicePass {
         let vf = wgpu::ShaderStages::VERTEX_FRAGMENT;
         let texture = |binding| wgpu::BindGroupLayoutEntry {
@@ -56,6 +65,7 @@ impl SlicePass {
                     buffer_entry(0, wgpu::BufferBindingType::Uniform, vf),
                     texture(1),
                     texture(2),
+                    buffer_entry(3, storage(true), wgpu::ShaderStages::FRAGMENT),
                 ],
             });
         let pipeline = depth_tested_pipeline(
@@ -80,6 +90,7 @@ impl SlicePass {
                 entries: &[
                     buffer_entry(0, wgpu::BufferBindingType::Uniform, vf),
                     texture(1),
+                    buffer_entry(2, storage(true), wgpu::ShaderStages::VERTEX),
                 ],
             });
         let arrows = depth_tested_pipeline(
@@ -89,7 +100,16 @@ impl SlicePass {
             &[],
             wgpu::PrimitiveTopology::TriangleList,
         );
+        let ranges = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("slice ranges"),
+            size: 16,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
         SlicePass {
+            ranges,
             layout,
             pipeline,
             camera: uniform("slices camera"),
@@ -113,8 +133,8 @@ impl SlicePass {
     }
 
     /// Sets the arrows' field volume and this eye's uniform (`uniform.extra`
-    /// from [`SlicePass::extra`] with the spacing as w, `colour_map.y` the
-    /// largest speed, `colour` the arrows' colour).
+    /// from [`SlicePass::extra`] with the spacing as w, `colour` the arrows'
+    /// colour).
     pub fn prepare_arrows(
         &mut self,
         gpu: &Gpu,
@@ -139,6 +159,10 @@ impl SlicePass {
                         binding: 1,
                         resource: wgpu::BindingResource::TextureView(&fields.view),
                     },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: self.ranges.as_entire_binding(),
+                    },
                 ],
             });
             self.arrow_bind = Some((bind, fields.texture.clone(), counts));
@@ -161,7 +185,8 @@ impl SlicePass {
     }
 
     /// Sets the volumes and this eye's uniform (`uniform.extra` from
-    /// [`SlicePass::extra`], `uniform.colour` the obstacle colour).
+    /// [`SlicePass::extra`], `uniform.colour` the obstacle colour, the
+    /// colour map's range unused: the shader reads [`SlicePass::ranges`]).
     pub fn prepare(&mut self, gpu: &Gpu, values: &Volume, solid: &Volume, uniform: &CameraUniform) {
         let current = self
             .bind
@@ -183,6 +208,10 @@ impl SlicePass {
                     wgpu::BindGroupEntry {
                         binding: 2,
                         resource: wgpu::BindingResource::TextureView(&solid.view),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 3,
+                        resource: self.ranges.as_entire_binding(),
                     },
                 ],
             });

@@ -14,7 +14,7 @@ use super::gpu::{Gpu, GpuError};
 use super::gpu_data::Vertex;
 use super::isosurface::{Extractor, Iso};
 use super::lines::{box_lines, Lines};
-use super::passes::{DerivePass, MinMax, UnpackPass};
+use super::passes::{DerivePass, MinMax, Reduction, UnpackPass};
 use super::present::{jitter, Compose, Presenter};
 use super::raymarch::{RayMarchPass, VolumeSettings};
 use super::readback::Readbacks;
@@ -218,23 +218,25 @@ pub struct Viewer {
     pub volume_timer: Option<super::gpu::GpuTimer>,
     /// Ranges and counts coming back, with the frame and settings they are of.
     readbacks: Readbacks<(u64, ViewSettings)>,
+    /// The slices' and the volume's ranges coming back (for the legends).
+    slice_readbacks: Readbacks<SliceKey>,
+    volume_readbacks: Readbacks<VolumeKey>,
+    /// Uniforms of the reductions recorded beside others: the slices' field,
+    /// their speed, the volume's field.
+    reductions: [Reduction; 3],
     /// Mesh obstacles, drawn from their triangles, and the stride of the
     /// display grid they are placed in.
     meshes: (Arc<ObstacleMeshes>, usize),
 }
 
-/// Frame, field, positions, fixed range, arrow spacing and colour map (a
+/// Frame, and field, positions, fixed range, arrow spacing and colour map (a
 /// diverging one centres the range on zero) of the slices.
 type SliceKey = (
     u64,
-    PlotType,
-    SlicePositions,
-    Option<(f32, f32)>,
-    u32,
-    ColourMap,
+    (PlotType, SlicePositions, Option<(f32, f32)>, u32, ColourMap),
 );
-/// Frame, field, fixed range and colour map of the volume rendering.
-type VolumeKey = (u64, PlotType, Option<(f32, f32)>, ColourMap);
+/// Frame, and field, fixed range and colour map of the volume rendering.
+type VolumeKey = (u64, (PlotType, Option<(f32, f32)>, ColourMap));
 
 const OBSTACLE_COLOUR: [f32; 3] = [0.6, 0.62, 0.68];
 const ARROW_COLOUR: [f32; 3] = [0.02, 0.02, 0.03];
@@ -277,6 +279,9 @@ impl Viewer {
             scene_timer: None,
             volume_timer: None,
             readbacks: Readbacks::default(),
+            slice_readbacks: Readbacks::default(),
+            volume_readbacks: Readbacks::default(),
+            reductions: std::array::from_fn(|_| MinMax::reduction(gpu)),
             meshes: (Arc::default(), 1),
         }
     }
@@ -389,6 +394,12 @@ impl Viewer {
         Ok(())
     }
 
+    /// Takes the field already uploaded as a new frame: everything shown is
+    /// derived from it again (benchmarks: what a streamed frame costs).
+    pub fn new_frame(&mut self) {
+        self.frame += 1;
+    }
+
     /// Whether shared display frames cannot be imported here: the solver
     /// should send host copies of every frame instead.
     pub fn sharing_refused(&self) -> bool {
@@ -435,18 +446,20 @@ impl Viewer {
             }
             self.computed = Some(key);
         }
-        self.update_slices(gpu, settings)?;
-        self.update_volume(gpu, settings)
+        self.update_slices(gpu, settings);
+        self.update_volume(gpu, settings);
+        Ok(())
     }
 
     /// The field the slices show and its range over them (or the fixed
     /// one), and the largest speed on them for the arrows; again only when
-    /// the frame or these settings changed.
-    fn update_slices(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
+    /// the frame or these settings changed. The ranges stay on the GPU for
+    /// the slices and come back for the legend without waiting.
+    fn update_slices(&mut self, gpu: &Gpu, settings: &ViewSettings) {
         if settings.slices.iter().all(Option::is_none) {
             self.info.slice_colour = None;
             self.slices_computed = None;
-            return Ok(());
+            return;
         }
         let field = settings
             .slice_colour_by
@@ -454,16 +467,20 @@ impl Viewer {
                 ColourMap::Plain => settings.plot,
                 _ => settings.colour_by.unwrap_or(settings.plot),
             });
-        let key = (
-            self.frame,
+        let view = (
             field,
             settings.slices,
             settings.slice_range,
             settings.arrows,
             settings.colour_map,
         );
+        let key = (self.frame, view);
         if self.slices_computed == Some(key) {
-            return Ok(());
+            return;
+        }
+        // Another view: no legend until its range comes back.
+        if self.slices_computed.is_none_or(|(_, v)| v != view) {
+            self.info.slice_colour = None;
         }
         let v = self.volumes.as_ref().expect("uploaded");
         let at = SlicePass::extra(&settings.slices, v.size, 0);
@@ -471,63 +488,109 @@ impl Viewer {
             .filter(|&a| settings.slices[a].is_some())
             .map(|a| (a, at[a]))
             .collect();
-        // The union of the planes' ranges.
-        let over_planes = |gpu: &Gpu, volume: &Volume, floor: f32| {
-            let ranges = self.minmax.compute_planes(gpu, volume, floor, &planes)?;
-            Ok::<_, GpuError>(
-                ranges
-                    .into_iter()
-                    .reduce(|(a, b), (lo, hi)| (a.min(lo), b.max(hi)))
-                    .unwrap_or((0.0, 0.0)),
-            )
-        };
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        self.derive
-            .run(gpu, &mut encoder, &v.fields, &v.slice, field);
-        gpu.queue.submit([encoder.finish()]);
-        let range = match settings.slice_range {
-            Some(r) => r,
-            None => {
-                let map = match settings.colour_map {
-                    ColourMap::Plain => ColourMap::Viridis,
-                    m => m,
-                };
-                map.range(over_planes(gpu, &v.slice, field.range_floor())?)
+        // Only the two layers around each plane, which the slice samples.
+        let layers = |encoder: &mut wgpu::CommandEncoder, out: &Volume, plot: PlotType| {
+            for &(axis, at) in &planes {
+                let mut origin = [0; 3];
+                let mut extent = v.size;
+                origin[axis] = (at.max(0.0).floor() as u32).min(v.size[axis] - 1);
+                extent[axis] = 2;
+                self.derive
+                    .run_box(gpu, encoder, &v.fields, out, plot, origin, extent);
             }
         };
-        let mut speed = 0.0;
-        if settings.arrows > 0 {
-            let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            self.derive
-                .run(gpu, &mut encoder, &v.fields, &v.speed, PlotType::Speed);
-            gpu.queue.submit([encoder.finish()]);
-            speed = over_planes(gpu, &v.speed, f32::MIN)?.1;
+        let ranges = &self.slices.ranges;
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        layers(&mut encoder, &v.slice, field);
+        match settings.slice_range {
+            Some((lo, hi)) => gpu.queue.write_buffer(
+                ranges,
+                8 * SlicePass::COLOUR as u64,
+                bytemuck::cast_slice(&[lo, hi]),
+            ),
+            None => self.minmax.run_to(
+                gpu,
+                &mut encoder,
+                &self.reductions[0],
+                &v.slice,
+                field.range_floor(),
+                &planes,
+                (ranges, SlicePass::COLOUR),
+                slice_map(settings.colour_map).diverging(),
+            ),
         }
-        self.info.slice_colour = Some((field, range));
-        self.info.slice_speed = speed;
+        if settings.arrows > 0 {
+            layers(&mut encoder, &v.speed, PlotType::Speed);
+            self.minmax.run_to(
+                gpu,
+                &mut encoder,
+                &self.reductions[1],
+                &v.speed,
+                f32::MIN,
+                &planes,
+                (ranges, SlicePass::SPEED),
+                false,
+            );
+        } else {
+            encoder.clear_buffer(ranges, 8 * SlicePass::SPEED as u64, Some(8));
+        }
+        let readback = self.slice_readbacks.start(
+            gpu,
+            &mut encoder,
+            (ranges, 8 * SlicePass::COLOUR as u64),
+            Some((ranges, 8 * SlicePass::SPEED as u64)),
+        );
+        gpu.queue.submit([encoder.finish()]);
+        readback.map();
+        self.slice_readbacks.pending.push((readback, key));
         self.slices_computed = Some(key);
-        Ok(())
     }
 
     /// The volume rendering's field and its range (or the fixed one), again
-    /// only when the frame or these settings changed.
-    fn update_volume(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
+    /// only when the frame or these settings changed; the range stays on the
+    /// GPU and comes back for the legend without waiting.
+    fn update_volume(&mut self, gpu: &Gpu, settings: &ViewSettings) {
         let Some(vs) = &settings.volume else {
             self.info.volume_colour = None;
             self.volume_computed = None;
-            return Ok(());
+            return;
         };
-        let key = (self.frame, vs.field, vs.range, vs.map);
+        let view = (vs.field, vs.range, vs.map);
+        let key = (self.frame, view);
         if self.volume_computed == Some(key) {
-            return Ok(());
+            return;
+        }
+        if self.volume_computed.is_none_or(|(_, v)| v != view) {
+            self.info.volume_colour = None;
         }
         let v = self.volumes.as_ref().expect("uploaded");
-        let range = self.derive_range(gpu, vs.field, &v.density)?;
-        let range = vs.range.unwrap_or_else(|| vs.map.range(range));
-        self.raymarch.set_field(gpu, &v.density, range);
-        self.info.volume_colour = Some((vs.field, range));
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        self.derive
+            .run(gpu, &mut encoder, &v.fields, &v.density, vs.field);
+        let range = &self.raymarch.range;
+        match vs.range {
+            Some((lo, hi)) => gpu
+                .queue
+                .write_buffer(range, 0, bytemuck::cast_slice(&[lo, hi])),
+            None => self.minmax.run_to(
+                gpu,
+                &mut encoder,
+                &self.reductions[2],
+                &v.density,
+                vs.field.range_floor(),
+                &[],
+                (range, 0),
+                vs.map.diverging(),
+            ),
+        }
+        let readback = self
+            .volume_readbacks
+            .start(gpu, &mut encoder, (range, 0), None);
+        self.raymarch.set_field(gpu, &mut encoder, &v.density);
+        gpu.queue.submit([encoder.finish()]);
+        readback.map();
+        self.volume_readbacks.pending.push((readback, key));
         self.volume_computed = Some(key);
-        Ok(())
     }
 
     /// The plain surface in one submission: derive, min/max, and extraction
@@ -558,8 +621,8 @@ impl Viewer {
         let readback = self.readbacks.start(
             gpu,
             &mut encoder,
-            &self.minmax.result,
-            extractor.map(|e| &e.counter),
+            (&self.minmax.result, 0),
+            extractor.map(|e| (&e.counter, 0)),
         );
         gpu.queue.submit([encoder.finish()]);
         readback.map();
@@ -585,7 +648,10 @@ impl Viewer {
     /// the GPU, when `wait`): the newest into [`Viewer::info`]. An overflowed
     /// surface grows its buffer and is extracted again at the next update.
     fn collect(&mut self, gpu: &Gpu, wait: bool) -> Result<(), GpuError> {
-        if self.readbacks.pending.is_empty() {
+        if self.readbacks.pending.is_empty()
+            && self.slice_readbacks.pending.is_empty()
+            && self.volume_readbacks.pending.is_empty()
+        {
             return Ok(());
         }
         let poll = if wait {
@@ -596,6 +662,19 @@ impl Viewer {
         gpu.device
             .poll(poll)
             .map_err(|e| GpuError::Device(format!("waiting for the GPU: {e}")))?;
+        // The newest range of what the slices and the volume show now (of
+        // this frame or one a little older: a legend needs no more).
+        for (values, (_, view)) in self.slice_readbacks.take_ready()? {
+            if self.slices_computed.is_some_and(|(_, v)| v == view) {
+                self.info.slice_colour = Some((view.0, values.range));
+                self.info.slice_speed = values.second.1;
+            }
+        }
+        for (values, (_, view)) in self.volume_readbacks.take_ready()? {
+            if self.volume_computed.is_some_and(|(_, v)| v == view) {
+                self.info.volume_colour = Some((view.0, values.range));
+            }
+        }
         for (values, key) in self.readbacks.take_ready()? {
             let settings = key.1;
             if values.overflow {
@@ -823,14 +902,11 @@ impl Viewer {
             SurfaceMode::None => {}
         }
         let v = self.volumes.as_ref().expect("uploaded");
-        let map = match settings.colour_map {
-            ColourMap::Plain => ColourMap::Viridis,
-            m => m,
-        };
-        if let Some((_, (lo, hi))) = self.info.slice_colour {
+        if self.slices_computed.is_some() {
+            // The range is on the GPU (SlicePass::ranges).
             let shading = Shading {
                 colour: OBSTACLE_COLOUR,
-                map: Some((map, lo, hi)),
+                map: Some((slice_map(settings.colour_map), 0.0, 0.0)),
             };
             let extra = SlicePass::extra(&settings.slices, v.size, settings.contours);
             self.slices
@@ -840,15 +916,12 @@ impl Viewer {
                     SlicePass::arrow_counts(&settings.slices, v.size, settings.arrows as f32);
                 let mut arrows = Shading::plain(ARROW_COLOUR).uniform(eye, extra);
                 arrows.extra[3] = settings.arrows as f32;
-                // The shader scales the arrows by the largest speed, which it
-                // finds where the colour map's upper end would be.
-                arrows.colour_map = [0.0, self.info.slice_speed, 0.0, 0.0];
                 self.slices.prepare_arrows(gpu, &v.fields, &arrows, counts);
             }
         }
         if let (Some(vs), Some(_), Some(frames)) = (
             &settings.volume,
-            self.info.volume_colour,
+            self.volume_computed,
             self.presenter.frames.as_ref(),
         ) {
             self.raymarch.prepare(gpu, &frames.scratch, eye, vs, sample);
@@ -896,7 +969,7 @@ impl Viewer {
             self.mesh
                 .draw_indirect(&mut pass, d, &self.obstacles.draw_args);
         }
-        if self.info.slice_colour.is_some() {
+        if self.slices_computed.is_some() {
             self.slices.draw(&mut pass);
             if settings.arrows > 0 {
                 self.slices.draw_arrows(&mut pass);
@@ -927,7 +1000,7 @@ impl Viewer {
         }
         drop(pass);
         // Over everything opaque, which stops its rays.
-        if settings.volume.is_some() && self.info.volume_colour.is_some() {
+        if settings.volume.is_some() && self.volume_computed.is_some() {
             self.raymarch
                 .draw(encoder, &frames.scratch, self.volume_timer.as_ref());
         }
@@ -1010,4 +1083,12 @@ pub fn mesh_vertices(meshes: &ObstacleMeshes, stride: usize) -> Vec<Vertex> {
             })
         })
         .collect()
+}
+
+/// The map slices are coloured with: the surface's, viridis for plain.
+fn slice_map(map: ColourMap) -> ColourMap {
+    match map {
+        ColourMap::Plain => ColourMap::Viridis,
+        m => m,
+    }
 }

@@ -347,3 +347,51 @@ fn arrows_on_a_slice_point_along_the_flow_in_its_plane() {
         assert!(!dark(SHOT.rgb(&plain, SHOT.pixel(&viewer.camera, along))));
     }
 }
+
+#[test]
+fn a_streamed_frame_is_coloured_by_its_own_range_without_a_read_back() {
+    let gpu = common::gpu();
+    let mut viewer = Viewer::new(&gpu);
+    viewer.upload(&gpu, &linear(), &[], 1, None).unwrap();
+    let settings = ViewSettings {
+        plot: PlotType::Ux,
+        colour_by: None,
+        mode: SurfaceMode::None,
+        aa_samples: 1,
+        slices: [None, None, Some(0.5)],
+        arrows: 4,
+        ..Default::default()
+    };
+    SHOT.render(&mut viewer, &gpu, &settings);
+    let (lo, hi) = viewer.info.slice_colour.unwrap().1;
+    assert!(lo.abs() < 1e-7 && (hi - 0.031).abs() < 1e-6, "{lo} {hi}");
+    // The next frame reversed and three times as fast, with a cross flow
+    // (the arrows' speed is another field, derived in the same submission):
+    // one rendering, as a streamed frame gets, with no wait for what comes
+    // back.
+    let mut next = linear();
+    for (i, u) in next.ux.iter_mut().enumerate() {
+        *u = 0.003 * (31 - i % SIZE[0]) as f32;
+    }
+    next.uy.fill(0.05);
+    viewer.upload(&gpu, &next, &[], 1, None).unwrap();
+    assert!(!viewer.render(&gpu, &settings, PIXELS).unwrap());
+    let (picture, _) = viewer.read_rgba(&gpu).unwrap();
+    for x in [2.3f32, 13.1, 21.4, 28.2] {
+        let at = SHOT.pixel(&viewer.camera, Vec3::new(x, 4.6, 3.5));
+        let want = ColourMap::Viridis.sample(1.0 - x / 31.0).map(byte);
+        let got = SHOT.rgb(&picture, at);
+        for c in 0..3 {
+            assert!(
+                (got[c] - want[c]).abs() <= 3.0,
+                "x {x}: {got:?} vs {want:?}"
+            );
+        }
+    }
+    // The legend's range follows.
+    viewer.settle(&gpu).unwrap();
+    let (lo, hi) = viewer.info.slice_colour.unwrap().1;
+    assert!(lo.abs() < 1e-7 && (hi - 0.093).abs() < 1e-6, "{lo} {hi}");
+    let top = (0.093f32 * 0.093 + 0.05 * 0.05).sqrt();
+    assert!((viewer.info.slice_speed - top).abs() < 1e-6);
+}

@@ -320,6 +320,61 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
     }
 
     println!();
+    println!("a streamed frame at 1920x1080 (a new field frame: derived, reduced and drawn; wall ms with the wait):");
+    println!(
+        "{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "size", "surface", "+slices", "+volume", "slices", "volume", "nothing"
+    );
+    for &n in &args.sizes {
+        // What the window's GPU work per streamed frame costs the solver.
+        let f = vortex_field(n);
+        let mut viewer = Viewer::new(&gpu);
+        viewer.upload(&gpu, &f, &[], 0, None)?;
+        let surface = ViewSettings {
+            aa_samples: 1,
+            colour_by: None,
+            ..Default::default()
+        };
+        let views = [
+            surface,
+            ViewSettings {
+                slices: [Some(0.5); 3],
+                ..surface
+            },
+            ViewSettings {
+                volume: Some(Default::default()),
+                ..surface
+            },
+            ViewSettings {
+                mode: SurfaceMode::None,
+                slices: [Some(0.5); 3],
+                ..surface
+            },
+            ViewSettings {
+                mode: SurfaceMode::None,
+                volume: Some(Default::default()),
+                ..surface
+            },
+            ViewSettings {
+                mode: SurfaceMode::None,
+                ..surface
+            },
+        ];
+        let mut row = Vec::new();
+        for view in &views {
+            frame(&mut viewer, view)?;
+            row.push(median_ms(args.repeats, || {
+                viewer.new_frame();
+                frame(&mut viewer, view)
+            })?);
+        }
+        println!(
+            "{n:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
+            row[0], row[1], row[2], row[3], row[4], row[5]
+        );
+    }
+
+    println!();
     println!(
         "{:>6} {:>18} {:>22}",
         "size", "field upload (ms)", "host interleave (ms)"
