@@ -26,15 +26,18 @@ pub struct Values {
     pub second: (f32, f32),
 }
 
-/// One read-back: its buffer and whether it is mapped yet.
+/// One read-back: its buffer, whether its mapping was asked for, and
+/// whether it is mapped yet.
 pub struct Readback {
     buffer: wgpu::Buffer,
+    asked: bool,
     state: Arc<AtomicU8>,
 }
 
 impl Readback {
     /// Asks for the mapping (after the submission that fills it).
-    pub fn map(&self) {
+    pub fn map(&mut self) {
+        self.asked = true;
         let state = self.state.clone();
         self.buffer
             .slice(..)
@@ -88,7 +91,18 @@ impl<K> Readbacks<K> {
         }
         Readback {
             buffer,
+            asked: false,
             state: Arc::new(AtomicU8::new(WAITING)),
+        }
+    }
+
+    /// Asks for the mappings of the read-backs not asked for yet: call
+    /// after the submission that fills them.
+    pub fn map_submitted(&mut self) {
+        for (r, _) in &mut self.pending {
+            if !r.asked {
+                r.map();
+            }
         }
     }
 

@@ -216,6 +216,10 @@ pub struct Viewer {
     /// times there (benchmarks).
     pub scene_timer: Option<super::gpu::GpuTimer>,
     pub volume_timer: Option<super::gpu::GpuTimer>,
+    /// What the updates recorded for this frame's first submission: one
+    /// submission per frame, since each hands the GPU from the solver to the
+    /// window and back while frames stream.
+    work: Option<wgpu::CommandEncoder>,
     /// Ranges and counts coming back, with the frame and settings they are of.
     readbacks: Readbacks<(u64, ViewSettings)>,
     /// The slices' and the volume's ranges coming back (for the legends).
@@ -278,6 +282,7 @@ impl Viewer {
             picture_generation: 0,
             scene_timer: None,
             volume_timer: None,
+            work: None,
             readbacks: Readbacks::default(),
             slice_readbacks: Readbacks::default(),
             volume_readbacks: Readbacks::default(),
@@ -428,8 +433,36 @@ impl Viewer {
     }
 
     /// Recomputes what `settings` show if the frame or they changed: the
-    /// scalar and its range, the isosurface, the streamlines.
+    /// scalar and its range, the isosurface, the streamlines, the slices and
+    /// the volume.
     pub fn update(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
+        self.record_update(gpu, settings)?;
+        self.submit(gpu, None);
+        Ok(())
+    }
+
+    /// This frame's work so far, to record more into.
+    fn take_work(&mut self, gpu: &Gpu) -> wgpu::CommandEncoder {
+        self.work
+            .take()
+            .unwrap_or_else(|| gpu.device.create_command_encoder(&Default::default()))
+    }
+
+    /// Submits the work recorded so far and then `last`, in one submission,
+    /// and asks for the read-backs it fills.
+    fn submit(&mut self, gpu: &Gpu, last: Option<wgpu::CommandEncoder>) {
+        let encoders: Vec<_> = self.work.take().into_iter().chain(last).collect();
+        if encoders.is_empty() {
+            return;
+        }
+        gpu.queue.submit(encoders.into_iter().map(|e| e.finish()));
+        self.readbacks.map_submitted();
+        self.slice_readbacks.map_submitted();
+        self.volume_readbacks.map_submitted();
+    }
+
+    /// [`Viewer::update`] without submitting what it records on the GPU.
+    fn record_update(&mut self, gpu: &Gpu, settings: &ViewSettings) -> Result<(), GpuError> {
         self.collect(gpu, false)?;
         if self.volumes.is_none() {
             return Ok(());
@@ -482,6 +515,7 @@ impl Viewer {
         if self.slices_computed.is_none_or(|(_, v)| v != view) {
             self.info.slice_colour = None;
         }
+        let mut encoder = self.take_work(gpu);
         let v = self.volumes.as_ref().expect("uploaded");
         let at = SlicePass::extra(&settings.slices, v.size, 0);
         let planes: Vec<(usize, f32)> = (0..3)
@@ -500,7 +534,6 @@ impl Viewer {
             }
         };
         let ranges = &self.slices.ranges;
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
         layers(&mut encoder, &v.slice, field);
         match settings.slice_range {
             Some((lo, hi)) => gpu.queue.write_buffer(
@@ -540,8 +573,7 @@ impl Viewer {
             (ranges, 8 * SlicePass::COLOUR as u64),
             Some((ranges, 8 * SlicePass::SPEED as u64)),
         );
-        gpu.queue.submit([encoder.finish()]);
-        readback.map();
+        self.work = Some(encoder);
         self.slice_readbacks.pending.push((readback, key));
         self.slices_computed = Some(key);
     }
@@ -563,8 +595,8 @@ impl Viewer {
         if self.volume_computed.is_none_or(|(_, v)| v != view) {
             self.info.volume_colour = None;
         }
+        let mut encoder = self.take_work(gpu);
         let v = self.volumes.as_ref().expect("uploaded");
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
         self.derive
             .run(gpu, &mut encoder, &v.fields, &v.density, vs.field);
         let range = &self.raymarch.range;
@@ -587,8 +619,7 @@ impl Viewer {
             .volume_readbacks
             .start(gpu, &mut encoder, (range, 0), None);
         self.raymarch.set_field(gpu, &mut encoder, &v.density);
-        gpu.queue.submit([encoder.finish()]);
-        readback.map();
+        self.work = Some(encoder);
         self.volume_readbacks.pending.push((readback, key));
         self.volume_computed = Some(key);
     }
@@ -599,8 +630,8 @@ impl Viewer {
     /// the solver streams, every read-back would hand the GPU to the solver
     /// and back once more per frame.
     fn update_on_gpu(&mut self, gpu: &Gpu, settings: &ViewSettings) {
+        let mut encoder = self.take_work(gpu);
         let v = self.volumes.as_ref().expect("uploaded");
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
         self.derive
             .run(gpu, &mut encoder, &v.fields, &v.scalar, settings.plot);
         self.minmax
@@ -624,8 +655,7 @@ impl Viewer {
             (&self.minmax.result, 0),
             extractor.map(|e| (&e.counter, 0)),
         );
-        gpu.queue.submit([encoder.finish()]);
-        readback.map();
+        self.work = Some(encoder);
         self.readbacks
             .pending
             .push((readback, (self.frame, settings.geometry())));
@@ -800,7 +830,8 @@ impl Viewer {
         if self.volumes.is_none() {
             return Ok(false);
         }
-        self.update(gpu, settings)?;
+        // Submitted with the first eye's drawing.
+        self.record_update(gpu, settings)?;
         let size = size.map(|n| n.clamp(16, 8192));
         if self.presenter.resize(gpu, size) {
             self.picture_generation += 1;
@@ -814,6 +845,7 @@ impl Viewer {
         let wanted = settings.aa_samples.max(1);
         let k = self.info.samples;
         if k >= wanted {
+            self.submit(gpu, None);
             return Ok(false);
         }
         let offset = if wanted > 1 { jitter(k) } else { Vec2::ZERO };
@@ -844,7 +876,7 @@ impl Viewer {
                 self.presenter
                     .compose(gpu, &mut encoder, mode, self.info.samples);
             }
-            gpu.queue.submit([encoder.finish()]);
+            self.submit(gpu, Some(encoder));
         }
         Ok(self.info.samples < wanted)
     }

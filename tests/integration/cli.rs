@@ -349,8 +349,9 @@ fn bench_render_times_the_visualisation_passes() {
             .collect();
         assert!(ms.len() == 3 && ms[1] > 0.0 && ms[2] > 0.0, "{row}");
     }
-    // Five more (passes and frames, impostors, slices, uploads,
-    // streamlines), a row each; "-" where the adapter has no GPU timer.
+    // Six more (passes and frames, impostors, slices, streamed frames,
+    // uploads, streamlines), a row each; "-" where the adapter has no GPU
+    // timer.
     let rows: Vec<Vec<f64>> = out
         .lines()
         .filter(|l| l.trim_start().starts_with("24 ") && !volume.contains(l))
@@ -366,9 +367,14 @@ fn bench_render_times_the_visualisation_passes() {
                 .collect()
         })
         .collect();
-    assert_eq!(rows.len(), 5, "{out}");
-    let (frames, spheres, slices, uploads, lines) =
-        (&rows[0], &rows[1], &rows[2], &rows[3], &rows[4]);
+    assert_eq!(rows.len(), 6, "{out}");
+    let (frames, spheres, slices, streamed, uploads, lines) =
+        (&rows[0], &rows[1], &rows[2], &rows[3], &rows[4], &rows[5]);
+    // A streamed frame of each view, timed.
+    assert!(
+        streamed.len() == 7 && streamed[1..].iter().all(|&ms| ms > 0.0),
+        "{out}"
+    );
     // Three slices: the frame timed.
     assert!(slices.len() == 3 && slices[1] > 0.0, "{out}");
     // The upload and its host-side part, both timed.

@@ -79,8 +79,9 @@ pub struct BenchArgs {
     #[arg(long, hide = true)]
     pub host_frames: bool,
     /// What --stream draws with every frame: the plain surface, the surface
-    /// and three slices through the middle (each with its own range), or
-    /// the surface and the volume rendering of vorticity.
+    /// and three slices through the middle (with their own range), the
+    /// surface and the volume rendering of vorticity, or the slices or the
+    /// volume without the surface.
     #[arg(long, value_enum, default_value = "surface")]
     pub view: StreamView,
     /// Display limit for --stream (see the window's --display-limit).
@@ -101,6 +102,8 @@ pub enum StreamView {
     Surface,
     Slices,
     Volume,
+    SlicesOnly,
+    VolumeOnly,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::render::wait;
 use super::{median, BenchArgs};
 use crate::render::gpu::Gpu;
-use crate::render::viewer::{ViewSettings, Viewer};
+use crate::render::viewer::{SurfaceMode, ViewSettings, Viewer};
 use crate::scenario::Scenario;
 use crate::session::{select, Backend, Command, Frame, Gpus, Start, Worker};
 use crate::system::Tuning;
@@ -80,6 +80,14 @@ pub(super) fn bench_stream(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
             super::StreamView::Surface => {}
             super::StreamView::Slices => settings.slices = [Some(0.5); 3],
             super::StreamView::Volume => settings.volume = Some(Default::default()),
+            super::StreamView::SlicesOnly => {
+                settings.slices = [Some(0.5); 3];
+                settings.mode = SurfaceMode::None;
+            }
+            super::StreamView::VolumeOnly => {
+                settings.volume = Some(Default::default());
+                settings.mode = SurfaceMode::None;
+            }
         }
         // What the window does with a frame: import (or upload) it, then
         // derive, extract and draw, waiting for the GPU.
