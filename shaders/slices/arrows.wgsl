@@ -8,12 +8,12 @@
 //!include fields/sample.wgsl
 
 // camera.extra: the planes' positions (cells, below -1: off) as in
-// slices/draw.wgsl, and the spacing in cells. ranges[1].y: the largest
+// slices/draw.wgsl, and the spacing in cells. ranges[3].y: the largest
 // speed on the planes (fields/minmax.wgsl). camera.colour: the arrows' colour. Instances of plane k
 // start at k * PLANE_INSTANCES (src/render/slices.rs).
 @group(0) @binding(0) var<uniform> camera: Camera;
 @group(0) @binding(1) var sampled: texture_3d<f32>;   // ρ, ux, uy, uz
-@group(0) @binding(2) var<storage, read> ranges: array<vec2<f32>, 2>;
+@group(0) @binding(2) var<storage, read> ranges: array<vec2<f32>, 4>;
 
 const PLANE_INSTANCES: u32 = 1048576u;
 
@@ -35,7 +35,7 @@ fn vs_main(@builtin(vertex_index) v: u32, @builtin(instance_index) instance: u32
     var u = sample_at(c).yzw;
     u[plane] = 0.0;
     let speed = length(u);
-    let top = ranges[1].y;
+    let top = ranges[3].y;
     if (position < -1.0 || !(speed > 0.0) || !(top > 0.0)) {
         return NOWHERE;
     }

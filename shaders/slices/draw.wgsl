@@ -9,16 +9,18 @@
 
 // camera.extra: the planes' positions along x, y and z in cells (below -1:
 // off), and the number of contour levels (0: none). camera.colour: the
-// obstacle colour. `sampled`: the scalar the slices show. ranges[0]: its
-// colour range, computed on the GPU (fields/minmax.wgsl) or fixed.
+// obstacle colour. `sampled`: the scalar this plane shows (each plane is
+// drawn with its own). ranges[plane]: its colour range, computed on the GPU
+// (fields/minmax.wgsl) or fixed; ranges[3]: the speed (slices/arrows.wgsl).
 @group(0) @binding(0) var<uniform> camera: Camera;
 @group(0) @binding(1) var sampled: texture_3d<f32>;
 @group(0) @binding(2) var solid: texture_3d<f32>;
-@group(0) @binding(3) var<storage, read> ranges: array<vec2<f32>, 2>;
+@group(0) @binding(3) var<storage, read> ranges: array<vec2<f32>, 4>;
 
 struct VsOut {
     @builtin(position) clip: vec4<f32>,
     @location(0) world: vec3<f32>,
+    @location(1) @interpolate(flat) plane: u32,
 }
 
 @vertex
@@ -33,6 +35,7 @@ fn vs_main(@builtin(vertex_index) i: u32) -> VsOut {
     if (position < -1.0) {
         out.clip = NOWHERE;
         out.world = vec3<f32>(0.0);
+        out.plane = plane;
         return out;
     }
     // The box the domain outline draws: half a cell beyond the cell centres.
@@ -46,6 +49,7 @@ fn vs_main(@builtin(vertex_index) i: u32) -> VsOut {
     p[b] = mix(lo[b], hi[b], t.y);
     out.clip = camera.view_proj * vec4<f32>(p, 1.0);
     out.world = p;
+    out.plane = plane;
     return out;
 }
 
@@ -53,7 +57,7 @@ fn vs_main(@builtin(vertex_index) i: u32) -> VsOut {
 fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
     // Derivatives first, in uniform control flow.
     let v = sample_at(in.world).x;
-    let range = ranges[0];
+    let range = ranges[in.plane];
     let span = range.y - range.x;
     let t = (v - range.x) / select(1.0, span, span > 0.0) * camera.extra.w;
     let width = max(fwidth(t), 1e-6);

@@ -465,7 +465,7 @@ impl App {
                     let legends =
                         crate::render::legend::Legend::of(&self.settings, &self.info.view);
                     for (slot, legend) in legends.iter().enumerate() {
-                        legend.paint(ui.painter(), rect, slot);
+                        legend.paint(ui.painter(), rect, slot, legends.len());
                     }
                 }
             });

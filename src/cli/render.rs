@@ -114,14 +114,15 @@ pub struct RenderArgs {
     /// fraction of the domain, a larger one a cell index.
     #[arg(long, value_name = "AXIS=POS,...", value_parser = parse_slices)]
     pub slice: Option<[Option<f32>; 3]>,
-    /// The field the slices show (default: the surface's colouring, or the
-    /// plotted field when the surface is plain).
-    #[arg(long, value_enum)]
-    pub slice_colour_by: Option<PlotType>,
-    /// The slices' colour range, LO:HI (default: the field's extremes on the
-    /// slices).
-    #[arg(long, value_name = "LO:HI", value_parser = parse_range)]
-    pub slice_range: Option<(f32, f32)>,
+    /// The field the slices show, one for all (e.g. `vorticity`) or per
+    /// slice (`x=vorticity,z=speed`); default: the surface's colouring, or
+    /// the plotted field when the surface is plain.
+    #[arg(long, value_name = "FIELD|AXIS=FIELD,...", value_parser = parse_slice_fields)]
+    pub slice_colour_by: Option<[Option<PlotType>; 3]>,
+    /// The slices' colour range, LO:HI for all or per slice
+    /// (`x=-0.01:0.01,z=0:0.1`); default: the field's extremes on each.
+    #[arg(long, value_name = "LO:HI|AXIS=LO:HI,...", value_parser = parse_slice_ranges)]
+    pub slice_range: Option<[Option<(f32, f32)>; 3]>,
     /// Contour lines on the slices at this many levels of the colour range.
     #[arg(long, default_value_t = 0)]
     pub contours: u32,
@@ -158,12 +159,7 @@ fn parse_slices(text: &str) -> Result<[Option<f32>; 3], String> {
         let (axis, value) = part.split_once('=').ok_or_else(|| {
             format!("`{part}` is not AXIS=POSITION (e.g. x=0.5 for the middle, z=40 for cell 40)")
         })?;
-        let a = match axis.trim() {
-            "x" => 0,
-            "y" => 1,
-            "z" => 2,
-            other => return Err(format!("`{other}` is not an axis: use x, y or z")),
-        };
+        let a = axis_index(axis)?;
         let v: f32 = value.trim().parse().map_err(|_| {
             format!("`{value}` is not a position: a fraction 0 to 1 or a cell index")
         })?;
@@ -173,6 +169,53 @@ fn parse_slices(text: &str) -> Result<[Option<f32>; 3], String> {
         out[a] = Some(v);
     }
     Ok(out)
+}
+
+/// `x` → 0, `y` → 1, `z` → 2.
+fn axis_index(axis: &str) -> Result<usize, String> {
+    match axis.trim() {
+        "x" => Ok(0),
+        "y" => Ok(1),
+        "z" => Ok(2),
+        other => Err(format!("`{other}` is not an axis: use x, y or z")),
+    }
+}
+
+/// One value for every slice, or `AXIS=VALUE,...` per slice.
+fn per_slice<T: Copy>(
+    text: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<[Option<T>; 3], String> {
+    if !text.contains('=') {
+        return Ok([Some(parse(text)?); 3]);
+    }
+    let mut out = [None; 3];
+    for part in text.split(',') {
+        let (axis, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("`{part}` is not AXIS=VALUE (e.g. x=speed)"))?;
+        out[axis_index(axis)?] = Some(parse(value)?);
+    }
+    Ok(out)
+}
+
+/// `vorticity`, or `x=vorticity,z=speed`.
+fn parse_slice_fields(text: &str) -> Result<[Option<PlotType>; 3], String> {
+    use clap::ValueEnum;
+    per_slice(text, |name| {
+        PlotType::from_str(name.trim(), true).map_err(|_| {
+            let names: Vec<String> = PlotType::value_variants()
+                .iter()
+                .filter_map(|p| p.to_possible_value().map(|v| v.get_name().to_string()))
+                .collect();
+            format!("`{name}` is not a field: one of {}", names.join(", "))
+        })
+    })
+}
+
+/// `LO:HI`, or `x=LO:HI,z=LO:HI`.
+fn parse_slice_ranges(text: &str) -> Result<[Option<(f32, f32)>; 3], String> {
+    per_slice(text, parse_range)
 }
 
 /// `LO:HI`, two numbers, LO below HI.
@@ -390,8 +433,8 @@ fn settings(args: &RenderArgs) -> anyhow::Result<ViewSettings> {
             .map_or(stereo.is_some(), |b| b == Background::Grey),
         aa_samples: args.aa,
         slices: args.slice.unwrap_or([None; 3]),
-        slice_colour_by: args.slice_colour_by,
-        slice_range: args.slice_range,
+        slice_colour_by: args.slice_colour_by.unwrap_or_default(),
+        slice_range: args.slice_range.unwrap_or_default(),
         contours: args.contours,
         arrows: args.arrows,
         volume,
@@ -493,8 +536,10 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
         info.samples,
         if settings.stereo.is_some() { ", anaglyph" } else { "" },
     );
-    if let Some((field, (lo, hi))) = info.slice_colour {
-        eprintln!("slices: {} from {lo:.4e} to {hi:.4e}", field.name());
+    for (axis, colour) in ["x", "y", "z"].iter().zip(info.slice_colour) {
+        if let Some((field, (lo, hi))) = colour {
+            eprintln!("{axis} slice: {} from {lo:.4e} to {hi:.4e}", field.name());
+        }
     }
     if let Some((field, (lo, hi))) = info.volume_colour {
         eprintln!("volume: {} from {lo:.4e} to {hi:.4e}", field.name());
@@ -528,6 +573,30 @@ mod tests {
         assert!(parse_range("1:1").unwrap_err().contains("below"));
         assert!(parse_range("1").unwrap_err().contains("LO:HI"));
         assert!(parse_range("0:inf").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn slice_fields_and_ranges_parse_for_all_slices_or_each() {
+        assert_eq!(
+            parse_slice_fields("vorticity"),
+            Ok([Some(PlotType::Vorticity); 3])
+        );
+        assert_eq!(
+            parse_slice_fields("x=speed,z=ux"),
+            Ok([Some(PlotType::Speed), None, Some(PlotType::Ux)])
+        );
+        assert!(parse_slice_fields("x=wind")
+            .unwrap_err()
+            .contains("not a field: one of"));
+        assert_eq!(
+            parse_slice_ranges("y=-0.01:0.02"),
+            Ok([None, Some((-0.01, 0.02)), None])
+        );
+        assert_eq!(parse_slice_ranges("0:1"), Ok([Some((0.0, 1.0)); 3]));
+        assert!(parse_slice_ranges("w=0:1")
+            .unwrap_err()
+            .contains("not an axis"));
+        assert!(parse_slice_ranges("x=1:0").unwrap_err().contains("below"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! onto the picture.
 
 use super::colour::ColourMap;
+use super::derive::PlotType;
 use super::gpu::{Gpu, GpuError};
 use super::viewer::{ViewSettings, ViewerInfo};
 
@@ -47,18 +48,36 @@ impl Legend {
                 _ => legends.push(lines),
             }
         }
-        if let Some((field, range)) = info.slice_colour {
-            let slices = Legend {
-                title: format!("slices: {}", field.name()),
+        // One bar per field and range the slices show, naming the slices
+        // where they do not all show the same.
+        type Colour = (PlotType, (f32, f32));
+        let mut groups: Vec<(Colour, Vec<usize>)> = Vec::new();
+        for (axis, colour) in (0..3).filter_map(|a| info.slice_colour[a].map(|c| (a, c))) {
+            match groups.iter_mut().find(|(c, _)| *c == colour) {
+                Some((_, axes)) => axes.push(axis),
+                None => groups.push((colour, vec![axis])),
+            }
+        }
+        let all = groups.len() == 1;
+        for ((field, range), axes) in groups {
+            let slices = if all {
+                "slices".to_string()
+            } else {
+                let names: Vec<&str> = axes.iter().map(|&a| ["x", "y", "z"][a]).collect();
+                let noun = if axes.len() == 1 { "slice" } else { "slices" };
+                format!("{} {noun}", names.join(", "))
+            };
+            let legend = Legend {
+                title: format!("{slices}: {}", field.name()),
                 map,
                 range,
             };
             // One bar where the surface shows the same colours.
             match legends.first_mut() {
                 Some(s) if s.title == format!("surface: {}", field.name()) && s.range == range => {
-                    s.title = format!("{}: surface, slices", field.name())
+                    s.title = format!("{}: surface, {slices}", field.name())
                 }
-                _ => legends.push(slices),
+                _ => legends.push(legend),
             }
         }
         if let (Some(v), Some((field, range))) = (&settings.volume, info.volume_colour) {
@@ -72,9 +91,10 @@ impl Legend {
     }
 
     /// Paints the legend at the right edge of `view`; `slot` stacks several
-    /// from the top.
-    pub fn paint(&self, painter: &egui::Painter, view: egui::Rect, slot: usize) {
-        let bar_height = (view.height() * 0.3).clamp(60.0, 200.0);
+    /// from the top, bars shortened so that all `count` fit.
+    pub fn paint(&self, painter: &egui::Painter, view: egui::Rect, slot: usize, count: usize) {
+        let fits = (view.height() - 14.0) / count.max(1) as f32 - 66.0;
+        let bar_height = (view.height() * 0.3).clamp(60.0, 200.0).min(fits).max(24.0);
         let block = bar_height + 56.0;
         let right = view.right() - 14.0;
         let top = view.top() + 14.0 + slot as f32 * (block + 10.0);
@@ -180,7 +200,7 @@ pub fn overlay(
         let view = ui.ctx().content_rect();
         let painter = ui.ctx().layer_painter(egui::LayerId::background());
         for (slot, legend) in legends.iter().enumerate() {
-            legend.paint(&painter, view, slot);
+            legend.paint(&painter, view, slot, legends.len());
         }
     });
     let jobs = ctx.tessellate(std::mem::take(&mut output.shapes), output.pixels_per_point);

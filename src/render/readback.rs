@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use super::gpu::{Gpu, GpuError};
 
-/// A range, then an element counter or a second range.
-const BYTES: u64 = 16;
+/// Four pieces of 8 bytes: ranges, or an element counter.
+const PIECES: usize = 4;
+const BYTES: u64 = 8 * PIECES as u64;
 
 const WAITING: u8 = 0;
 const MAPPED: u8 = 1;
@@ -22,8 +23,9 @@ pub struct Values {
     pub count: u32,
     /// The elements did not fit their buffer (`count` says how many there were).
     pub overflow: bool,
-    /// The same 8 bytes as `count` and `overflow`, read as a second range.
-    pub second: (f32, f32),
+    /// Every piece read as a range (the first is `range`, the second the
+    /// same bytes as `count` and `overflow`).
+    pub ranges: [(f32, f32); PIECES],
 }
 
 /// One read-back: its buffer, whether its mapping was asked for, and
@@ -64,17 +66,16 @@ impl<K> Default for Readbacks<K> {
 }
 
 impl<K> Readbacks<K> {
-    /// Records copies of 8 bytes at an offset of `range` (two f32) and of
-    /// `then` (a counter's count and overflow flag, or another range; zeros
-    /// without one) into a spare read-back buffer (a new one when all are in
-    /// flight: every frame's values come back, the last one before a pause
-    /// included). Map it after submitting the encoder.
+    /// Records copies of 8 bytes at an offset of each of `pieces` (a range:
+    /// two f32; a counter: its count and overflow flag; zeros for none) into
+    /// a spare read-back buffer (a new one when all are in flight: every
+    /// frame's values come back, the last one before a pause included).
+    /// Map it after submitting the encoder.
     pub fn start(
         &mut self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        (range, at): (&wgpu::Buffer, u64),
-        then: Option<(&wgpu::Buffer, u64)>,
+        pieces: [Option<(&wgpu::Buffer, u64)>; PIECES],
     ) -> Readback {
         let buffer = self.spare.pop().unwrap_or_else(|| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
@@ -84,10 +85,12 @@ impl<K> Readbacks<K> {
                 mapped_at_creation: false,
             })
         });
-        encoder.copy_buffer_to_buffer(range, at, &buffer, 0, 8);
-        match then {
-            Some((c, at)) => encoder.copy_buffer_to_buffer(c, at, &buffer, 8, 8),
-            None => encoder.clear_buffer(&buffer, 8, Some(8)),
+        for (k, piece) in pieces.into_iter().enumerate() {
+            let to = 8 * k as u64;
+            match piece {
+                Some((from, at)) => encoder.copy_buffer_to_buffer(from, at, &buffer, to, 8),
+                None => encoder.clear_buffer(&buffer, to, Some(8)),
+            }
         }
         Readback {
             buffer,
@@ -117,13 +120,13 @@ impl<K> Readbacks<K> {
                 WAITING => waiting.push((r, key)),
                 MAPPED => {
                     let values = r.buffer.slice(..).get_mapped_range().ok().map(|bytes| {
-                        let f: &[f32] = bytemuck::cast_slice(&bytes[..8]);
-                        let u: &[u32] = bytemuck::cast_slice(&bytes[8..]);
+                        let f: &[f32] = bytemuck::cast_slice(&bytes);
+                        let u: &[u32] = bytemuck::cast_slice(&bytes);
                         Values {
                             range: (f[0], f[1]),
-                            count: u[0],
-                            overflow: u[1] != 0,
-                            second: (f32::from_bits(u[0]), f32::from_bits(u[1])),
+                            count: u[2],
+                            overflow: u[3] != 0,
+                            ranges: std::array::from_fn(|k| (f[2 * k], f[2 * k + 1])),
                         }
                     });
                     r.buffer.unmap();

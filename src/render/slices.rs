@@ -22,17 +22,18 @@ const PLANE_INSTANCES: u32 = 1 << 20;
 
 /// The slice and arrow pipelines and their per-eye uniforms.
 pub struct SlicePass {
-    /// [min, max] of the colour range, then of the speed (whose top scales
-    /// the arrows): written on the GPU ([`super::passes::MinMax::run_to`],
-    /// slots [`SlicePass::COLOUR`] and [`SlicePass::SPEED`]) or from a fixed
-    /// range, and read there, so that a streamed frame waits for no
-    /// read-back.
+    /// [min, max] of each slice's colour range (x, y, z from slot
+    /// [`SlicePass::COLOUR`]), then of the speed on them (whose top scales
+    /// the arrows, slot [`SlicePass::SPEED`]): written on the GPU
+    /// ([`super::passes::MinMax::run_to`]) or from a fixed range, and read
+    /// there, so that a streamed frame waits for no read-back.
     pub ranges: wgpu::Buffer,
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::RenderPipeline,
     camera: wgpu::Buffer,
-    /// The bind group and the volumes it was made for.
-    bind: Option<(wgpu::BindGroup, wgpu::Texture, wgpu::Texture)>,
+    /// Each plane's bind group (its own field volume), and the volumes they
+    /// were made for.
+    bind: Option<([wgpu::BindGroup; 3], [wgpu::Texture; 3], wgpu::Texture)>,
     arrow_layout: wgpu::BindGroupLayout,
     arrows: wgpu::RenderPipeline,
     arrow_camera: wgpu::Buffer,
@@ -43,7 +44,7 @@ pub struct SlicePass {
 
 impl SlicePass {
     pub const COLOUR: u32 = 0;
-    pub const SPEED: u32 = 1;
+    pub const SPEED: u32 = 3;
 
     pub fn new(gpu: &Gpu) -> SlicePass {
         let vf = wgpu::ShaderStages::VERTEX_FRAGMENT;
@@ -102,7 +103,7 @@ impl SlicePass {
         );
         let ranges = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("slice ranges"),
-            size: 16,
+            size: 32,
             usage: wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::COPY_SRC
                 | wgpu::BufferUsages::COPY_DST,
@@ -184,38 +185,50 @@ impl SlicePass {
         [at(0), at(1), at(2), contours as f32]
     }
 
-    /// Sets the volumes and this eye's uniform (`uniform.extra` from
-    /// [`SlicePass::extra`], `uniform.colour` the obstacle colour, the
-    /// colour map's range unused: the shader reads [`SlicePass::ranges`]).
-    pub fn prepare(&mut self, gpu: &Gpu, values: &Volume, solid: &Volume, uniform: &CameraUniform) {
-        let current = self
-            .bind
-            .as_ref()
-            .is_some_and(|(_, v, s)| *v == values.texture && *s == solid.texture);
+    /// Sets the volumes (each plane's field, x, y, z, and the solid cells)
+    /// and this eye's uniform (`uniform.extra` from [`SlicePass::extra`],
+    /// `uniform.colour` the obstacle colour, the colour map's range unused:
+    /// the shader reads [`SlicePass::ranges`]).
+    pub fn prepare(
+        &mut self,
+        gpu: &Gpu,
+        values: &[Volume; 3],
+        solid: &Volume,
+        uniform: &CameraUniform,
+    ) {
+        let current = self.bind.as_ref().is_some_and(|(_, v, s)| {
+            (0..3).all(|k| v[k] == values[k].texture) && *s == solid.texture
+        });
         if !current {
-            let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("slices"),
-                layout: &self.layout,
-                entries: &[
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: self.camera.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: wgpu::BindingResource::TextureView(&values.view),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: wgpu::BindingResource::TextureView(&solid.view),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 3,
-                        resource: self.ranges.as_entire_binding(),
-                    },
-                ],
-            });
-            self.bind = Some((bind, values.texture.clone(), solid.texture.clone()));
+            let bind = |values: &Volume| {
+                gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("slices"),
+                    layout: &self.layout,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: self.camera.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: wgpu::BindingResource::TextureView(&values.view),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 2,
+                            resource: wgpu::BindingResource::TextureView(&solid.view),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 3,
+                            resource: self.ranges.as_entire_binding(),
+                        },
+                    ],
+                })
+            };
+            self.bind = Some((
+                [bind(&values[0]), bind(&values[1]), bind(&values[2])],
+                std::array::from_fn(|k| values[k].texture.clone()),
+                solid.texture.clone(),
+            ));
         }
         gpu.queue
             .write_buffer(&self.camera, 0, bytemuck::bytes_of(uniform));
@@ -223,10 +236,13 @@ impl SlicePass {
 
     /// Draws the planes set in the last [`SlicePass::prepare`].
     pub fn draw(&self, pass: &mut wgpu::RenderPass<'_>) {
-        if let Some((bind, _, _)) = &self.bind {
+        if let Some((binds, _, _)) = &self.bind {
             pass.set_pipeline(&self.pipeline);
-            pass.set_bind_group(0, bind, &[]);
-            pass.draw(0..18, 0..1);
+            for (k, bind) in binds.iter().enumerate() {
+                let k = k as u32;
+                pass.set_bind_group(0, bind, &[]);
+                pass.draw(6 * k..6 * k + 6, 0..1);
+            }
         }
     }
 

@@ -62,11 +62,11 @@ pub struct ViewSettings {
     pub aa_samples: u32,
     /// Axis-aligned slices, as fractions of the domain along x, y and z.
     pub slices: SlicePositions,
-    /// The field the slices show; none: the surface's colouring (the
-    /// plotted field when the surface is plain).
-    pub slice_colour_by: Option<PlotType>,
-    /// The slices' colour range; none: the field's extremes on the slices.
-    pub slice_range: Option<(f32, f32)>,
+    /// The field each slice (x, y, z) shows; none: the surface's colouring
+    /// (the plotted field when the surface is plain).
+    pub slice_colour_by: [Option<PlotType>; 3],
+    /// Each slice's colour range; none: the field's extremes on it.
+    pub slice_range: [Option<(f32, f32)>; 3],
     /// Contour lines on the slices at this many levels of the colour range.
     pub contours: u32,
     /// In-plane velocity arrows on the slices every this many cells (0: none).
@@ -90,8 +90,8 @@ impl Default for ViewSettings {
             grey_background: false,
             aa_samples: 16,
             slices: [None; 3],
-            slice_colour_by: None,
-            slice_range: None,
+            slice_colour_by: [None; 3],
+            slice_range: [None; 3],
             contours: 0,
             arrows: 0,
             volume: None,
@@ -110,8 +110,8 @@ impl ViewSettings {
             // Slices and the volume rendering have their own fields and
             // ranges (`Viewer::update_slices`, `Viewer::update_volume`).
             slices: [None; 3],
-            slice_colour_by: None,
-            slice_range: None,
+            slice_colour_by: [None; 3],
+            slice_range: [None; 3],
             contours: 0,
             arrows: 0,
             volume: None,
@@ -143,9 +143,9 @@ pub struct ViewerInfo {
     pub speed_range: (f32, f32),
     /// Renderings in the current picture.
     pub samples: u32,
-    /// The slices' field and colour range, when slices are shown, and the
+    /// Each slice's field and colour range, where one is shown, and the
     /// largest speed on them (the arrows' scale).
-    pub slice_colour: Option<(PlotType, (f32, f32))>,
+    pub slice_colour: [Option<(PlotType, (f32, f32))>; 3],
     pub slice_speed: f32,
     /// The volume rendering's field and colour range, when it is on.
     pub volume_colour: Option<(PlotType, (f32, f32))>,
@@ -161,8 +161,9 @@ struct Volumes {
     solid: Volume,
     /// Every solid cell (where streamlines stop).
     blocked: Volume,
-    /// The slices' field and the volume rendering's.
-    slice: Volume,
+    /// Each slice's field (x, y, z: the layers it samples), and the volume
+    /// rendering's.
+    slices: [Volume; 3],
     density: Volume,
 }
 
@@ -225,19 +226,25 @@ pub struct Viewer {
     /// The slices' and the volume's ranges coming back (for the legends).
     slice_readbacks: Readbacks<SliceKey>,
     volume_readbacks: Readbacks<VolumeKey>,
-    /// Uniforms of the reductions recorded beside others: the slices' field,
-    /// their speed, the volume's field.
-    reductions: [Reduction; 3],
+    /// Uniforms of the reductions recorded beside others: each slice's field
+    /// (x, y, z), their speed, the volume's field.
+    reductions: [Reduction; 5],
     /// Mesh obstacles, drawn from their triangles, and the stride of the
     /// display grid they are placed in.
     meshes: (Arc<ObstacleMeshes>, usize),
 }
 
-/// Frame, and field, positions, fixed range, arrow spacing and colour map (a
-/// diverging one centres the range on zero) of the slices.
+/// Frame, and each slice's field, the positions, each fixed range, arrow
+/// spacing and colour map (a diverging one centres ranges on zero).
 type SliceKey = (
     u64,
-    (PlotType, SlicePositions, Option<(f32, f32)>, u32, ColourMap),
+    (
+        [PlotType; 3],
+        SlicePositions,
+        [Option<(f32, f32)>; 3],
+        u32,
+        ColourMap,
+    ),
 );
 /// Frame, and field, fixed range and colour map of the volume rendering.
 type VolumeKey = (u64, (PlotType, Option<(f32, f32)>, ColourMap));
@@ -339,7 +346,7 @@ impl Viewer {
                 speed: Volume::scalar(gpu, size),
                 solid: Volume::scalar(gpu, size),
                 blocked: Volume::scalar(gpu, size),
-                slice: Volume::scalar(gpu, size),
+                slices: std::array::from_fn(|_| Volume::scalar(gpu, size)),
                 density: Volume::scalar(gpu, size),
             });
             self.camera = Camera::framing(size);
@@ -484,24 +491,23 @@ impl Viewer {
         Ok(())
     }
 
-    /// The field the slices show and its range over them (or the fixed
-    /// one), and the largest speed on them for the arrows; again only when
-    /// the frame or these settings changed. The ranges stay on the GPU for
-    /// the slices and come back for the legend without waiting.
+    /// The field each slice shows and its range over it (or the fixed one),
+    /// and the largest speed on them for the arrows; again only when the
+    /// frame or these settings changed. The ranges stay on the GPU for the
+    /// slices and come back for the legends without waiting.
     fn update_slices(&mut self, gpu: &Gpu, settings: &ViewSettings) {
         if settings.slices.iter().all(Option::is_none) {
-            self.info.slice_colour = None;
+            self.info.slice_colour = [None; 3];
             self.slices_computed = None;
             return;
         }
-        let field = settings
-            .slice_colour_by
-            .unwrap_or(match settings.colour_map {
-                ColourMap::Plain => settings.plot,
-                _ => settings.colour_by.unwrap_or(settings.plot),
-            });
+        let default = match settings.colour_map {
+            ColourMap::Plain => settings.plot,
+            _ => settings.colour_by.unwrap_or(settings.plot),
+        };
+        let fields = settings.slice_colour_by.map(|f| f.unwrap_or(default));
         let view = (
-            field,
+            fields,
             settings.slices,
             settings.slice_range,
             settings.arrows,
@@ -511,9 +517,9 @@ impl Viewer {
         if self.slices_computed == Some(key) {
             return;
         }
-        // Another view: no legend until its range comes back.
+        // Another view: no legend until its ranges come back.
         if self.slices_computed.is_none_or(|(_, v)| v != view) {
-            self.info.slice_colour = None;
+            self.info.slice_colour = [None; 3];
         }
         let mut encoder = self.take_work(gpu);
         let v = self.volumes.as_ref().expect("uploaded");
@@ -522,42 +528,47 @@ impl Viewer {
             .filter(|&a| settings.slices[a].is_some())
             .map(|a| (a, at[a]))
             .collect();
-        // Only the two layers around each plane, which the slice samples.
-        let layers = |encoder: &mut wgpu::CommandEncoder, out: &Volume, plot: PlotType| {
-            for &(axis, at) in &planes {
+        // Only the two layers around a plane, which its slice samples.
+        let layers =
+            |encoder: &mut wgpu::CommandEncoder, out: &Volume, plot, (axis, at): (usize, f32)| {
                 let mut origin = [0; 3];
                 let mut extent = v.size;
                 origin[axis] = (at.max(0.0).floor() as u32).min(v.size[axis] - 1);
                 extent[axis] = 2;
                 self.derive
                     .run_box(gpu, encoder, &v.fields, out, plot, origin, extent);
-            }
-        };
+            };
         let ranges = &self.slices.ranges;
-        layers(&mut encoder, &v.slice, field);
-        match settings.slice_range {
-            Some((lo, hi)) => gpu.queue.write_buffer(
-                ranges,
-                8 * SlicePass::COLOUR as u64,
-                bytemuck::cast_slice(&[lo, hi]),
-            ),
-            None => self.minmax.run_to(
-                gpu,
-                &mut encoder,
-                &self.reductions[0],
-                &v.slice,
-                field.range_floor(),
-                &planes,
-                (ranges, SlicePass::COLOUR),
-                slice_map(settings.colour_map).diverging(),
-            ),
+        let diverging = slice_map(settings.colour_map).diverging();
+        for &(axis, at) in &planes {
+            let field = fields[axis];
+            layers(&mut encoder, &v.slices[axis], field, (axis, at));
+            let slot = SlicePass::COLOUR + axis as u32;
+            match settings.slice_range[axis] {
+                Some((lo, hi)) => {
+                    gpu.queue
+                        .write_buffer(ranges, 8 * slot as u64, bytemuck::cast_slice(&[lo, hi]))
+                }
+                None => self.minmax.run_to(
+                    gpu,
+                    &mut encoder,
+                    &self.reductions[axis],
+                    &v.slices[axis],
+                    field.range_floor(),
+                    &[(axis, at)],
+                    (ranges, slot),
+                    diverging,
+                ),
+            }
         }
         if settings.arrows > 0 {
-            layers(&mut encoder, &v.speed, PlotType::Speed);
+            for &plane in &planes {
+                layers(&mut encoder, &v.speed, PlotType::Speed, plane);
+            }
             self.minmax.run_to(
                 gpu,
                 &mut encoder,
-                &self.reductions[1],
+                &self.reductions[3],
                 &v.speed,
                 f32::MIN,
                 &planes,
@@ -570,8 +581,7 @@ impl Viewer {
         let readback = self.slice_readbacks.start(
             gpu,
             &mut encoder,
-            (ranges, 8 * SlicePass::COLOUR as u64),
-            Some((ranges, 8 * SlicePass::SPEED as u64)),
+            [0, 1, 2, SlicePass::SPEED].map(|slot| Some((ranges, 8 * slot as u64))),
         );
         self.work = Some(encoder);
         self.slice_readbacks.pending.push((readback, key));
@@ -607,7 +617,7 @@ impl Viewer {
             None => self.minmax.run_to(
                 gpu,
                 &mut encoder,
-                &self.reductions[2],
+                &self.reductions[4],
                 &v.density,
                 vs.field.range_floor(),
                 &[],
@@ -615,9 +625,9 @@ impl Viewer {
                 vs.map.diverging(),
             ),
         }
-        let readback = self
-            .volume_readbacks
-            .start(gpu, &mut encoder, (range, 0), None);
+        let readback =
+            self.volume_readbacks
+                .start(gpu, &mut encoder, [Some((range, 0)), None, None, None]);
         self.raymarch.set_field(gpu, &mut encoder, &v.density);
         self.work = Some(encoder);
         self.volume_readbacks.pending.push((readback, key));
@@ -652,8 +662,12 @@ impl Viewer {
         let readback = self.readbacks.start(
             gpu,
             &mut encoder,
-            (&self.minmax.result, 0),
-            extractor.map(|e| (&e.counter, 0)),
+            [
+                Some((&self.minmax.result, 0)),
+                extractor.map(|e| (&e.counter, 0)),
+                None,
+                None,
+            ],
         );
         self.work = Some(encoder);
         self.readbacks
@@ -696,8 +710,11 @@ impl Viewer {
         // this frame or one a little older: a legend needs no more).
         for (values, (_, view)) in self.slice_readbacks.take_ready()? {
             if self.slices_computed.is_some_and(|(_, v)| v == view) {
-                self.info.slice_colour = Some((view.0, values.range));
-                self.info.slice_speed = values.second.1;
+                let (fields, positions) = (view.0, view.1);
+                self.info.slice_colour = std::array::from_fn(|a| {
+                    positions[a].map(|_| (fields[a], values.ranges[SlicePass::COLOUR as usize + a]))
+                });
+                self.info.slice_speed = values.ranges[SlicePass::SPEED as usize].1;
             }
         }
         for (values, (_, view)) in self.volume_readbacks.take_ready()? {
@@ -942,7 +959,7 @@ impl Viewer {
             };
             let extra = SlicePass::extra(&settings.slices, v.size, settings.contours);
             self.slices
-                .prepare(gpu, &v.slice, &v.blocked, &shading.uniform(eye, extra));
+                .prepare(gpu, &v.slices, &v.blocked, &shading.uniform(eye, extra));
             if settings.arrows > 0 {
                 let counts =
                     SlicePass::arrow_counts(&settings.slices, v.size, settings.arrows as f32);

@@ -652,25 +652,36 @@ pub fn line_end_clicked(state: &mut PanelState, point: [f64; 3]) -> Option<Comma
         .map(|line| Command::SetLine(Some(line)))
 }
 
-/// The field the slices show and its range.
+/// The field each slice shows and its range.
 fn slice_colouring(ui: &mut egui::Ui, view: &ViewInfo, settings: &mut ViewSettings) {
     let label = |p: Option<PlotType>| p.map_or("as the surface", |p| p.name());
-    egui::ComboBox::from_label("slices show")
-        .selected_text(label(settings.slice_colour_by))
-        .show_ui(ui, |ui| {
-            ui.selectable_value(&mut settings.slice_colour_by, None, label(None));
-            for p in PLOTS {
-                ui.selectable_value(&mut settings.slice_colour_by, Some(p), p.name());
-            }
-        });
-    let shown = view.view.slice_colour.map(|(_, r)| r);
-    range_editor(ui, "fixed slice range", &mut settings.slice_range, shown);
-    if let Some((lo, hi)) = shown {
-        let map = match settings.colour_map {
-            ColourMap::Plain => ColourMap::Viridis,
-            m => m,
-        };
-        colour_bar(ui, map, lo, hi);
+    let map = match settings.colour_map {
+        ColourMap::Plain => ColourMap::Viridis,
+        m => m,
+    };
+    for (k, axis) in ["x", "y", "z"].iter().enumerate() {
+        if settings.slices[k].is_none() {
+            continue;
+        }
+        let field = &mut settings.slice_colour_by[k];
+        egui::ComboBox::from_label(format!("{axis} slice shows"))
+            .selected_text(label(*field))
+            .show_ui(ui, |ui| {
+                ui.selectable_value(field, None, label(None));
+                for p in PLOTS {
+                    ui.selectable_value(field, Some(p), p.name());
+                }
+            });
+        let shown = view.view.slice_colour[k].map(|(_, r)| r);
+        range_editor(
+            ui,
+            &format!("fixed {axis} slice range"),
+            &mut settings.slice_range[k],
+            shown,
+        );
+        if let Some((lo, hi)) = shown {
+            colour_bar(ui, map, lo, hi);
+        }
     }
 }
 

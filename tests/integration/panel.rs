@@ -266,16 +266,34 @@ fn slices_take_a_field_of_their_own_and_arrows() {
     h.run();
     h.get_by_label("y slice").click();
     h.run();
-    assert!(h.get_all_by_label_contains("slices show").next().is_some());
+    assert!(h
+        .get_all_by_label_contains("y slice shows")
+        .next()
+        .is_some());
+    assert!(h.query_by_label_contains("x slice shows").is_none());
     assert!(h.get_all_by_label_contains("arrows every").next().is_some());
-    h.state_mut().view.view.slice_colour = Some((PlotType::Speed, (0.01, 0.05)));
+    h.state_mut().view.view.slice_colour[1] = Some((PlotType::Speed, (0.01, 0.05)));
     h.run();
-    h.get_by_label("fixed slice range").click();
+    h.get_by_label("fixed y slice range").click();
     h.run();
-    assert_eq!(h.state().settings.slice_range, Some((0.01, 0.05)));
-    h.get_by_label("fixed slice range").click();
+    assert_eq!(
+        h.state().settings.slice_range,
+        [None, Some((0.01, 0.05)), None]
+    );
+    h.get_by_label("fixed y slice range").click();
     h.run();
-    assert_eq!(h.state().settings.slice_range, None);
+    assert_eq!(h.state().settings.slice_range, [None; 3]);
+    // Each slice its own field.
+    h.get_by_label("z slice").click();
+    h.run();
+    h.get_by_label("z slice shows").click();
+    h.run();
+    h.get_by_role_and_label(Role::Button, "ux").click();
+    h.run();
+    assert_eq!(
+        h.state().settings.slice_colour_by,
+        [None, None, Some(PlotType::Ux)]
+    );
 }
 
 #[test]

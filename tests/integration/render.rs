@@ -683,3 +683,54 @@ fn render_pngs_carry_a_colour_legend_whenever_a_colour_map_is_in_use() {
     let background = pixel_at(&["--colour-by", "plain"], 5, 5);
     assert_eq!(plain, background);
 }
+
+#[test]
+fn render_gives_each_slice_its_own_field_and_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenario_path("cavity.toml");
+    let args = [
+        "render",
+        scenario.to_str().unwrap(),
+        "--solver",
+        "cpu",
+        "--set",
+        "domain.size=[20,20,20]",
+        "--set",
+        "fluid.length_cells=18",
+        "--steps",
+        "50",
+        "--aa",
+        "1",
+        "--size",
+        "320x200",
+        "--mode",
+        "none",
+        "--slice",
+        "x=0.5,z=0.5",
+        "--slice-colour-by",
+        "x=ux,z=speed",
+        "--slice-range",
+        "z=0:0.1",
+        "--out",
+        "s.png",
+    ];
+    let o = flowscope(&args, dir.path());
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("x slice: ux from "), "{err}");
+    assert!(!err.contains("y slice"), "{err}");
+    assert!(
+        err.contains("z slice: speed from 0.0000e0 to 1.0000e-1"),
+        "{err}"
+    );
+    let bad = flowscope(
+        &[&args[..19], &["x=wind", "--out", "s.png"]].concat(),
+        dir.path(),
+    );
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("`wind` is not a field"),
+        "{}",
+        stderr(&bad)
+    );
+}

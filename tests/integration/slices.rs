@@ -195,52 +195,85 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
         mode: SurfaceMode::None,
         aa_samples: 1,
         slices: [Some(10.5 / 31.0), None, None],
-        slice_colour_by: Some(PlotType::Ux),
+        slice_colour_by: [Some(PlotType::Ux); 3],
         ..Default::default()
     };
     SHOT.render(&mut viewer, &gpu, &settings);
-    let (field, (lo, hi)) = viewer.info.slice_colour.expect("slices shown");
+    assert_eq!(viewer.info.slice_colour[1..], [None, None]);
+    let (field, (lo, hi)) = viewer.info.slice_colour[0].expect("slices shown");
     assert_eq!(field, PlotType::Ux);
     assert!(
         (lo - 0.0105).abs() < 1e-6 && (hi - 0.018).abs() < 1e-6,
         "{lo} {hi}"
     );
-    // Two slices: the range over both.
-    SHOT.render(
-        &mut viewer,
-        &gpu,
-        &ViewSettings {
-            slices: [Some(10.5 / 31.0), Some(1.0), None],
-            ..settings
-        },
+    // Two slices: each its own range (the y-slice at y = 15: ux from
+    // 0.0075 to 0.0385), and with it its own colours.
+    let two = ViewSettings {
+        slices: [Some(10.5 / 31.0), Some(1.0), None],
+        ..settings
+    };
+    let picture = SHOT.render(&mut viewer, &gpu, &two);
+    let (_, (lo, hi)) = viewer.info.slice_colour[0].unwrap();
+    assert!(
+        (lo - 0.0105).abs() < 1e-6 && (hi - 0.018).abs() < 1e-6,
+        "{lo} {hi}"
     );
-    let (_, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    let (_, (lo, hi)) = viewer.info.slice_colour[1].unwrap();
     assert!(
         (lo - 0.0075).abs() < 1e-6 && (hi - 0.0385).abs() < 1e-6,
         "{lo} {hi}"
     );
+    for (p, t) in [
+        // On the x-slice: ux = 0.0105 + 0.0005 y.
+        (Vec3::new(10.5, 12.0, 5.0), 12.0 / 15.0),
+        // On the y-slice: ux = 0.0075 + 0.001 x.
+        (Vec3::new(24.0, 15.0, 3.0), 24.0 / 31.0),
+    ] {
+        let want = ColourMap::Viridis.sample(t).map(byte);
+        let got = SHOT.rgb(&picture, SHOT.pixel(&viewer.camera, p));
+        for c in 0..3 {
+            assert!((got[c] - want[c]).abs() <= 3.0, "{p}: {got:?} vs {want:?}");
+        }
+    }
+    // Each its own field, and a legend each.
+    let own = ViewSettings {
+        slice_colour_by: [Some(PlotType::Ux), Some(PlotType::Uz), None],
+        ..two
+    };
+    SHOT.render(&mut viewer, &gpu, &own);
+    let (field, (lo, hi)) = viewer.info.slice_colour[1].unwrap();
+    assert_eq!(field, PlotType::Uz);
+    assert!(
+        (lo + 0.010).abs() < 1e-6 && (hi - 0.021).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+    let titles: Vec<String> = flowscope::render::legend::Legend::of(&own, &viewer.info)
+        .into_iter()
+        .map(|l| l.title)
+        .collect();
+    assert_eq!(titles, ["x slice: ux", "y slice: uz"]);
     // Another field, and a fixed range kept as given.
     SHOT.render(
         &mut viewer,
         &gpu,
         &ViewSettings {
             slices: [None, None, Some(2.0 / 7.0)],
-            slice_colour_by: Some(PlotType::Uy),
+            slice_colour_by: [Some(PlotType::Uy); 3],
             ..settings
         },
     );
-    let (field, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    let (field, (lo, hi)) = viewer.info.slice_colour[2].unwrap();
     assert_eq!(field, PlotType::Uy);
     assert!(
         (lo - 0.004).abs() < 1e-6 && (hi - 0.004).abs() < 1e-6,
         "{lo} {hi}"
     );
     let fixed = ViewSettings {
-        slice_range: Some((-0.01, 0.05)),
+        slice_range: [Some((-0.01, 0.05)); 3],
         ..settings
     };
     let picture = SHOT.render(&mut viewer, &gpu, &fixed);
-    assert_eq!(viewer.info.slice_colour.unwrap().1, (-0.01, 0.05));
+    assert_eq!(viewer.info.slice_colour[0].unwrap().1, (-0.01, 0.05));
     let at = SHOT.pixel(&viewer.camera, Vec3::new(10.5, 7.0, 3.0));
     let want = ColourMap::Viridis
         .sample((0.0105 + 0.0035 + 0.01) / 0.06)
@@ -262,11 +295,11 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
     // frame, only the map changed).
     let signed = ViewSettings {
         slices: [None, None, Some(0.5)],
-        slice_colour_by: Some(PlotType::Uz),
+        slice_colour_by: [Some(PlotType::Uz); 3],
         ..settings
     };
     SHOT.render(&mut viewer, &gpu, &signed);
-    let (_, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    let (_, (lo, hi)) = viewer.info.slice_colour[2].unwrap();
     assert!(
         (lo + 0.010).abs() < 1e-6 && (hi - 0.021).abs() < 1e-6,
         "{lo} {hi}"
@@ -279,7 +312,7 @@ fn a_slice_takes_its_own_field_and_range_over_its_plane() {
             ..signed
         },
     );
-    let (_, (lo, hi)) = viewer.info.slice_colour.unwrap();
+    let (_, (lo, hi)) = viewer.info.slice_colour[2].unwrap();
     assert!(
         (lo + 0.021).abs() < 1e-6 && (hi - 0.021).abs() < 1e-6,
         "{lo} {hi}"
@@ -363,7 +396,7 @@ fn a_streamed_frame_is_coloured_by_its_own_range_without_a_read_back() {
         ..Default::default()
     };
     SHOT.render(&mut viewer, &gpu, &settings);
-    let (lo, hi) = viewer.info.slice_colour.unwrap().1;
+    let (lo, hi) = viewer.info.slice_colour[2].unwrap().1;
     assert!(lo.abs() < 1e-7 && (hi - 0.031).abs() < 1e-6, "{lo} {hi}");
     // The next frame reversed and three times as fast, with a cross flow
     // (the arrows' speed is another field, derived in the same submission):
@@ -390,7 +423,7 @@ fn a_streamed_frame_is_coloured_by_its_own_range_without_a_read_back() {
     }
     // The legend's range follows.
     viewer.settle(&gpu).unwrap();
-    let (lo, hi) = viewer.info.slice_colour.unwrap().1;
+    let (lo, hi) = viewer.info.slice_colour[2].unwrap().1;
     assert!(lo.abs() < 1e-7 && (hi - 0.093).abs() < 1e-6, "{lo} {hi}");
     let top = (0.093f32 * 0.093 + 0.05 * 0.05).sqrt();
     assert!((viewer.info.slice_speed - top).abs() < 1e-6);
