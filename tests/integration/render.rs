@@ -635,24 +635,7 @@ fn render_pngs_carry_a_colour_legend_whenever_a_colour_map_is_in_use() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = scenario_path("cavity.toml");
     let pixel_at = |extra: &[&str], x: usize, y: usize| {
-        let mut args = vec![
-            "render",
-            scenario.to_str().unwrap(),
-            "--solver",
-            "cpu",
-            "--set",
-            "domain.size=[20,20,20]",
-            "--set",
-            "fluid.length_cells=18",
-            "--steps",
-            "50",
-            "--aa",
-            "1",
-            "--size",
-            "320x200",
-            "--out",
-            "l.png",
-        ];
+        let mut args = small_cavity_render(&scenario, "l.png");
         args.extend_from_slice(extra);
         let o = flowscope(&args, dir.path());
         assert!(o.status.success(), "{}", stderr(&o));
@@ -688,7 +671,42 @@ fn render_pngs_carry_a_colour_legend_whenever_a_colour_map_is_in_use() {
 fn render_gives_each_slice_its_own_field_and_range() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = scenario_path("cavity.toml");
+    let slices = [
+        "--mode",
+        "none",
+        "--slice",
+        "x=0.5,z=0.5",
+        "--slice-colour-by",
+    ];
+    let cavity = small_cavity_render(&scenario, "s.png");
     let args = [
+        &cavity[..],
+        &slices,
+        &["x=ux,z=speed", "--slice-range", "z=0:0.1"],
+    ]
+    .concat();
+    let o = flowscope(&args, dir.path());
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("x slice: ux from "), "{err}");
+    assert!(!err.contains("y slice"), "{err}");
+    assert!(
+        err.contains("z slice: speed from 0.0000e0 to 1.0000e-1"),
+        "{err}"
+    );
+    let bad = flowscope(&[&cavity[..], &slices, &["x=wind"]].concat(), dir.path());
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("`wind` is not a field"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+/// `render` of the cavity at 20³ after 50 CPU steps, one sample at 320×200,
+/// into `out`.
+fn small_cavity_render<'a>(scenario: &'a std::path::Path, out: &'a str) -> Vec<&'a str> {
+    vec![
         "render",
         scenario.to_str().unwrap(),
         "--solver",
@@ -703,34 +721,7 @@ fn render_gives_each_slice_its_own_field_and_range() {
         "1",
         "--size",
         "320x200",
-        "--mode",
-        "none",
-        "--slice",
-        "x=0.5,z=0.5",
-        "--slice-colour-by",
-        "x=ux,z=speed",
-        "--slice-range",
-        "z=0:0.1",
         "--out",
-        "s.png",
-    ];
-    let o = flowscope(&args, dir.path());
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    assert!(err.contains("x slice: ux from "), "{err}");
-    assert!(!err.contains("y slice"), "{err}");
-    assert!(
-        err.contains("z slice: speed from 0.0000e0 to 1.0000e-1"),
-        "{err}"
-    );
-    let bad = flowscope(
-        &[&args[..19], &["x=wind", "--out", "s.png"]].concat(),
-        dir.path(),
-    );
-    assert!(!bad.status.success());
-    assert!(
-        stderr(&bad).contains("`wind` is not a field"),
-        "{}",
-        stderr(&bad)
-    );
+        out,
+    ]
 }
