@@ -3,13 +3,15 @@
 //! statistics and errors, plus the cell flags ([`flags`]) and display frames
 //! ([`display`]) that every method shares.
 //!
-//! The methods live below it: [`lbm`] (D3Q19 lattice Boltzmann, CPU and CUDA).
+//! The methods live below it: [`lbm`] (D3Q19 lattice Boltzmann, CPU and CUDA)
+//! and, being built, [`projection`] (incompressible Navier–Stokes).
 //! Nothing here knows how a method stores its state.
 
 pub mod average;
 pub mod display;
 pub mod flags;
 pub mod lbm;
+pub mod projection;
 
 use std::fmt;
 

@@ -1,0 +1,519 @@
+//! Geometric multigrid for the pressure Poisson equation, and conjugate
+//! gradients preconditioned by one V-cycle of it.
+//!
+//! Coarser grids halve each axis (rounding up: a last coarse cell may cover
+//! one fine cell), their operators weighted by the fine couplings across
+//! each coarse face ([`Operator::coarse`]), so that obstacles thinner than a
+//! coarse cell still block. The
+//! V-cycle smooths with red-black Gauss–Seidel (two sweeps down, two up),
+//! restricts the residual by summing the fine cells (halved: the unscaled
+//! seven-point operator of a grid twice as coarse is four times the fine
+//! one's, and eight cells are summed), solves the coarsest grid by conjugate
+//! gradients, and prolongs trilinearly from the fluid coarse cells around
+//! each fine cell (mirrored beyond a face as its condition says, weights
+//! renormalised where some are solid). The smoothing after the correction
+//! runs its colours in the opposite order, so the cycle is a symmetric fixed
+//! linear map, as conjugate gradients needs of a preconditioner; CG stops at
+//! a relative residual and starts from the last solution (warm start).
+
+use rayon::prelude::*;
+
+use super::poisson::{axpy, dot, Face, Operator};
+
+/// Coarsening stops at this many cells or fewer.
+const COARSEST_CELLS: usize = 512;
+/// Smoothing sweeps before and after the coarse-grid correction.
+const SWEEPS: usize = 3;
+/// CG stops after this many iterations without a real gain.
+const STALLED: usize = 3;
+
+/// One grid of the hierarchy and its work vectors.
+struct Level {
+    op: Operator,
+    x: Vec<f32>,
+    b: Vec<f32>,
+    r: Vec<f32>,
+}
+
+impl Level {
+    fn new(op: Operator) -> Level {
+        let n = op.cells();
+        Level {
+            op,
+            x: vec![0.0; n],
+            b: vec![0.0; n],
+            r: vec![0.0; n],
+        }
+    }
+}
+
+/// The grids from the finest (0) to the coarsest.
+pub struct Multigrid {
+    levels: Vec<Level>,
+}
+
+impl Multigrid {
+    pub fn new(op: Operator) -> Multigrid {
+        let mut levels = vec![Level::new(op)];
+        loop {
+            let fine = &levels.last().expect("one at least").op;
+            if fine.cells() <= COARSEST_CELLS || fine.size.iter().any(|&n| n < 4) {
+                break;
+            }
+            let coarse = fine.coarse();
+            levels.push(Level::new(coarse));
+        }
+        Multigrid { levels }
+    }
+
+    /// The finest grid's operator.
+    pub fn operator(&self) -> &Operator {
+        &self.levels[0].op
+    }
+
+    /// Grids in the hierarchy.
+    pub fn depth(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// z ≈ A⁻¹ r by one V-cycle from zero.
+    pub fn cycle(&mut self, r: &[f32], z: &mut [f32]) {
+        self.levels[0].b.copy_from_slice(r);
+        self.levels[0].x.fill(0.0);
+        self.down_up(0);
+        z.copy_from_slice(&self.levels[0].x);
+    }
+
+    fn down_up(&mut self, k: usize) {
+        if k + 1 == self.levels.len() {
+            let l = &mut self.levels[k];
+            solve_coarsest(&l.op, &l.b, &mut l.x, &mut l.r);
+            return;
+        }
+        {
+            let l = &mut self.levels[k];
+            l.op.smooth(&mut l.x, &l.b, SWEEPS, false);
+            l.op.residual(&l.x, &l.b, &mut l.r);
+        }
+        let (fine, coarse) = self.levels.split_at_mut(k + 1);
+        let (fine, coarse) = (&mut fine[k], &mut coarse[0]);
+        restrict(&fine.op, &fine.r, &coarse.op, &mut coarse.b);
+        coarse.x.fill(0.0);
+        self.down_up(k + 1);
+        let (fine, coarse) = self.levels.split_at_mut(k + 1);
+        let (fine, coarse) = (&mut fine[k], &coarse[0]);
+        prolong_add(&coarse.op, &coarse.x, &fine.op, &mut fine.x);
+        fine.op.smooth(&mut fine.x, &fine.b, SWEEPS, true);
+    }
+}
+
+/// Coarse right-hand side: half the sum of the fine residual over each
+/// coarse cell.
+fn restrict(fine: &Operator, r: &[f32], coarse: &Operator, b: &mut [f32]) {
+    let [nx, ny, _] = coarse.size;
+    b.par_chunks_mut(nx * ny)
+        .enumerate()
+        .for_each(|(z, plane)| {
+            for (i, out) in plane.iter_mut().enumerate() {
+                let (x, y) = (i % nx, i / nx);
+                let mut s = 0.0f32;
+                for dz in 0..2 {
+                    for dy in 0..2 {
+                        for dx in 0..2 {
+                            let p = [2 * x + dx, 2 * y + dy, 2 * z + dz];
+                            if p.iter().zip(fine.size).all(|(&q, n)| q < n) {
+                                s += r[p[0] + fine.size[0] * (p[1] + fine.size[1] * p[2])];
+                            }
+                        }
+                    }
+                }
+                let c = z * nx * ny + i;
+                *out = if coarse.active(c) { 0.5 * s } else { 0.0 };
+            }
+        });
+}
+
+/// The two coarse cells (index, weight) nearest to fine cell `i` along an
+/// axis of `n` coarse cells with faces `faces`: the one holding it (3/4) and
+/// the one on the side of its centre (1/4), wrapped on a periodic axis;
+/// beyond another face the holder's mirror image: itself at a wall (zero
+/// gradient), itself negated at a fixed-pressure face (zero on the face).
+#[inline]
+fn along(i: usize, n: usize, faces: [Face; 2]) -> [(usize, f32); 2] {
+    let holder = i / 2;
+    let beyond = |face: Face, wrapped: usize| match face {
+        Face::Periodic => (wrapped, 0.25),
+        Face::Wall => (holder, 0.25),
+        Face::Fixed => (holder, -0.25),
+    };
+    let other = if i.is_multiple_of(2) {
+        if holder == 0 {
+            beyond(faces[0], n - 1)
+        } else {
+            (holder - 1, 0.25)
+        }
+    } else if holder + 1 == n {
+        beyond(faces[1], 0)
+    } else {
+        (holder + 1, 0.25)
+    };
+    [(holder, 0.75), other]
+}
+
+/// x_fine += the coarse correction, trilinear from the fluid coarse cells.
+fn prolong_add(coarse: &Operator, e: &[f32], fine: &Operator, x: &mut [f32]) {
+    let [nx, ny, _] = fine.size;
+    let faces = fine.faces;
+    x.par_chunks_mut(nx * ny)
+        .enumerate()
+        .for_each(|(z, plane)| {
+            let wz = along(z, coarse.size[2], faces[2]);
+            for (i, out) in plane.iter_mut().enumerate() {
+                let c = z * nx * ny + i;
+                if !fine.active(c) {
+                    continue;
+                }
+                let (x, y) = (i % nx, i / nx);
+                let wx = along(x, coarse.size[0], faces[0]);
+                let wy = along(y, coarse.size[1], faces[1]);
+                let (mut sum, mut weight) = (0.0f32, 0.0f32);
+                for &(cz, az) in &wz {
+                    for &(cy, ay) in &wy {
+                        for &(cx, ax) in &wx {
+                            let k = cx + coarse.size[0] * (cy + coarse.size[1] * cz);
+                            if coarse.active(k) {
+                                let w = ax * ay * az;
+                                sum += w * e[k];
+                                weight += w.abs();
+                            }
+                        }
+                    }
+                }
+                if weight > 0.0 {
+                    *out += sum / weight;
+                }
+            }
+        });
+}
+
+/// The coarsest grid by conjugate gradients, far below the fine grid's
+/// tolerance (a few hundred cells: cheap), so that the cycle stays linear.
+fn solve_coarsest(op: &Operator, b: &[f32], x: &mut [f32], r: &mut [f32]) {
+    let mut rhs = b.to_vec();
+    if op.singular {
+        op.remove_mean(&mut rhs);
+    }
+    x.fill(0.0);
+    r.copy_from_slice(&rhs);
+    let norm_b = dot(&rhs, &rhs);
+    if norm_b == 0.0 {
+        return;
+    }
+    let mut p = r.to_vec();
+    let mut q = vec![0.0f32; r.len()];
+    let mut rr = norm_b;
+    for _ in 0..4 * op.cells() {
+        op.apply(&p, &mut q);
+        let pq = dot(&p, &q);
+        if pq <= 0.0 {
+            break;
+        }
+        let alpha = (rr / pq) as f32;
+        axpy(alpha, &p, x);
+        axpy(-alpha, &q, r);
+        let rr_new = dot(r, r);
+        if rr_new <= 1e-14 * norm_b {
+            break;
+        }
+        let beta = (rr_new / rr) as f32;
+        p.par_iter_mut()
+            .zip(r.par_iter())
+            .for_each(|(p, &r)| *p = r + beta * *p);
+        rr = rr_new;
+    }
+}
+
+/// How a solve went.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Solve {
+    /// CG iterations (each one V-cycle).
+    pub iterations: usize,
+    /// ‖b − A x‖ / ‖b‖ at the end.
+    pub residual: f64,
+}
+
+/// Conjugate gradients preconditioned by a multigrid V-cycle.
+pub struct Pcg {
+    pub mg: Multigrid,
+    /// Stop at this relative residual ‖b − A x‖ / ‖b‖.
+    pub tolerance: f64,
+    pub max_iterations: usize,
+    r: Vec<f32>,
+    z: Vec<f32>,
+    z_old: Vec<f32>,
+    p: Vec<f32>,
+    q: Vec<f32>,
+}
+
+impl Pcg {
+    pub fn new(op: Operator, tolerance: f64) -> Pcg {
+        let n = op.cells();
+        Pcg {
+            mg: Multigrid::new(op),
+            tolerance,
+            max_iterations: 200,
+            r: vec![0.0; n],
+            z: vec![0.0; n],
+            z_old: vec![0.0; n],
+            p: vec![0.0; n],
+            q: vec![0.0; n],
+        }
+    }
+
+    /// Solves A x = b from the `x` given. For a singular operator the part
+    /// of b in its null space (b's mean over the fluid) is left out: the
+    /// equation has no solution with it.
+    pub fn solve(&mut self, b: &[f32], x: &mut [f32]) -> Solve {
+        let op = self.mg.operator();
+        let singular = op.singular;
+        let compatible;
+        let b = if singular {
+            let mut v = b.to_vec();
+            op.remove_mean(&mut v);
+            compatible = v;
+            &compatible[..]
+        } else {
+            b
+        };
+        op.clear_inactive(x);
+        op.residual(x, b, &mut self.r);
+        let norm_b = dot(b, b).sqrt();
+        if norm_b == 0.0 {
+            x.fill(0.0);
+            return Solve {
+                iterations: 0,
+                residual: 0.0,
+            };
+        }
+        let mut residual = dot(&self.r, &self.r).sqrt() / norm_b;
+        let mut iterations = 0;
+        let mut rz = 0.0;
+        let (mut best, mut stalled) = (residual, 0);
+        while residual > self.tolerance && iterations < self.max_iterations {
+            self.mg.cycle(&self.r, &mut self.z);
+            if singular {
+                self.mg.operator().remove_mean(&mut self.z);
+            }
+            let rz_new = dot(&self.r, &self.z);
+            if iterations == 0 {
+                self.p.copy_from_slice(&self.z);
+            } else {
+                // Flexible (Polak–Ribière) β: r·(z − z_old) instead of r·z,
+                // robust to a preconditioner that is not exactly symmetric.
+                let beta = ((rz_new - dot(&self.r, &self.z_old)) / rz) as f32;
+                self.p
+                    .par_iter_mut()
+                    .zip(self.z.par_iter())
+                    .for_each(|(p, &z)| *p = z + beta * *p);
+            }
+            rz = rz_new;
+            std::mem::swap(&mut self.z, &mut self.z_old);
+            let op = self.mg.operator();
+            op.apply(&self.p, &mut self.q);
+            let pq = dot(&self.p, &self.q);
+            if !(pq > 0.0) {
+                break;
+            }
+            let alpha = (rz / pq) as f32;
+            axpy(alpha, &self.p, x);
+            axpy(-alpha, &self.q, &mut self.r);
+            if singular {
+                // Rounding leaves r a mean that A x can never cancel.
+                op.remove_mean(&mut self.r);
+            }
+            iterations += 1;
+            // The recurrence drifts from the true residual in f32: check
+            // the true one before stopping.
+            let estimate = dot(&self.r, &self.r).sqrt() / norm_b;
+            if estimate <= self.tolerance {
+                op.residual(x, b, &mut self.r);
+            }
+            residual = dot(&self.r, &self.r).sqrt() / norm_b;
+            // At the rounding floor of f32 (about 1e-6 of a smooth right-hand
+            // side) the residual stops falling; going on would only let the
+            // directions lose their conjugacy.
+            if residual < 0.7 * best {
+                best = residual;
+                stalled = 0;
+            } else {
+                stalled += 1;
+                if stalled == STALLED {
+                    break;
+                }
+            }
+        }
+        Solve {
+            iterations,
+            residual,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::poisson::coords;
+    use super::*;
+
+    /// A smooth pressure field and b = A p for it on the operator's grid.
+    fn known(op: &Operator) -> (Vec<f32>, Vec<f32>) {
+        let [nx, ny, nz] = op.size.map(|n| n as f32);
+        let pi = std::f32::consts::PI;
+        let mut p: Vec<f32> = (0..op.cells())
+            .map(|c| {
+                let [x, y, z] = coords(op.size, c).map(|v| v as f32 + 0.5);
+                (pi * x / nx).cos() * (2.0 * pi * y / ny).cos() * (pi * z / nz).sin()
+                    + 0.3 * (3.0 * pi * x / nx).sin() * (pi * z / nz).cos()
+            })
+            .collect();
+        op.clear_inactive(&mut p);
+        let mut b = vec![0.0; op.cells()];
+        op.apply(&p, &mut b);
+        (p, b)
+    }
+
+    /// Cells of a 128³ box with a block and a row of pillars solid.
+    fn obstacles(n: usize) -> Vec<bool> {
+        (0..n * n * n)
+            .map(|c| {
+                let [x, y, z] = coords([n; 3], c);
+                let block = (40..72).contains(&x) && (30..90).contains(&y) && z < 80;
+                let pillar = (x % 16 < 3) && (y % 16 < 3) && x > 80;
+                !(block || pillar)
+            })
+            .collect()
+    }
+
+    /// The residual's reduction per V-cycle, as a stationary iteration from
+    /// zero, over `cycles` cycles (geometric mean), and the last residual.
+    fn v_cycle_rate(op: Operator, cycles: usize) -> (f64, f64) {
+        let (_, b) = known(&op);
+        let n = op.cells();
+        let mut mg = Multigrid::new(op);
+        let (mut x, mut r, mut z) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let norm_b = dot(&b, &b).sqrt();
+        for _ in 0..cycles {
+            mg.operator().residual(&x, &b, &mut r);
+            mg.cycle(&r, &mut z);
+            axpy(1.0, &z, &mut x);
+        }
+        mg.operator().residual(&x, &b, &mut r);
+        let end = dot(&r, &r).sqrt() / norm_b;
+        (end.powf(1.0 / cycles as f64), end)
+    }
+
+    #[test]
+    fn a_v_cycle_cuts_the_residual_tenfold_on_a_128_cube_and_fivefold_around_obstacles() {
+        // Issue 20 asks for tenfold with obstacles too: not reached yet
+        // (0.19 per cycle around this block and these pillars).
+        let n = 128;
+        let cases = [
+            ("walls", vec![true; n * n * n], [[Face::Wall; 2]; 3], 0.1),
+            (
+                "outlet, periodic y",
+                vec![true; n * n * n],
+                [
+                    [Face::Wall, Face::Fixed],
+                    [Face::Periodic; 2],
+                    [Face::Wall; 2],
+                ],
+                0.1,
+            ),
+            ("obstacles, walls", obstacles(n), [[Face::Wall; 2]; 3], 0.2),
+            (
+                "obstacles, outlet",
+                obstacles(n),
+                [[Face::Wall, Face::Fixed], [Face::Wall; 2], [Face::Wall; 2]],
+                0.2,
+            ),
+        ];
+        for (name, fluid, faces, bound) in cases {
+            let op = Operator::new([n; 3], &fluid, faces);
+            let (rate, end) = v_cycle_rate(op, 4);
+            assert!(
+                rate <= bound,
+                "{name}: {rate:.3} per cycle (residual {end:.2e})"
+            );
+        }
+    }
+
+    #[test]
+    fn cg_with_multigrid_solves_to_the_tolerance_and_starts_from_the_last_solution() {
+        let n = 64;
+        let fluid: Vec<bool> = (0..n * n * n)
+            .map(|c| {
+                let [x, y, z] = coords([n; 3], c);
+                !((20..36).contains(&x) && (10..50).contains(&y) && z < 40)
+            })
+            .collect();
+        for faces in [
+            [[Face::Wall; 2]; 3],
+            [
+                [Face::Wall, Face::Fixed],
+                [Face::Periodic; 2],
+                [Face::Wall; 2],
+            ],
+        ] {
+            let op = Operator::new([n; 3], &fluid, faces);
+            let (exact, b) = known(&op);
+            let singular = op.singular;
+            // This right-hand side is smooth: f32 pressures reach about
+            // 5e-6 of it, where CG stops.
+            let mut pcg = Pcg::new(op, 1e-5);
+            let mut x = vec![0.0; n * n * n];
+            let first = pcg.solve(&b, &mut x);
+            assert!(first.residual <= 1e-5, "{first:?}");
+            assert!(first.iterations <= 6, "{first:?}");
+            // The solution itself (up to a constant without a fixed face).
+            let op = pcg.mg.operator();
+            let mut error: Vec<f32> = x.iter().zip(&exact).map(|(a, b)| a - b).collect();
+            if singular {
+                op.remove_mean(&mut error);
+            }
+            op.clear_inactive(&mut error);
+            let worst = error.iter().fold(0.0f32, |m, e| m.max(e.abs()));
+            assert!(worst < 1e-3, "{faces:?}: {worst}");
+            // Warm: nothing left to do.
+            let again = pcg.solve(&b, &mut x);
+            assert_eq!(again.iterations, 0, "{again:?}");
+            // Below the rounding floor: it stops when the residual stops
+            // falling, no worse than it got.
+            pcg.tolerance = 1e-10;
+            let deep = pcg.solve(&b, &mut x);
+            assert!(deep.iterations < 20 && deep.residual < 1e-5, "{deep:?}");
+        }
+    }
+
+    #[test]
+    fn coarse_cells_are_fluid_where_any_fine_cell_is() {
+        let size = [6, 5, 4];
+        let mut fluid = vec![false; 120];
+        fluid[5 + 6 * (4 + 5 * 3)] = true;
+        let op = Operator::new(size, &fluid, [[Face::Fixed; 2]; 3]);
+        let coarse = op.coarse();
+        assert_eq!(coarse.size, [3, 3, 2]);
+        let active: Vec<usize> = (0..18).filter(|&c| coarse.active(c)).collect();
+        assert_eq!(active, vec![2 + 3 * (2 + 3)]);
+    }
+
+    #[test]
+    fn trilinear_weights_along_an_axis() {
+        let walls = [Face::Wall; 2];
+        assert_eq!(along(4, 4, walls), [(2, 0.75), (1, 0.25)]);
+        assert_eq!(along(5, 4, walls), [(2, 0.75), (3, 0.25)]);
+        assert_eq!(along(0, 4, walls)[1], (0, 0.25));
+        assert_eq!(along(7, 4, [Face::Wall, Face::Fixed])[1], (3, -0.25));
+        let periodic = [Face::Periodic; 2];
+        assert_eq!(along(0, 4, periodic)[1], (3, 0.25));
+        assert_eq!(along(7, 4, periodic)[1], (0, 0.25));
+    }
+}
