@@ -3,5 +3,6 @@
 //! pressure Poisson equation ([`poisson`]) and its solver, conjugate
 //! gradients preconditioned by geometric multigrid ([`multigrid`]).
 
+pub mod flow;
 pub mod multigrid;
 pub mod poisson;

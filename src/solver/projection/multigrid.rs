@@ -49,9 +49,11 @@ impl Level {
     }
 }
 
-/// The grids from the finest (0) to the coarsest.
+/// The grids from the finest (0) to the coarsest, and the coarsest's
+/// factorisation.
 pub struct Multigrid {
     levels: Vec<Level>,
+    coarsest: Coarsest,
 }
 
 impl Multigrid {
@@ -59,13 +61,16 @@ impl Multigrid {
         let mut levels = vec![Level::new(op)];
         loop {
             let fine = &levels.last().expect("one at least").op;
-            if fine.cells() <= COARSEST_CELLS || fine.size.iter().any(|&n| n < 4) {
+            // Every axis halves (the scalings below assume eight fine cells
+            // to a coarse one): an axis of one cell ends it.
+            if fine.cells() <= COARSEST_CELLS || fine.size.iter().any(|&n| n < 2) {
                 break;
             }
             let coarse = fine.coarse();
             levels.push(Level::new(coarse));
         }
-        Multigrid { levels }
+        let coarsest = Coarsest::new(&levels.last().expect("one at least").op);
+        Multigrid { levels, coarsest }
     }
 
     /// The finest grid's operator.
@@ -89,7 +94,7 @@ impl Multigrid {
     fn down_up(&mut self, k: usize) {
         if k + 1 == self.levels.len() {
             let l = &mut self.levels[k];
-            solve_coarsest(&l.op, &l.b, &mut l.x, &mut l.r);
+            self.coarsest.solve(&l.op, &l.b, &mut l.x, &mut l.r);
             return;
         }
         {
@@ -223,9 +228,97 @@ fn prolong_add(coarse: &Operator, e: &[f32], fine: &Operator, x: &mut [f32]) {
         });
 }
 
+/// Most cells the coarsest grid is factorised for (a dense matrix).
+const DENSE_CELLS: usize = 2048;
+
+/// The coarsest grid's solver: its matrix over the active cells factorised
+/// (Cholesky, double precision; a singular one with the constants added,
+/// A + 1 1ᵀ/m, whose solution for a right-hand side of zero mean is A's of
+/// zero mean), exact and linear; conjugate gradients where it is too big.
+enum Coarsest {
+    Dense { cells: Vec<usize>, lower: Vec<f64> },
+    Iterative,
+}
+
+impl Coarsest {
+    fn new(op: &Operator) -> Coarsest {
+        let cells: Vec<usize> = (0..op.cells()).filter(|&c| op.active(c)).collect();
+        let m = cells.len();
+        if m > DENSE_CELLS {
+            return Coarsest::Iterative;
+        }
+        let mut a = vec![0.0f64; m * m];
+        let (mut e, mut column) = (vec![0.0f32; op.cells()], vec![0.0f32; op.cells()]);
+        for (j, &cj) in cells.iter().enumerate() {
+            e[cj] = 1.0;
+            op.apply(&e, &mut column);
+            e[cj] = 0.0;
+            for (i, &ci) in cells.iter().enumerate() {
+                a[i * m + j] = column[ci] as f64;
+            }
+        }
+        if op.singular {
+            for v in &mut a {
+                *v += 1.0 / m as f64;
+            }
+        }
+        // A = L Lᵀ, L in the lower triangle.
+        for j in 0..m {
+            let mut d = a[j * m + j];
+            for k in 0..j {
+                d -= a[j * m + k] * a[j * m + k];
+            }
+            if !(d > 0.0) {
+                return Coarsest::Iterative;
+            }
+            let d = d.sqrt();
+            a[j * m + j] = d;
+            for i in j + 1..m {
+                let mut v = a[i * m + j];
+                for k in 0..j {
+                    v -= a[i * m + k] * a[j * m + k];
+                }
+                a[i * m + j] = v / d;
+            }
+        }
+        Coarsest::Dense { cells, lower: a }
+    }
+
+    fn solve(&self, op: &Operator, b: &[f32], x: &mut [f32], r: &mut [f32]) {
+        let (cells, lower) = match self {
+            Coarsest::Dense { cells, lower } => (cells, lower),
+            Coarsest::Iterative => return solve_iteratively(op, b, x, r),
+        };
+        let m = cells.len();
+        let mut y: Vec<f64> = cells.iter().map(|&c| b[c] as f64).collect();
+        if op.singular {
+            let mean = y.iter().sum::<f64>() / m.max(1) as f64;
+            y.iter_mut().for_each(|v| *v -= mean);
+        }
+        for i in 0..m {
+            let mut v = y[i];
+            for k in 0..i {
+                v -= lower[i * m + k] * y[k];
+            }
+            y[i] = v / lower[i * m + i];
+        }
+        for i in (0..m).rev() {
+            let mut v = y[i];
+            for k in i + 1..m {
+                v -= lower[k * m + i] * y[k];
+            }
+            y[i] = v / lower[i * m + i];
+        }
+        x.fill(0.0);
+        for (&c, v) in cells.iter().zip(y) {
+            x[c] = v as f32;
+        }
+    }
+}
+
 /// The coarsest grid by conjugate gradients, far below the fine grid's
-/// tolerance (a few hundred cells: cheap), so that the cycle stays linear.
-fn solve_coarsest(op: &Operator, b: &[f32], x: &mut [f32], r: &mut [f32]) {
+/// tolerance, so that the cycle stays nearly linear.
+fn solve_iteratively(op: &Operator, b: &[f32], x: &mut [f32], r: &mut [f32]) {
     let mut rhs = b.to_vec();
     if op.singular {
         op.remove_mean(&mut rhs);
