@@ -336,7 +336,13 @@ mod tests {
                 .filter(|&c| flow.fluid[c])
                 .map(|c| flow.divergence(c).abs())
                 .fold(0.0f32, f32::max);
-            assert!(worst < 1e-5, "step {}: divergence {worst}", flow.steps);
+            let speed = flow.u.iter().flatten().fold(0.0f32, |m, v| m.max(v.abs()));
+            // Below 1e-6 of |u| / Δx in every fluid cell (issue 20).
+            assert!(
+                worst < 1e-6 * speed,
+                "step {}: divergence {worst}, |u| {speed}",
+                flow.steps
+            );
         }
         assert!(flow.last_solve.residual <= 1e-5, "{:?}", flow.last_solve);
     }
@@ -393,5 +399,104 @@ mod tests {
         let (max, change) = ghia(400.0, 2000.0, &[('v', 0.9063)]);
         assert!(change < 1e-3, "not steady: {change}");
         assert!(max < 0.02, "{max}");
+    }
+
+    #[test]
+    fn plane_poiseuille_flow_settles_on_its_parabola() {
+        // Periodic along x and z, walls at y = 0 and n + 1, driven by a body
+        // force: u(y) = f/(2ν) (y − 1/2)(n + 1/2 − y) between the walls at
+        // the faces y = 1/2 and n + 1/2.
+        let n = 32;
+        let size = [4, n + 2, 2];
+        let cells = size[0] * size[1] * size[2];
+        let fluid: Vec<bool> = (0..cells)
+            .map(|c| {
+                let y = super::super::poisson::coords(size, c)[1];
+                y != 0 && y != n + 1
+            })
+            .collect();
+        let nu = 1.0 / 6.0;
+        let mut flow = Flow::new(
+            size,
+            [true, false, true],
+            fluid,
+            vec![[0.0; 3]; cells],
+            nu,
+            1e-6,
+        );
+        let f = 1e-4;
+        flow.force = [f, 0.0, 0.0];
+        let dt = flow.stable_dt(0.5);
+        while flow.time < 6.0 * (n * n) as f64 / nu as f64 {
+            flow.step(dt);
+        }
+        let peak = f / (2.0 * nu) * (n as f32 / 2.0).powi(2);
+        let mut worst = 0.0f32;
+        for y in 1..=n {
+            let exact = f / (2.0 * nu) * (y as f32 - 0.5) * (n as f32 + 0.5 - y as f32);
+            let got = flow.u[0][flow.index([1, y, 1])];
+            worst = worst.max((got - exact).abs() / peak);
+            assert!(flow.u[1][flow.index([1, y, 1])].abs() < 1e-6 * peak);
+        }
+        assert!(worst < 0.005, "{worst}");
+    }
+
+    /// The 2D Taylor–Green vortex in a periodic n × n box: the largest
+    /// error of u against u₀ e^{−2νk²t} after the amplitude fell to about a
+    /// third, relative to that amplitude.
+    fn taylor_green(n: usize) -> f32 {
+        let size = [n, n, 2];
+        let cells = size[0] * size[1] * size[2];
+        let k = 2.0 * std::f32::consts::PI / n as f32;
+        // The same Reynolds number u₀ n / ν = 50 on every grid.
+        let u0 = 0.05;
+        let nu = u0 * n as f32 / 50.0;
+        let mut flow = Flow::new(
+            size,
+            [true; 3],
+            vec![true; cells],
+            vec![[0.0; 3]; cells],
+            nu,
+            1e-7,
+        );
+        let shape = |flow: &Flow, c: usize| {
+            let [x, y, _] = flow.coords(c).map(|v| v as f32);
+            // u at the x-face (x, y + 1/2), v at the y-face (x + 1/2, y).
+            let (yu, xv) = (y + 0.5, x + 0.5);
+            (
+                -(k * x).cos() * (k * yu).sin(),
+                (k * xv).sin() * (k * y).cos(),
+            )
+        };
+        for c in 0..cells {
+            let (u, v) = shape(&flow, c);
+            flow.u[0][c] = u0 * u;
+            flow.u[1][c] = u0 * v;
+        }
+        // A step small enough that time errors stay below the grid's.
+        let dt = 0.2 * flow.stable_dt(0.5);
+        let decay = |t: f64| (-2.0 * nu as f64 * (k * k) as f64 * t).exp() as f32;
+        let end = 1.0 / (2.0 * nu as f64 * (k * k) as f64);
+        while flow.time + (dt as f64) <= end {
+            flow.step(dt);
+        }
+        let amplitude = u0 * decay(flow.time);
+        (0..cells)
+            .map(|c| {
+                let (u, v) = shape(&flow, c);
+                (flow.u[0][c] - amplitude * u)
+                    .abs()
+                    .max((flow.u[1][c] - amplitude * v).abs())
+            })
+            .fold(0.0f32, f32::max)
+            / amplitude
+    }
+
+    #[test]
+    fn the_taylor_green_vortex_decays_at_its_rate_with_second_order_convergence() {
+        let (coarse, fine) = (taylor_green(16), taylor_green(32));
+        assert!(fine < 0.01, "{coarse} {fine}");
+        let order = (coarse / fine).log2();
+        assert!(order > 1.8, "{coarse} {fine}: order {order}");
     }
 }
