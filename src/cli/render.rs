@@ -36,6 +36,9 @@ pub struct RenderArgs {
     pub steps: u64,
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// The solution method (default: the scenario's [run] method, else lbm).
+    #[arg(long, value_enum)]
+    pub method: Option<crate::scenario::Method>,
     /// What the isosurface shows.
     #[arg(long, value_enum, default_value = "speed")]
     pub plot: PlotType,
@@ -450,7 +453,10 @@ pub fn render(args: RenderArgs, tuning: &Tuning) -> anyhow::Result<()> {
     let size = parse_size(&args.size)?;
     // Checked before the flow runs, which may take a while.
     let mut settings = settings(&args)?;
-    let scenario = Scenario::load(&args.scenario, &args.set)?;
+    let mut scenario = Scenario::load(&args.scenario, &args.set)?;
+    if let Some(method) = args.method {
+        scenario.run.method = method;
+    }
     settings.slices = slice_fractions(settings.slices, scenario.size)?;
     for w in &scenario.warnings {
         eprintln!("warning: {w}");

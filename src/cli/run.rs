@@ -36,6 +36,9 @@ pub struct RunArgs {
     /// Override a scenario key, e.g. --set fluid.reynolds=400 --set domain.size=[64,64,4].
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// The solution method (default: the scenario's [run] method, else lbm).
+    #[arg(long, value_enum)]
+    pub method: Option<crate::scenario::Method>,
     /// Write the final fields as VTK image data (.vti, opens in ParaView).
     #[arg(long, value_name = "FILE")]
     pub vti: Option<PathBuf>,
@@ -287,7 +290,10 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
             bail!("--until-steady {tol}: the tolerance must be a positive number (e.g. 1e-6)");
         }
     }
-    let scenario = Scenario::load(&args.scenario, &args.set)?;
+    let mut scenario = Scenario::load(&args.scenario, &args.set)?;
+    if let Some(method) = args.method {
+        scenario.run.method = method;
+    }
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
     }

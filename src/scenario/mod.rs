@@ -422,6 +422,20 @@ pub struct RunSection {
     pub steps: u64,
     /// Stop once the mean relative change of the velocity per step is below this.
     pub until_steady: Option<f64>,
+    /// The solution method.
+    #[serde(default)]
+    pub method: Method,
+}
+
+/// How the flow is solved.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// D3Q19 lattice Boltzmann (CPU and CUDA).
+    #[default]
+    Lbm,
+    /// Incompressible Navier–Stokes by projection on a staggered grid (CPU).
+    Projection,
 }
 
 fn default_steps() -> u64 {
@@ -433,6 +447,7 @@ impl Default for RunSection {
         RunSection {
             steps: default_steps(),
             until_steady: None,
+            method: Method::Lbm,
         }
     }
 }

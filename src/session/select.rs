@@ -3,11 +3,12 @@
 //! grid fits, with one voxelisation per build.
 
 use crate::scenario::geometry::{ObstacleInfo, VelocitySlots, Voxels};
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{Method, Scenario, ScenarioError};
 use crate::solver::lbm::cpu::CpuSolver;
 use crate::solver::lbm::cuda::{self, CudaSolver, CudaUnavailable, Placement};
 use crate::solver::lbm::links::WallLinks;
 use crate::solver::lbm::slabs::{Partition, SlabSolver};
+use crate::solver::projection::ProjectionSolver;
 use crate::solver::{Fields, Initial, Precision, Solver, SolverError};
 use crate::system::Tuning;
 
@@ -283,6 +284,34 @@ fn voxels_on_gpu(scenario: &Scenario) -> Result<Voxels, SelectError> {
     Ok(voxels)
 }
 
+/// The projection method's solver (CPU: it has no CUDA twin yet).
+fn projection(
+    scenario: &Scenario,
+    backend: &Backend,
+    available: Option<u64>,
+) -> Result<Selected, SelectError> {
+    if backend.choice == Choice::Cuda {
+        return Err(SolverError::InvalidParams(
+            "the projection method has no CUDA solver yet: run it with --solver cpu \
+             (or auto), or use the lattice Boltzmann method (--method lbm)"
+                .into(),
+        )
+        .into());
+    }
+    if let Some(bytes) = available {
+        scenario.check_memory(60.0, bytes, "the projection solver")?;
+    }
+    let (flags, _links, geometry) = split(voxels_with_fluid(scenario)?);
+    let params = scenario.params(&geometry.slots);
+    let solver = ProjectionSolver::new(scenario.grid(), flags, params, scenario.initial())?;
+    let reason = format!("{} (the method has no CUDA solver yet)", solver.describe());
+    Ok(Selected {
+        solver: Box::new(solver),
+        reason,
+        geometry,
+    })
+}
+
 /// Builds the CPU reference solver for a scenario, after checking it fits in
 /// `available` bytes of host memory.
 pub fn build_cpu(scenario: &Scenario, available: Option<u64>) -> Result<CpuSolver, SelectError> {
@@ -371,6 +400,9 @@ pub fn build(
             geometry,
         })
     };
+    if scenario.run.method == Method::Projection {
+        return projection(scenario, backend, available);
+    }
     match backend.choice {
         Choice::Cpu => cpu_only("CPU solver (asked for with --solver cpu)".into()),
         Choice::Cuda => build_cuda_any(scenario, backend),

@@ -14,6 +14,7 @@ mod fuzz;
 mod mesh;
 mod panel;
 mod physics;
+mod projection;
 mod render;
 mod scenarios;
 mod slabs;

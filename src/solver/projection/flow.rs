@@ -104,6 +104,20 @@ impl Flow {
         self.fluid.len()
     }
 
+    /// Every open face at `velocity` (its component), made divergence-free
+    /// around the walls by a projection.
+    pub fn start_uniform(&mut self, velocity: [f32; 3]) {
+        for a in 0..3 {
+            for c in 0..self.cells() {
+                self.u[a][c] = if self.open[a][c] { velocity[a] } else { 0.0 };
+            }
+        }
+        if velocity != [0.0; 3] {
+            self.project(1.0);
+            self.p.fill(0.0);
+        }
+    }
+
     fn index(&self, p: [usize; 3]) -> usize {
         p[0] + self.size[0] * (p[1] + self.size[1] * p[2])
     }

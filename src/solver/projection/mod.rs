@@ -1,8 +1,15 @@
 //! The incompressible projection (fractional-step) method of the urban-flow
-//! source (issue 20), beside the lattice Boltzmann method. So far: the
-//! pressure Poisson equation ([`poisson`]) and its solver, conjugate
-//! gradients preconditioned by geometric multigrid ([`multigrid`]).
+//! source (issue 20), beside the lattice Boltzmann method. So far, on the
+//! CPU: the staggered-grid flow with Adams–Bashforth and the projection
+//! ([`flow`]), the pressure Poisson equation ([`poisson`]) and its solver,
+//! conjugate gradients preconditioned by geometric multigrid
+//! ([`multigrid`]), and the [`crate::solver::Solver`] that runs a scenario
+//! with them ([`solver`]: walls, moving walls and periodic axes so far; no
+//! CUDA twin yet).
 
 pub mod flow;
 pub mod multigrid;
 pub mod poisson;
+pub mod solver;
+
+pub use solver::ProjectionSolver;

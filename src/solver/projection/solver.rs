@@ -1,0 +1,238 @@
+//! The projection method as a [`Solver`] of the program: the same cell
+//! flags, parameters and units as the lattice Boltzmann solver (velocities
+//! in cells per lattice time step, ν = (τ − ½)/3, pressure reported as the
+//! density ρ = 1 + 3 p that a lattice Boltzmann solver would show), so that
+//! runs, plots and probes of either method compare directly. One step of
+//! the program is one lattice time unit, taken in as many equal sub-steps as
+//! the explicit terms' stability needs.
+
+use super::flow::Flow;
+use crate::solver::flags::{self, CellType};
+use crate::solver::{relative_change, Fields, Grid, Initial, Params, Solver, SolverError, Stats};
+
+/// The advective CFL number the sub-steps keep to.
+const CFL: f32 = 0.5;
+/// The pressure solve's relative residual.
+const TOLERANCE: f64 = 1e-6;
+
+pub struct ProjectionSolver {
+    grid: Grid,
+    flags: Vec<u8>,
+    params: Params,
+    initial: Initial,
+    flow: Flow,
+    step: u64,
+    /// The fields and step of the last steadiness check.
+    snapshot: Option<(Fields, u64)>,
+}
+
+impl ProjectionSolver {
+    pub fn new(
+        grid: Grid,
+        flags: Vec<u8>,
+        params: Params,
+        initial: Initial,
+    ) -> Result<ProjectionSolver, SolverError> {
+        let flow = Self::flow(&grid, &flags, &params, &initial)?;
+        Ok(ProjectionSolver {
+            grid,
+            flags,
+            params,
+            initial,
+            flow,
+            step: 0,
+            snapshot: None,
+        })
+    }
+
+    fn flow(
+        grid: &Grid,
+        cell_flags: &[u8],
+        params: &Params,
+        initial: &Initial,
+    ) -> Result<Flow, SolverError> {
+        if params.smagorinsky > 0.0 {
+            return Err(unsupported("the Smagorinsky model (fluid.turbulence)"));
+        }
+        let n = grid.cells();
+        let mut fluid = vec![false; n];
+        let mut wall = vec![[0.0f32; 3]; n];
+        for (c, &f) in cell_flags.iter().enumerate() {
+            match CellType::of(f) {
+                CellType::Fluid => fluid[c] = true,
+                CellType::Wall => {}
+                CellType::MovingWall => {
+                    wall[c] = params.wall_velocity(flags::tag(f) as usize, grid, c)
+                }
+                CellType::Inlet => return Err(unsupported("velocity inlets")),
+                CellType::Outlet => return Err(unsupported("outlets")),
+                CellType::FreeSlip => return Err(unsupported("free-slip faces")),
+            }
+        }
+        let nu = (params.tau - 0.5) / 3.0;
+        if !(nu > 0.0) {
+            return Err(SolverError::InvalidParams(format!(
+                "τ = {} gives no positive viscosity",
+                params.tau
+            )));
+        }
+        let mut flow = Flow::new(grid.size, grid.periodic, fluid, wall, nu, TOLERANCE);
+        flow.force = params.force;
+        let velocity = match initial {
+            Initial::Uniform(u) => *u,
+            Initial::Perturbed { velocity, .. } => *velocity,
+            Initial::Fields(_) => {
+                return Err(unsupported("starting from given fields"));
+            }
+        };
+        flow.start_uniform(velocity);
+        Ok(flow)
+    }
+
+    /// The sub-steps per lattice time unit the flow needs now.
+    fn substeps(&self) -> u32 {
+        let dt = self.flow.stable_dt(CFL);
+        (1.0 / dt).ceil().clamp(1.0, 1e6) as u32
+    }
+}
+
+fn unsupported(what: &str) -> SolverError {
+    SolverError::InvalidParams(format!(
+        "the projection method does not handle {what} yet: run this scenario with \
+         the lattice Boltzmann method ([run] method = \"lbm\", or --method lbm)"
+    ))
+}
+
+impl Solver for ProjectionSolver {
+    fn describe(&self) -> String {
+        format!(
+            "projection method, CPU (rayon, {} threads; staircase walls)",
+            rayon::current_num_threads()
+        )
+    }
+
+    fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    fn flags(&self) -> &[u8] {
+        &self.flags
+    }
+
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
+        let nu = (params.tau - 0.5) / 3.0;
+        if !(nu > 0.0) {
+            return Err(SolverError::InvalidParams(format!(
+                "τ = {} gives no positive viscosity",
+                params.tau
+            )));
+        }
+        self.flow.nu = nu;
+        self.flow.force = params.force;
+        self.params = params;
+        Ok(())
+    }
+
+    fn step(&mut self, n: u64) -> Result<(), SolverError> {
+        for _ in 0..n {
+            let k = self.substeps();
+            for _ in 0..k {
+                self.flow.step(1.0 / k as f32);
+            }
+            self.step += 1;
+        }
+        Ok(())
+    }
+
+    fn time_step(&self) -> u64 {
+        self.step
+    }
+
+    fn reset(&mut self) -> Result<(), SolverError> {
+        self.flow = Self::flow(&self.grid, &self.flags, &self.params, &self.initial)?;
+        self.step = 0;
+        self.snapshot = None;
+        Ok(())
+    }
+
+    fn fields(&mut self) -> Result<Fields, SolverError> {
+        let mut f = self.flow.fields();
+        for (rho, p) in f.rho.iter_mut().zip(&self.flow.p) {
+            *rho = 1.0 + 3.0 * p;
+        }
+        Ok(f)
+    }
+
+    fn stats(&mut self) -> Result<Stats, SolverError> {
+        let f = self.fields()?;
+        let mut stats = Stats {
+            step: self.step,
+            mass: 0.0,
+            cells: 0,
+            mean_velocity: [0.0; 3],
+            max_speed: 0.0,
+            max_speed_cell: [0; 3],
+            non_finite_cell: None,
+        };
+        for c in 0..f.rho.len() {
+            if CellType::of(self.flags[c]) != CellType::Fluid {
+                continue;
+            }
+            let u = [f.ux[c], f.uy[c], f.uz[c]];
+            if !(f.rho[c].is_finite() && u.iter().all(|v| v.is_finite())) {
+                stats.non_finite_cell.get_or_insert(self.grid.coords(c));
+                continue;
+            }
+            stats.mass += f.rho[c] as f64;
+            stats.cells += 1;
+            for a in 0..3 {
+                stats.mean_velocity[a] += u[a] as f64;
+            }
+            let speed = (u[0] * u[0] + u[1] * u[1] + u[2] * u[2]).sqrt();
+            if speed > stats.max_speed {
+                stats.max_speed = speed;
+                stats.max_speed_cell = self.grid.coords(c);
+            }
+        }
+        if stats.cells > 0 {
+            for v in &mut stats.mean_velocity {
+                *v /= stats.cells as f64;
+            }
+        }
+        Ok(stats)
+    }
+
+    fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
+        Err(unsupported("forces on obstacles"))
+    }
+
+    fn populations(&mut self) -> Result<Vec<f32>, SolverError> {
+        Err(unsupported("checkpoints"))
+    }
+
+    fn set_populations(&mut self, _step: u64, _populations: &[f32]) -> Result<(), SolverError> {
+        Err(unsupported("checkpoints"))
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        // Three velocity components, their explicit terms, the pressure and
+        // the multigrid's vectors (about twice the finest grid's).
+        (self.grid.cells() * 4 * (3 + 3 + 1 + 8)) as u64
+    }
+
+    fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        let now = self.fields()?;
+        let change = match &self.snapshot {
+            Some((before, step)) if self.step > *step => {
+                Some(relative_change(&now, before, self.step - step))
+            }
+            _ => None,
+        };
+        self.snapshot = Some((now, self.step));
+        Ok(change)
+    }
+}
