@@ -34,6 +34,9 @@ pub enum Command {
     ResetAverages,
     /// Replace the running scenario by this one (parsed by the driver).
     Load(Box<Scenario>),
+    /// Start the running scenario over with this solution method; it goes
+    /// on unchanged if the method cannot run it.
+    SetMethod(crate::scenario::Method),
     /// Read this scenario file and run it; the running scenario goes on if
     /// the file cannot be used.
     Open(PathBuf),
@@ -104,7 +107,9 @@ pub struct Status {
     pub reynolds: f64,
     pub velocity: f64,
     pub tau: f64,
-    /// The subgrid model and the collision the solver runs with.
+    /// The solution method, and the subgrid model and the collision the
+    /// solver runs with.
+    pub method: crate::scenario::Method,
     pub turbulence: Turbulence,
     pub collision: Collision,
     pub max_speed: f32,

@@ -282,6 +282,11 @@ impl Session {
                 let scenario = with_mesh(&engine.scenario, &path)?;
                 return self.apply(Command::Load(Box::new(scenario)));
             }
+            Command::SetMethod(method) => {
+                let mut scenario = engine.scenario.clone();
+                scenario.run.method = method;
+                return self.apply(Command::Load(Box::new(scenario)));
+            }
             Command::Load(scenario) => {
                 let generation = engine.publisher.geometry + 1;
                 let probe = engine.publisher.probe;
@@ -449,6 +454,7 @@ impl Session {
             s.reynolds = units.reynolds;
             s.velocity = units.velocity_lattice;
             s.tau = units.tau;
+            s.method = engine.scenario.run.method;
             s.turbulence = engine.scenario.turbulence;
             s.collision = engine.scenario.collision;
             s.show_mean = engine.publisher.mean;
@@ -486,7 +492,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::scenario::Turbulence;
+    use crate::scenario::{Method, Turbulence};
     use crate::solver::display;
     use crate::solver::Collision;
 
@@ -838,5 +844,13 @@ mod tests {
         worker.send(Command::SetTurbulence(Turbulence::None));
         let s = wait_for(&worker, |s| s.turbulence == Turbulence::None);
         assert_eq!(s.collision, Collision::Regularized);
+        // The other method: the scenario starts over with it, and back.
+        worker.send(Command::SetMethod(Method::Projection));
+        let s = wait_for(&worker, |s| s.method == Method::Projection && s.step > 5);
+        assert!(s.solver.contains("projection method"), "{}", s.solver);
+        assert!(s.message.is_none(), "{:?}", s.message);
+        worker.send(Command::SetMethod(Method::Lbm));
+        let s = wait_for(&worker, |s| s.method == Method::Lbm && s.step > 5);
+        assert!(!s.solver.contains("projection"), "{}", s.solver);
     }
 }

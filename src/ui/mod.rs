@@ -278,6 +278,28 @@ fn run_section(
             Turbulence::None
         }));
     }
+    ui.horizontal(|ui| {
+        use crate::scenario::Method;
+        ui.label("method");
+        for (method, name, hint) in [
+            (
+                Method::Lbm,
+                "lattice Boltzmann",
+                "D3Q19 lattice Boltzmann, on the CPU or CUDA",
+            ),
+            (
+                Method::Projection,
+                "projection",
+                "incompressible Navier–Stokes on a staggered grid, pressure by \
+                 multigrid-preconditioned CG (CPU; walls and moving walls so far)",
+            ),
+        ] {
+            let on = status.method == method;
+            if ui.selectable_label(on, name).on_hover_text(hint).clicked() && !on {
+                commands.push(Command::SetMethod(method));
+            }
+        }
+    });
     ui.label(format!("collision {}", status.collision));
     match entered(ui, "Reynolds", &mut state.reynolds_text) {
         Some(Some(re)) => commands.push(Command::SetReynolds(re)),

@@ -120,6 +120,25 @@ fn the_subgrid_model_checkbox_turns_the_model_on_and_off() {
 }
 
 #[test]
+fn the_method_switch_starts_the_scenario_over_with_the_other_method() {
+    use flowscope::scenario::Method;
+    let mut h = harness(true);
+    h.run();
+    // The method running now: nothing to send.
+    h.get_by_label("lattice Boltzmann").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![]);
+    h.get_by_label("projection").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::SetMethod(Method::Projection)]);
+    h.state_mut().status.method = Method::Projection;
+    h.run();
+    h.get_by_label("lattice Boltzmann").click();
+    h.run();
+    assert_eq!(sent(&mut h), vec![Command::SetMethod(Method::Lbm)]);
+}
+
+#[test]
 fn the_mean_checkbox_and_reset_ask_for_time_averages() {
     let mut h = harness(true);
     h.run();
