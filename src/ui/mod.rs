@@ -291,7 +291,7 @@ fn run_section(
                 Method::Projection,
                 "projection",
                 "incompressible Navier–Stokes on a staggered grid, pressure by \
-                 multigrid-preconditioned CG (CPU; walls and moving walls so far)",
+                 multigrid-preconditioned CG (CPU only so far)",
             ),
         ] {
             let on = status.method == method;

@@ -7,9 +7,11 @@
 //! onto divergence-free velocities.
 //!
 //! Units are the grid's: cells one unit wide, velocities in cells per unit
-//! of time. Cells are fluid or solid; a solid cell carries the velocity of
-//! its wall (a moving lid). Axes wrap around or end in walls. The walls sit
-//! on the faces between fluid and solid cells, where the lattice Boltzmann
+//! of time. Cells are fluid, walls (carrying the velocity of the wall: a
+//! moving lid, or an inlet, whose normal velocity enters through the face),
+//! free-slip walls, or outlets (pressure zero, velocity carried over from the
+//! fluid next to them). Axes wrap around or end in walls. The walls sit on
+//! the faces between fluid and solid cells, where the lattice Boltzmann
 //! solver's half-way bounce-back puts them, so both methods take the same
 //! cell flags.
 //!
@@ -21,14 +23,40 @@ use super::multigrid::{Pcg, Solve};
 use super::poisson::{Face, Operator};
 use crate::solver::Fields;
 
+/// What a cell is to the flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Fluid whose pressure is solved for.
+    Fluid,
+    /// A wall moving at its velocity (zero: at rest): no slip along it, its
+    /// normal velocity through its faces (an inlet).
+    Wall,
+    /// A wall the fluid slides along: no flow through, no friction.
+    Slip,
+    /// An outlet: fluid at pressure zero whose velocity is the fluid's next
+    /// to it (zero gradient).
+    Outflow,
+}
+
+impl Kind {
+    /// Fluid or outlet: has a velocity of its own.
+    fn flows(self) -> bool {
+        matches!(self, Kind::Fluid | Kind::Outflow)
+    }
+}
+
 /// The flow on one grid, and the state of its time integration.
 pub struct Flow {
     pub size: [usize; 3],
     periodic: [bool; 3],
+    kinds: Vec<Kind>,
     fluid: Vec<bool>,
-    /// Per component, the faces with fluid on both sides: only those move.
+    /// Per component, the faces with fluid on one side and fluid or an
+    /// outlet on the other: only those move.
     open: [Vec<bool>; 3],
-    /// The wall velocity of each solid cell (zero for fluid cells).
+    /// Per outlet cell, the fluid cell next to it and the axis between them.
+    outflow: Vec<(usize, usize, usize)>,
+    /// The wall velocity of each wall cell (zero for the others).
     wall: Vec<[f32; 3]>,
     /// Face velocities, per component.
     pub u: [Vec<f32>; 3],
@@ -48,20 +76,22 @@ pub struct Flow {
 }
 
 impl Flow {
-    /// At rest, on cells `fluid` of a grid of `size` (solid cells moving
-    /// at `wall`), wrapping along the `periodic` axes; the pressure solved
-    /// to `tolerance` (relative residual) each step.
+    /// At rest, on cells of `kinds` of a grid of `size` (walls moving at
+    /// `wall`), wrapping along the `periodic` axes; the pressure solved to
+    /// `tolerance` (relative residual) each step.
     pub fn new(
         size: [usize; 3],
         periodic: [bool; 3],
-        fluid: Vec<bool>,
+        kinds: Vec<Kind>,
         wall: Vec<[f32; 3]>,
         nu: f32,
         tolerance: f64,
     ) -> Flow {
         let n = size[0] * size[1] * size[2];
-        assert_eq!(fluid.len(), n);
+        assert_eq!(kinds.len(), n);
         assert_eq!(wall.len(), n);
+        let fluid: Vec<bool> = kinds.iter().map(|&k| k == Kind::Fluid).collect();
+        let fixed: Vec<bool> = kinds.iter().map(|&k| k == Kind::Outflow).collect();
         let faces = periodic.map(|p| {
             if p {
                 [Face::Periodic; 2]
@@ -69,13 +99,16 @@ impl Flow {
                 [Face::Wall; 2]
             }
         });
-        let pcg = Pcg::new(Operator::new(size, &fluid, faces), tolerance);
+        let op = Operator::with_fixed_cells(size, &fluid, &fixed, faces);
+        let pcg = Pcg::new(op, tolerance);
         let mut flow = Flow {
             size,
             periodic,
+            kinds,
             open: [vec![], vec![], vec![]],
+            outflow: Vec::new(),
             fluid,
-            wall,
+            wall: vec![[0.0; 3]; n],
             u: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
             p: vec![0.0; n],
             nu,
@@ -93,11 +126,71 @@ impl Flow {
             (0..n)
                 .map(|c| {
                     let p = flow.coords(c);
-                    flow.is_fluid(Some(p)) && flow.is_fluid(flow.step_to(p, a, -1))
+                    let low = flow.step_to(p, a, -1);
+                    flow.flows(Some(p))
+                        && flow.flows(low)
+                        && (flow.is_fluid(Some(p)) || flow.is_fluid(low))
                 })
                 .collect()
         });
+        for c in 0..n {
+            if flow.kinds[c] != Kind::Outflow {
+                continue;
+            }
+            let p = flow.coords(c);
+            let inner = (0..6).find_map(|d| {
+                let (axis, step) = (d / 2, if d % 2 == 0 { -1 } else { 1 });
+                let q = flow.step_to(p, axis, step)?;
+                flow.is_fluid(Some(q)).then(|| (flow.index(q), axis, d % 2))
+            });
+            if let Some((m, axis, high)) = inner {
+                // `high`: the fluid lies on the outlet's high side.
+                flow.outflow.push((c, m, axis + 3 * high));
+            }
+        }
+        flow.set_walls(wall);
         flow
+    }
+
+    /// The walls' velocities (live changes of an inlet's or a lid's speed):
+    /// each wall face takes its wall's normal velocity.
+    pub fn set_walls(&mut self, wall: Vec<[f32; 3]>) {
+        self.wall = wall;
+        for a in 0..3 {
+            for c in 0..self.cells() {
+                if self.open[a][c] {
+                    continue;
+                }
+                let p = self.coords(c);
+                let low = self.step_to(p, a, -1);
+                let (here, there) = (self.kinds[c], low.map(|q| self.kinds[self.index(q)]));
+                self.u[a][c] = match (here, there) {
+                    (Kind::Wall, Some(k)) if k.flows() => self.wall[c][a],
+                    (k, Some(Kind::Wall)) if k.flows() => {
+                        self.wall[self.index(low.expect("some"))][a]
+                    }
+                    _ => 0.0,
+                };
+            }
+        }
+    }
+
+    fn flows(&self, p: Option<[usize; 3]>) -> bool {
+        p.is_some_and(|p| self.kinds[self.index(p)].flows())
+    }
+
+    /// The outlets' velocities from the fluid next to them (zero gradient).
+    fn carry_outflow(&mut self) {
+        for &(c, m, code) in &self.outflow {
+            let (axis, high) = (code % 3, code >= 3);
+            for b in 0..3 {
+                if b != axis || high {
+                    // The normal face on the outlet's far side (its own low
+                    // face when the fluid is above it); the others all.
+                    self.u[b][c] = self.u[b][m];
+                }
+            }
+        }
     }
 
     pub fn cells(&self) -> usize {
@@ -105,17 +198,19 @@ impl Flow {
     }
 
     /// Every open face at `velocity` (its component), made divergence-free
-    /// around the walls by a projection.
+    /// around the walls by a projection (the walls' faces keep theirs).
     pub fn start_uniform(&mut self, velocity: [f32; 3]) {
         for a in 0..3 {
             for c in 0..self.cells() {
-                self.u[a][c] = if self.open[a][c] { velocity[a] } else { 0.0 };
+                if self.open[a][c] {
+                    self.u[a][c] = velocity[a];
+                }
             }
         }
-        if velocity != [0.0; 3] {
-            self.project(1.0);
-            self.p.fill(0.0);
-        }
+        self.carry_outflow();
+        self.project(1.0);
+        self.carry_outflow();
+        self.p.fill(0.0);
     }
 
     fn index(&self, p: [usize; 3]) -> usize {
@@ -154,12 +249,18 @@ impl Flow {
         match self.step_to(p, b, d) {
             Some(q) => {
                 let low = self.step_to(q, a, -1);
-                if self.is_fluid(Some(q)) || self.is_fluid(low) {
+                if self.flows(Some(q)) || self.flows(low) {
                     self.u[a][self.index(q)]
                 } else {
+                    let cells = [Some(q), low];
+                    let solid = cells.into_iter().flatten().map(|s| self.index(s));
+                    if solid.clone().any(|s| self.kinds[s] == Kind::Slip) {
+                        // No friction: no gradient.
+                        return own;
+                    }
                     let (mut sum, mut count) = (0.0, 0.0);
-                    for s in [Some(q), low].into_iter().flatten() {
-                        sum += self.wall[self.index(s)][a];
+                    for s in solid {
+                        sum += self.wall[s][a];
                         count += 1.0;
                     }
                     2.0 * sum / count - own
@@ -174,7 +275,9 @@ impl Flow {
     fn along(&self, a: usize, p: [usize; 3], d: i64) -> f32 {
         match self.step_to(p, a, d) {
             Some(q) => self.u[a][self.index(q)],
-            // The closed face at the domain's high end.
+            // Beyond an outlet at the domain's high end: as the outlet's own
+            // face (zero gradient); beyond a wall there: closed.
+            None if self.kinds[self.index(p)] == Kind::Outflow => self.u[a][self.index(p)],
             None => 0.0,
         }
     }
@@ -258,7 +361,9 @@ impl Flow {
             }
         }
         self.previous = Some(now);
+        self.carry_outflow();
         self.project(dt);
+        self.carry_outflow();
         self.time += dt as f64;
         self.steps += 1;
     }
@@ -302,7 +407,7 @@ impl Flow {
         let mut f = Fields::new(self.size);
         for c in 0..self.cells() {
             f.rho[c] = 1.0;
-            let v = if self.fluid[c] {
+            let v = if self.kinds[c].flows() {
                 let p = self.coords(c);
                 [0, 1, 2].map(|a| 0.5 * (self.u[a][c] + self.along(a, p, 1)))
             } else {
@@ -337,7 +442,15 @@ mod tests {
                 }
             }
         }
-        Flow::new(size, [false, false, true], fluid, wall, nu, 1e-6)
+        Flow::new(size, [false, false, true], kinds(&fluid), wall, nu, 1e-6)
+    }
+
+    /// Fluid where `fluid` holds, resting walls elsewhere.
+    fn kinds(fluid: &[bool]) -> Vec<Kind> {
+        fluid
+            .iter()
+            .map(|&f| if f { Kind::Fluid } else { Kind::Wall })
+            .collect()
     }
 
     #[test]
@@ -433,7 +546,7 @@ mod tests {
         let mut flow = Flow::new(
             size,
             [true, false, true],
-            fluid,
+            kinds(&fluid),
             vec![[0.0; 3]; cells],
             nu,
             1e-6,
@@ -468,7 +581,7 @@ mod tests {
         let mut flow = Flow::new(
             size,
             [true; 3],
-            vec![true; cells],
+            vec![Kind::Fluid; cells],
             vec![[0.0; 3]; cells],
             nu,
             1e-7,
@@ -512,5 +625,47 @@ mod tests {
         assert!(fine < 0.01, "{coarse} {fine}");
         let order = (coarse / fine).log2();
         assert!(order > 1.8, "{coarse} {fine}: order {order}");
+    }
+
+    #[test]
+    fn a_channel_from_an_inlet_to_an_outlet_carries_its_flux_and_develops_its_parabola() {
+        // Inlet cells at x = 0 (uniform U), an outlet layer at x = nx − 1,
+        // walls at y = 0 and n + 1, periodic z.
+        let (n, nx) = (8, 48);
+        let size = [nx, n + 2, 2];
+        let cells = size[0] * size[1] * size[2];
+        let u_in = 0.05;
+        let mut kinds = vec![Kind::Fluid; cells];
+        let mut wall = vec![[0.0; 3]; cells];
+        for c in 0..cells {
+            let [x, y, _] = super::super::poisson::coords(size, c);
+            if y == 0 || y == n + 1 {
+                kinds[c] = Kind::Wall;
+            } else if x == 0 {
+                kinds[c] = Kind::Wall;
+                wall[c] = [u_in, 0.0, 0.0];
+            } else if x == nx - 1 {
+                kinds[c] = Kind::Outflow;
+            }
+        }
+        let nu = 0.1;
+        let mut flow = Flow::new(size, [false, false, true], kinds, wall, nu, 1e-6);
+        let dt = flow.stable_dt(0.5);
+        while flow.time < 3.0 * (n * n) as f64 / nu as f64 + nx as f64 / u_in as f64 {
+            flow.step(dt);
+        }
+        // The same flux through every cross-section.
+        for x in 1..nx {
+            let flux: f32 = (1..=n).map(|y| flow.u[0][flow.index([x, y, 0])]).sum();
+            let want = u_in * n as f32;
+            assert!((flux - want).abs() < 1e-3 * want, "x {x}: {flux} vs {want}");
+        }
+        // Developed well before the outlet: the parabola of that mean.
+        let x = nx - 10;
+        let peak =
+            flow.u[0][flow.index([x, n / 2, 0])].max(flow.u[0][flow.index([x, n / 2 + 1, 0])]);
+        let want = 1.5 * u_in * (1.0 - 1.0 / (n * n) as f32);
+        // (1.5% low at 8 cells across: the walls' ghost values are second order.)
+        assert!((peak - want).abs() < 0.02 * want, "{peak} vs {want}");
     }
 }

@@ -4,8 +4,8 @@
 //! ([`flow`]), the pressure Poisson equation ([`poisson`]) and its solver,
 //! conjugate gradients preconditioned by geometric multigrid
 //! ([`multigrid`]), and the [`crate::solver::Solver`] that runs a scenario
-//! with them ([`solver`]: walls, moving walls and periodic axes so far; no
-//! CUDA twin yet).
+//! with them ([`solver`]: walls, moving walls, inlets, outlets, free slip,
+//! periodic axes; no CUDA twin yet).
 
 pub mod flow;
 pub mod multigrid;

@@ -54,6 +54,18 @@ pub struct Operator {
 impl Operator {
     /// The operator over the cells where `fluid` holds.
     pub fn new(size: [usize; 3], fluid: &[bool], faces: [[Face; 2]; 3]) -> Operator {
+        Operator::with_fixed_cells(size, fluid, &vec![false; fluid.len()], faces)
+    }
+
+    /// [`Operator::new`] with the pressure fixed at zero in the cells where
+    /// `fixed` holds (outlets): a fluid cell next to one adds 1 to its
+    /// diagonal instead of a coupling.
+    pub fn with_fixed_cells(
+        size: [usize; 3],
+        fluid: &[bool],
+        fixed: &[bool],
+        faces: [[Face; 2]; 3],
+    ) -> Operator {
         let n = size[0] * size[1] * size[2];
         assert_eq!(fluid.len(), n, "one fluid flag per cell");
         for (a, f) in faces.iter().enumerate() {
@@ -79,6 +91,10 @@ impl Operator {
                     Some(m) if fluid[m] && m != c => {
                         bits |= 1 << dir;
                         d += 1.0;
+                    }
+                    Some(m) if fixed[m] => {
+                        d += 1.0;
+                        fixed_faces = true;
                     }
                     Some(_) => {}
                     None if faces[axis][high] == Face::Fixed => {

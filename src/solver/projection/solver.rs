@@ -6,7 +6,7 @@
 //! the program is one lattice time unit, taken in as many equal sub-steps as
 //! the explicit terms' stability needs.
 
-use super::flow::Flow;
+use super::flow::{Flow, Kind};
 use crate::solver::flags::{self, CellType};
 use crate::solver::{relative_change, Fields, Grid, Initial, Params, Solver, SolverError, Stats};
 
@@ -54,21 +54,16 @@ impl ProjectionSolver {
         if params.smagorinsky > 0.0 {
             return Err(unsupported("the Smagorinsky model (fluid.turbulence)"));
         }
-        let n = grid.cells();
-        let mut fluid = vec![false; n];
-        let mut wall = vec![[0.0f32; 3]; n];
-        for (c, &f) in cell_flags.iter().enumerate() {
-            match CellType::of(f) {
-                CellType::Fluid => fluid[c] = true,
-                CellType::Wall => {}
-                CellType::MovingWall => {
-                    wall[c] = params.wall_velocity(flags::tag(f) as usize, grid, c)
-                }
-                CellType::Inlet => return Err(unsupported("velocity inlets")),
-                CellType::Outlet => return Err(unsupported("outlets")),
-                CellType::FreeSlip => return Err(unsupported("free-slip faces")),
-            }
-        }
+        let kinds: Vec<Kind> = cell_flags
+            .iter()
+            .map(|&f| match CellType::of(f) {
+                CellType::Fluid => Kind::Fluid,
+                CellType::Wall | CellType::MovingWall | CellType::Inlet => Kind::Wall,
+                CellType::Outlet => Kind::Outflow,
+                CellType::FreeSlip => Kind::Slip,
+            })
+            .collect();
+        let wall = walls(grid, cell_flags, params);
         let nu = (params.tau - 0.5) / 3.0;
         if !(nu > 0.0) {
             return Err(SolverError::InvalidParams(format!(
@@ -76,7 +71,7 @@ impl ProjectionSolver {
                 params.tau
             )));
         }
-        let mut flow = Flow::new(grid.size, grid.periodic, fluid, wall, nu, TOLERANCE);
+        let mut flow = Flow::new(grid.size, grid.periodic, kinds, wall, nu, TOLERANCE);
         flow.force = params.force;
         let velocity = match initial {
             Initial::Uniform(u) => *u,
@@ -94,6 +89,21 @@ impl ProjectionSolver {
         let dt = self.flow.stable_dt(CFL);
         (1.0 / dt).ceil().clamp(1.0, 1e6) as u32
     }
+}
+
+/// The velocity of every moving wall and inlet cell (their slots' velocity,
+/// with its profile); zero elsewhere.
+fn walls(grid: &Grid, cell_flags: &[u8], params: &Params) -> Vec<[f32; 3]> {
+    cell_flags
+        .iter()
+        .enumerate()
+        .map(|(c, &f)| match CellType::of(f) {
+            CellType::MovingWall | CellType::Inlet => {
+                params.wall_velocity(flags::tag(f) as usize, grid, c)
+            }
+            _ => [0.0; 3],
+        })
+        .collect()
 }
 
 fn unsupported(what: &str) -> SolverError {
@@ -133,6 +143,7 @@ impl Solver for ProjectionSolver {
         }
         self.flow.nu = nu;
         self.flow.force = params.force;
+        self.flow.set_walls(walls(&self.grid, &self.flags, &params));
         self.params = params;
         Ok(())
     }
