@@ -327,6 +327,20 @@ impl Flow {
         out
     }
 
+    /// The largest face velocity (a NaN counts as infinite) and its cell.
+    pub fn fastest(&self) -> (f32, usize) {
+        let mut best = (0.0f32, 0);
+        for u in &self.u {
+            for (c, v) in u.iter().enumerate() {
+                let speed = if v.is_nan() { f32::INFINITY } else { v.abs() };
+                if speed > best.0 {
+                    best = (speed, c);
+                }
+            }
+        }
+        best
+    }
+
     /// The largest stable step for a CFL number `cfl` (advective limit) and
     /// the explicit diffusion's limit under Adams–Bashforth (|λ dt| ≤ 1 on
     /// the negative axis, λ down to −12ν: 90% of it).

@@ -8,7 +8,10 @@
 
 use super::flow::{Flow, Kind};
 use crate::solver::flags::{self, CellType};
-use crate::solver::{relative_change, Fields, Grid, Initial, Params, Solver, SolverError, Stats};
+use crate::solver::{
+    check_params, relative_change, Fields, Grid, Initial, Params, Solver, SolverError, Stats,
+    MAX_STABLE_SPEED,
+};
 
 /// The advective CFL number the sub-steps keep to.
 const CFL: f32 = 0.5;
@@ -64,13 +67,8 @@ impl ProjectionSolver {
             })
             .collect();
         let wall = walls(grid, cell_flags, params);
+        check_params(params)?;
         let nu = (params.tau - 0.5) / 3.0;
-        if !(nu > 0.0) {
-            return Err(SolverError::InvalidParams(format!(
-                "τ = {} gives no positive viscosity",
-                params.tau
-            )));
-        }
         let mut flow = Flow::new(grid.size, grid.periodic, kinds, wall, nu, TOLERANCE);
         flow.force = params.force;
         let velocity = match initial {
@@ -134,14 +132,11 @@ impl Solver for ProjectionSolver {
     }
 
     fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
-        let nu = (params.tau - 0.5) / 3.0;
-        if !(nu > 0.0) {
-            return Err(SolverError::InvalidParams(format!(
-                "τ = {} gives no positive viscosity",
-                params.tau
-            )));
+        check_params(&params)?;
+        if params.smagorinsky > 0.0 {
+            return Err(unsupported("the Smagorinsky model (fluid.turbulence)"));
         }
-        self.flow.nu = nu;
+        self.flow.nu = (params.tau - 0.5) / 3.0;
         self.flow.force = params.force;
         self.flow.set_walls(walls(&self.grid, &self.flags, &params));
         self.params = params;
@@ -150,6 +145,15 @@ impl Solver for ProjectionSolver {
 
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
         for _ in 0..n {
+            // A blow-up would otherwise ask for ever more sub-steps.
+            let (speed, cell) = self.flow.fastest();
+            if !(speed <= MAX_STABLE_SPEED) {
+                return Err(SolverError::Unstable {
+                    step: self.step,
+                    cell: self.grid.coords(cell),
+                    what: format!("a velocity of {speed} cells per step"),
+                });
+            }
             let k = self.substeps();
             for _ in 0..k {
                 self.flow.step(1.0 / k as f32);
@@ -245,5 +249,40 @@ impl Solver for ProjectionSolver {
         };
         self.snapshot = Some((now, self.step));
         Ok(change)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solver::Collision;
+
+    #[test]
+    fn speeds_past_the_stability_limit_stop_the_run_with_the_cell() {
+        let grid = Grid {
+            size: [8, 8, 4],
+            periodic: [true; 3],
+        };
+        let params = Params::new(0.6, Collision::Bgk);
+        let start = |u: f32| {
+            ProjectionSolver::new(
+                grid,
+                vec![0; grid.cells()],
+                params.clone(),
+                Initial::Uniform([u, 0.0, 0.0]),
+            )
+            .unwrap()
+        };
+        // A uniform stream along a periodic axis stays as it is.
+        let mut calm = start(0.1);
+        calm.step(5).unwrap();
+        assert!((calm.stats().unwrap().max_speed - 0.1).abs() < 1e-6);
+        let mut fast = start(0.6);
+        match fast.step(5) {
+            Err(SolverError::Unstable { step: 0, what, .. }) => {
+                assert!(what.contains("0.6"), "{what}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
