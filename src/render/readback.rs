@@ -70,7 +70,8 @@ impl<K> Readbacks<K> {
     /// two f32; a counter: its count and overflow flag; zeros for none) into
     /// a spare read-back buffer (a new one when all are in flight: every
     /// frame's values come back, the last one before a pause included).
-    /// Map it after submitting the encoder.
+    /// Push it to `pending`; [`Readbacks::map_submitted`] maps it once the
+    /// encoder is submitted.
     pub fn start(
         &mut self,
         gpu: &Gpu,
