@@ -66,8 +66,15 @@ pub struct Flow {
     pub nu: f32,
     /// Body force per unit mass.
     pub force: [f32; 3],
-    /// The explicit terms of the last step (Adams–Bashforth).
-    previous: Option<[Vec<f32>; 3]>,
+    /// The explicit terms of this step and of the last one (Adams–Bashforth;
+    /// none before the first step), kept to be written again each step.
+    now: [Vec<f32>; 3],
+    previous: [Vec<f32>; 3],
+    has_previous: bool,
+    /// The pressure equation's right-hand side, kept likewise.
+    rhs: Vec<f32>,
+    /// The largest wall velocity component (moving lids, inlets).
+    fastest_wall: f32,
     pcg: Pcg,
     pub time: f64,
     pub steps: u64,
@@ -113,7 +120,11 @@ impl Flow {
             p: vec![0.0; n],
             nu,
             force: [0.0; 3],
-            previous: None,
+            now: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
+            previous: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
+            has_previous: false,
+            rhs: vec![0.0; n],
+            fastest_wall: 0.0,
             pcg,
             time: 0.0,
             steps: 0,
@@ -155,6 +166,7 @@ impl Flow {
     /// The walls' velocities (live changes of an inlet's or a lid's speed):
     /// each wall face takes its wall's normal velocity.
     pub fn set_walls(&mut self, wall: Vec<[f32; 3]>) {
+        self.fastest_wall = wall.iter().flatten().fold(0.0f32, |m, v| m.max(v.abs()));
         self.wall = wall;
         for a in 0..3 {
             for c in 0..self.cells() {
@@ -297,11 +309,11 @@ impl Flow {
     }
 
     /// −(u·∇)u_a + ν∇²u_a + f_a at every open face of component `a`.
-    fn explicit(&self, a: usize) -> Vec<f32> {
+    fn explicit(&self, a: usize, out: &mut [f32]) {
         use rayon::prelude::*;
-        let mut out = vec![0.0; self.cells()];
         out.par_iter_mut().enumerate().for_each(|(c, o)| {
             if !self.open[a][c] {
+                *o = 0.0;
                 return;
             }
             let p = self.coords(c);
@@ -324,7 +336,6 @@ impl Flow {
             }
             *o = -advection + self.nu * diffusion + self.force[a];
         });
-        out
     }
 
     /// The largest face velocity (a NaN counts as infinite) and its cell.
@@ -345,13 +356,13 @@ impl Flow {
     /// the explicit diffusion's limit under Adams–Bashforth (|λ dt| ≤ 1 on
     /// the negative axis, λ down to −12ν: 90% of it).
     pub fn stable_dt(&self, cfl: f32) -> f32 {
-        let speed = self.u.iter().flatten().fold(0.0f32, |m, v| m.max(v.abs()));
-        let lid = self
-            .wall
-            .iter()
-            .flatten()
-            .fold(0.0f32, |m, v| m.max(v.abs()));
-        let advective = cfl / speed.max(lid).max(1e-12);
+        self.stable_dt_at(cfl, self.fastest().0)
+    }
+
+    /// [`Flow::stable_dt`] where the largest face velocity is `speed`
+    /// (known already: [`Flow::fastest`]).
+    pub fn stable_dt_at(&self, cfl: f32, speed: f32) -> f32 {
+        let advective = cfl / speed.max(self.fastest_wall).max(1e-12);
         let viscous = 0.9 / (12.0 * self.nu.max(1e-12));
         advective.min(viscous)
     }
@@ -359,22 +370,22 @@ impl Flow {
     /// One step of length `dt`: Adams–Bashforth (Euler on the first), then
     /// the projection.
     pub fn step(&mut self, dt: f32) {
-        let now = [self.explicit(0), self.explicit(1), self.explicit(2)];
+        let mut now = std::mem::take(&mut self.now);
+        for (a, out) in now.iter_mut().enumerate() {
+            self.explicit(a, out);
+        }
         for a in 0..3 {
-            match &self.previous {
-                Some(old) => {
-                    for c in 0..self.cells() {
-                        self.u[a][c] += dt * (1.5 * now[a][c] - 0.5 * old[a][c]);
-                    }
-                }
-                None => {
-                    for c in 0..self.cells() {
-                        self.u[a][c] += dt * now[a][c];
-                    }
-                }
+            let (new, old) = (&now[a], &self.previous[a]);
+            for (c, u) in self.u[a].iter_mut().enumerate() {
+                *u += if self.has_previous {
+                    dt * (1.5 * new[c] - 0.5 * old[c])
+                } else {
+                    dt * new[c]
+                };
             }
         }
-        self.previous = Some(now);
+        self.now = std::mem::replace(&mut self.previous, now);
+        self.has_previous = true;
         self.carry_outflow();
         self.project(dt);
         self.carry_outflow();
@@ -393,16 +404,16 @@ impl Flow {
     fn project(&mut self, dt: f32) {
         let n = self.cells();
         // The operator is −∇² (unit spacing).
-        let b: Vec<f32> = (0..n)
-            .map(|c| {
-                if self.fluid[c] {
-                    -self.divergence(c) / dt
-                } else {
-                    0.0
-                }
-            })
-            .collect();
+        let mut b = std::mem::take(&mut self.rhs);
+        for (c, b) in b.iter_mut().enumerate() {
+            *b = if self.fluid[c] {
+                -self.divergence(c) / dt
+            } else {
+                0.0
+            };
+        }
         self.last_solve = self.pcg.solve(&b, &mut self.p);
+        self.rhs = b;
         for a in 0..3 {
             for c in 0..n {
                 if self.open[a][c] {

@@ -82,9 +82,10 @@ impl ProjectionSolver {
         Ok(flow)
     }
 
-    /// The sub-steps per lattice time unit the flow needs now.
-    fn substeps(&self) -> u32 {
-        let dt = self.flow.stable_dt(CFL);
+    /// The sub-steps per lattice time unit the flow needs at its largest
+    /// velocity `speed`.
+    fn substeps(&self, speed: f32) -> u32 {
+        let dt = self.flow.stable_dt_at(CFL, speed);
         (1.0 / dt).ceil().clamp(1.0, 1e6) as u32
     }
 }
@@ -154,7 +155,7 @@ impl Solver for ProjectionSolver {
                     what: format!("a velocity of {speed} cells per step"),
                 });
             }
-            let k = self.substeps();
+            let k = self.substeps(speed);
             for _ in 0..k {
                 self.flow.step(1.0 / k as f32);
             }
