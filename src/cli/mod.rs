@@ -337,6 +337,28 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
             o.name, o.cells, o.frontal_area
         );
     }
+    if let Some(v) = &voxels {
+        let grid = s.grid();
+        if let Some(setup) = s.releases.setup(&grid, &v.flags, &s.path)? {
+            for (k, src) in setup.sources.iter().enumerate() {
+                let release = match src.release {
+                    crate::solver::scalar::Release::Concentration(c) => format!("held at {c}"),
+                    crate::solver::scalar::Release::Rate(r) => format!("{r} per step"),
+                };
+                let until = src.stop.map_or("the end".into(), |s| format!("step {s}"));
+                println!(
+                    "source          {}: field {}, {} cells, {release}, from step {} to {until}",
+                    k + 1,
+                    src.field + 1,
+                    src.cells.len(),
+                    src.start
+                );
+            }
+            for r in &setup.receptors {
+                println!("receptor        {}: at {:?}", r.name, r.position);
+            }
+        }
+    }
     println!(
         "lattice units   Re = {:.2}, L = {} cells, u = {:.5}, Ma = {:.4}",
         u.reynolds,

@@ -51,7 +51,12 @@ pub struct RunArgs {
     /// CSV file of drag and lift coefficients per obstacle, every --every steps.
     #[arg(long, value_name = "FILE")]
     pub forces: Option<PathBuf>,
-    /// Interval in steps for forces, stability and steadiness checks.
+    /// CSV file of each receptor's concentration and dose (its time
+    /// integral, in concentration × steps) every --every steps, for
+    /// scenarios with contaminant sources and `[[receptors]]`.
+    #[arg(long, value_name = "FILE")]
+    pub receptors: Option<PathBuf>,
+    /// Interval in steps for forces, receptors, stability and steadiness checks.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub every: u64,
     /// Also write the fields every K steps as a numbered series beside the
@@ -96,6 +101,7 @@ impl Outputs<'_> {
         let outputs = [
             (&args.vti, "--vti", &["vti"][..]),
             (&args.probe_out, "--probe-out", &["csv"][..]),
+            (&args.receptors, "--receptors", &["csv"][..]),
             (&args.forces, "--forces", &["csv"][..]),
             (&args.checkpoint, "--checkpoint", &["ckpt"][..]),
         ];
@@ -253,6 +259,35 @@ impl ForceAverages {
     }
 }
 
+/// The receptors CSV's header: `step`, then per receptor and field its
+/// concentration and dose (`c_NAME`, `dose_NAME`; `c2_NAME`, … for the
+/// second field on).
+fn receptor_header(receptors: &[(String, Vec<crate::solver::scalar::Reading>)]) -> String {
+    let mut header = String::from("step");
+    for (name, readings) in receptors {
+        let name = name.replace([',', '"'], "_");
+        for k in 0..readings.len() {
+            let n = if k == 0 {
+                String::new()
+            } else {
+                (k + 1).to_string()
+            };
+            header.push_str(&format!(",c{n}_{name},dose{n}_{name}"));
+        }
+    }
+    header
+}
+
+fn receptor_row(t: u64, receptors: &[(String, Vec<crate::solver::scalar::Reading>)]) -> String {
+    let mut row = t.to_string();
+    for (_, readings) in receptors {
+        for r in readings {
+            row.push_str(&format!(",{:.6e},{:.6e}", r.concentration, r.dose));
+        }
+    }
+    row
+}
+
 fn save_checkpoint(solver: &mut dyn Solver, path: &Path) -> anyhow::Result<()> {
     Ok(checkpoint::save(path, solver)?)
 }
@@ -307,9 +342,8 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
     let obstacles = selected.geometry.obstacles;
 
     if let Some(path) = &args.resume {
-        let ckpt = checkpoint::load(path, scenario.size, solver.flags())?;
-        solver.set_populations(ckpt.step, &ckpt.populations)?;
-        eprintln!("resumed from {} at step {}", path.display(), ckpt.step);
+        let step = checkpoint::restore(path, solver.as_mut())?;
+        eprintln!("resumed from {} at step {step}", path.display());
     }
 
     if let Some(from) = args.average_from {
@@ -350,6 +384,22 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
                 header.push_str(&format!(",cd_{tag},cl_{tag}"));
             }
             f.write_line(&header)?;
+            Some(f)
+        }
+        None => None,
+    };
+    let mut receptors_file = match &args.receptors {
+        Some(path) => {
+            let names = solver.receptors();
+            if names.is_empty() {
+                bail!(
+                    "--receptors {}: the scenario has no [[receptors]] (or no [[sources]]) to record",
+                    path.display()
+                );
+            }
+            let mut f = GrowingFile::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            f.write_line(&receptor_header(&names))?;
             Some(f)
         }
         None => None,
@@ -439,6 +489,11 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
                 }
             }
         }
+        if let Some(f) = receptors_file.as_mut() {
+            if t % args.every == 0 || t == target {
+                f.write_line(&receptor_row(t, &solver.receptors()))?;
+            }
+        }
         if (until_steady.is_some() || !args.quiet) && t % args.every == 0 {
             if let Some(change) = solver.velocity_change()? {
                 last_change = change;
@@ -494,6 +549,16 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         }
     }
     bar.finish_and_clear();
+    if let Some(f) = receptors_file.as_mut() {
+        f.finish()?;
+    }
+    for (name, readings) in solver.receptors() {
+        let values: Vec<String> = readings
+            .iter()
+            .map(|r| format!("c {:.4e}, dose {:.4e}", r.concentration, r.dose))
+            .collect();
+        eprintln!("receptor {name}: {}", values.join("; "));
+    }
     if let Some(f) = forces_file.as_mut() {
         force_sums.write(f, average_from)?;
         f.finish()?;

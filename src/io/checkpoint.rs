@@ -2,9 +2,11 @@
 //!
 //! Layout (little endian): the 16-byte magic, a format version, the grid, the
 //! step, a hash of the cell flags (so a file from other geometry is refused), the
-//! storage precision, then the raw shifted populations in storage order, then an
-//! FNV-1a hash of everything before it. A resumed run continues bit for bit: the
-//! populations and the step are the whole state of the AA scheme.
+//! storage precision, then the raw shifted populations in storage order, then
+//! the state the run carries besides the flow (contaminant concentrations and
+//! doses; version 2 on, its length in the header), then an FNV-1a hash of
+//! everything before it. A resumed run continues bit for bit: the populations
+//! and the step are the whole state of the AA scheme.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use crate::solver::{Solver, SolverError};
 
 const MAGIC: &[u8; 16] = b"FLOWSCOPE-CKPT\0\0";
 /// Bump on any change of layout or meaning.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -27,7 +29,7 @@ pub enum CheckpointError {
     },
     #[error("{path} is not a flowscope checkpoint (or it is truncated or corrupted): {why}")]
     NotACheckpoint { path: PathBuf, why: String },
-    #[error("{path} was written by checkpoint format version {found}; this flowscope reads version {VERSION}. Rerun the simulation with this version")]
+    #[error("{path} was written by checkpoint format version {found}; this flowscope reads versions 1 to {VERSION}. Rerun the simulation with this version")]
     Version { path: PathBuf, found: u32 },
     #[error("{path} holds a {found} grid but the scenario has {expected}: resume with the scenario (and --set values) it was written with")]
     Grid {
@@ -48,6 +50,8 @@ pub struct Checkpoint {
     pub step: u64,
     pub flags_hash: u64,
     pub populations: Vec<f32>,
+    /// [`Solver::carried_state`]: empty where the run carried nothing.
+    pub carried: Vec<f32>,
 }
 
 fn fnv1a(hash: &mut u64, bytes: &[u8]) {
@@ -110,6 +114,7 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
     let size = solver.grid().size;
     let count = (lattice::Q * solver.grid().cells()) as u64;
     let (step, hash) = (solver.time_step(), flags_hash(solver.flags()));
+    let carried = solver.carried_state().unwrap_or_default();
     let mut failed = None;
     let written = super::write_atomically(path, |file| {
         let mut out = Hashing {
@@ -118,10 +123,10 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
         };
         out.put(MAGIC)?;
         out.put(&VERSION.to_le_bytes())?;
-        for word in size
-            .map(|n| n as u64)
-            .into_iter()
-            .chain([step, hash, count])
+        for word in
+            size.map(|n| n as u64)
+                .into_iter()
+                .chain([step, hash, count, carried.len() as u64])
         {
             out.put(&word.to_le_bytes())?;
         }
@@ -150,6 +155,7 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
                 "the solver handed over a wrong state",
             ));
         }
+        out.put_floats(&carried)?;
         let h = out.hash;
         out.inner.write_all(&h.to_le_bytes())
     });
@@ -164,9 +170,10 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
     }
 }
 
-/// Bytes before the populations: signature, version, grid, step, flags hash
-/// and population count.
-const HEADER: usize = 20 + 8 * 6;
+/// Bytes before the populations: signature, version, grid, step, flags hash,
+/// population count and (version 2 on) the carried state's length.
+const HEADER: usize = 20 + 8 * 7;
+const HEADER_1: usize = HEADER - 8;
 
 /// Reads a checkpoint and checks it against the grid and flags of the scenario
 /// it is to resume. The header and the file's length are checked before the
@@ -192,18 +199,21 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
         return Err(bad("the file does not start with the checkpoint signature"));
     }
     let version = u32::from_le_bytes(head[16..20].try_into().expect("4 bytes"));
-    if version != VERSION {
+    if version == 0 || version > VERSION {
         return Err(CheckpointError::Version {
             path: path.to_path_buf(),
             found: version,
         });
     }
-    if head.len() < HEADER {
+    let header = if version == 1 { HEADER_1 } else { HEADER };
+    head.truncate(header);
+    if head.len() < header {
         return Err(bad("the header is cut short"));
     }
     let word =
         |k: usize| u64::from_le_bytes(head[20 + 8 * k..28 + 8 * k].try_into().expect("8 bytes"));
     let (step, hash, count) = (word(3), word(4), word(5));
+    let carried_count = if version == 1 { 0 } else { word(6) };
     let found = [word(0), word(1), word(2)];
     if found != size.map(|n| n as u64) {
         return Err(CheckpointError::Grid {
@@ -219,29 +229,36 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
     }
     // The populations of the grid, and the checksum.
     let cells = size.iter().map(|&n| n as u64).product::<u64>();
-    let expected = (HEADER as u64 + 8).checked_add(count.saturating_mul(4));
+    let expected = (header as u64 + 8)
+        .checked_add(count.saturating_mul(4))
+        .and_then(|n| n.checked_add(carried_count.saturating_mul(4)));
     let length = file.metadata().map_err(io)?.len();
     if count != lattice::Q as u64 * cells || expected != Some(length) {
         return Err(bad("its length does not match its header"));
     }
     let mut h = FNV_START;
     fnv1a(&mut h, &head);
-    let mut populations = Vec::with_capacity(count as usize);
     let mut buf = [0u8; CHUNK_BYTES];
-    let mut left = count as usize * 4;
-    while left > 0 {
-        let part = &mut buf[..left.min(CHUNK_BYTES)];
-        file.read_exact(part).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => bad("its length does not match its header"),
-            _ => io(e),
-        })?;
-        fnv1a(&mut h, part);
-        populations.extend(
-            part.chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
-        );
-        left -= part.len();
-    }
+    let mut floats = |count: u64| -> Result<Vec<f32>, CheckpointError> {
+        let mut out = Vec::with_capacity(count as usize);
+        let mut left = count as usize * 4;
+        while left > 0 {
+            let part = &mut buf[..left.min(CHUNK_BYTES)];
+            file.read_exact(part).map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => bad("its length does not match its header"),
+                _ => io(e),
+            })?;
+            fnv1a(&mut h, part);
+            out.extend(
+                part.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            );
+            left -= part.len();
+        }
+        Ok(out)
+    };
+    let populations = floats(count)?;
+    let carried = floats(carried_count)?;
     let mut tail = [0u8; 8];
     file.read_exact(&mut tail)
         .map_err(|_| bad("its length does not match its header"))?;
@@ -253,7 +270,25 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
         step,
         flags_hash: hash,
         populations,
+        carried,
     })
+}
+
+/// Loads a checkpoint for `solver`'s scenario and puts its state in
+/// `solver`; returns the step it resumes at.
+pub fn restore(path: &Path, solver: &mut dyn Solver) -> Result<u64, CheckpointError> {
+    let c = load(path, solver.grid().size, solver.flags())?;
+    solver.set_populations(c.step, &c.populations)?;
+    match (c.carried.is_empty(), solver.carried_state().is_some()) {
+        (false, _) => solver.set_carried_state(&c.carried)?,
+        (true, true) => eprintln!(
+            "note: {} holds no contaminant concentrations: they start from none at step {}",
+            path.display(),
+            c.step
+        ),
+        (true, false) => {}
+    }
+    Ok(c.step)
 }
 
 #[cfg(test)]

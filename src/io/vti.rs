@@ -1,5 +1,6 @@
 //! VTK XML image data (`.vti`) that ParaView opens: point data `rho`,
-//! `pressure` (p − p0, lattice units), `velocity` (3 components) and `flags`
+//! `pressure` (p − p0, lattice units), `velocity` (3 components), the
+//! contaminants' `concentration` (`concentration_2`, …) where there are any, and `flags`
 //! (cell type in bits 0–2, tag in bits 3–6), raw appended binary. With time
 //! averages, `velocity_mean`, `velocity_rms` (RMS of each component's
 //! fluctuation), `pressure_mean` and `pressure_rms` join them. With
@@ -104,6 +105,20 @@ pub fn write(
             a.pressure_rms.clone(),
             pp.map(|s| (s, "pressure_rms_pa")),
         ));
+    }
+    // `concentration`, `concentration_2`, … and their means.
+    let name = |k: usize| match k {
+        0 => "concentration".to_string(),
+        k => format!("concentration_{}", k + 1),
+    };
+    let names: Vec<(String, String)> = (0..fields.concentration.len())
+        .map(|k| (name(k), format!("{}_mean", name(k))))
+        .collect();
+    for (k, c) in fields.concentration.iter().enumerate() {
+        arrays.push((&names[k].0, 1, c.clone(), None));
+        if let Some(mean) = averages.and_then(|a| a.concentration_mean.get(k)) {
+            arrays.push((&names[k].1, 1, mean.clone(), None));
+        }
     }
     let si: Vec<(&str, usize, Vec<f32>)> = arrays
         .iter()

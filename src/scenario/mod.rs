@@ -9,6 +9,7 @@
 
 pub mod geometry;
 pub mod mesh;
+pub mod release;
 pub mod units;
 
 use std::fmt;
@@ -495,6 +496,11 @@ struct ScenarioFile {
     run: RunSection,
     #[serde(default)]
     forces: ForcesSection,
+    dispersion: Option<release::DispersionSection>,
+    #[serde(default)]
+    sources: Vec<Spanned<release::RawSource>>,
+    #[serde(default)]
+    receptors: Vec<Spanned<release::RawReceptor>>,
 }
 
 /// A loaded, checked scenario.
@@ -524,6 +530,9 @@ pub struct Scenario {
     pub obstacles: Vec<Shape>,
     pub run: RunSection,
     pub forces: ForcesSection,
+    /// Contaminant sources and receptors (`[[sources]]`, `[[receptors]]`,
+    /// `[dispersion]`).
+    pub releases: release::Releases,
     /// Merely risky settings, for the user to read.
     pub warnings: Vec<String>,
     size_span: Option<(usize, usize)>,
@@ -1353,6 +1362,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         }
     }
 
+    let releases = release::check(ctx, size, file.dispersion, file.sources, file.receptors)?;
     let scenario = Scenario {
         path: ctx.path.to_path_buf(),
         source: text.to_string(),
@@ -1370,6 +1380,7 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         obstacles,
         run: file.run,
         forces: file.forces,
+        releases,
         warnings,
         size_span: size_span.map(|s| line_col(text, s.start)),
         obstacle_lines: file

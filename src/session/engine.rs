@@ -139,8 +139,7 @@ impl Engine {
     }
 
     pub(super) fn load_checkpoint(&mut self, path: &Path) -> Result<(), SessionError> {
-        let c = checkpoint::load(path, self.scenario.size, self.solver.flags())?;
-        self.solver.set_populations(c.step, &c.populations)?;
+        checkpoint::restore(path, self.solver.as_mut())?;
         // The steadiness criterion starts over from here.
         self.solver.velocity_change()?;
         Ok(())

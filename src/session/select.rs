@@ -9,6 +9,7 @@ use crate::solver::lbm::cuda::{self, CudaSolver, CudaUnavailable, Placement};
 use crate::solver::lbm::links::WallLinks;
 use crate::solver::lbm::slabs::{Partition, SlabSolver};
 use crate::solver::projection::ProjectionSolver;
+use crate::solver::scalar::Carried;
 use crate::solver::{Fields, Initial, Precision, Solver, SolverError};
 use crate::system::Tuning;
 
@@ -123,6 +124,7 @@ fn slab_initial(partition: &Partition, s: usize, initial: &Initial) -> Initial {
                 ux: local[n..2 * n].to_vec(),
                 uy: local[2 * n..3 * n].to_vec(),
                 uz: local[3 * n..].to_vec(),
+                concentration: Vec::new(),
             })
         }
     }
@@ -376,8 +378,32 @@ fn cuda_one(
 }
 
 /// Builds the solver the user chose; `auto` takes CUDA where a device is usable
-/// and says why it did not otherwise.
+/// and says why it did not otherwise. A scenario with contaminant sources gets
+/// them carried by the flow ([`Carried`]).
 pub fn build(
+    backend: &Backend,
+    scenario: &Scenario,
+    available: Option<u64>,
+) -> Result<Selected, SelectError> {
+    let mut selected = build_flow(backend, scenario, available)?;
+    let setup = scenario.releases.setup(
+        selected.solver.grid(),
+        selected.solver.flags(),
+        &scenario.path,
+    )?;
+    if let Some(setup) = setup {
+        let fields = setup.fields;
+        selected.solver = Box::new(Carried::new(selected.solver, setup));
+        selected.reason = format!(
+            "{}; {fields} contaminant field{} carried on the host",
+            selected.reason,
+            if fields == 1 { "" } else { "s" }
+        );
+    }
+    Ok(selected)
+}
+
+fn build_flow(
     backend: &Backend,
     scenario: &Scenario,
     available: Option<u64>,

@@ -58,6 +58,8 @@ pub struct Averages {
     pub velocity_rms: [Vec<f32>; 3],
     pub pressure_mean: Vec<f32>,
     pub pressure_rms: Vec<f32>,
+    /// Mean contaminant concentration per field, where the run carries any.
+    pub concentration_mean: Vec<Vec<f32>>,
 }
 
 impl Averages {
@@ -70,6 +72,7 @@ impl Averages {
             ux,
             uy,
             uz,
+            concentration: self.concentration_mean.clone(),
         }
     }
 

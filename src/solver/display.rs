@@ -83,6 +83,39 @@ pub fn downsample_fields_into(f: &Fields, stride: usize, out: &mut Fields) {
                 [rho[i], ux[i], uy[i], uz[i]] = m;
             }
         });
+    out.concentration.resize(f.concentration.len(), Vec::new());
+    for (c, o) in f.concentration.iter().zip(&mut out.concentration) {
+        downsample_scalar_into(f.size, c, size, o);
+    }
+}
+
+/// The block means of one field `c` of a `size` grid, onto the `coarse`
+/// grid (a copy where they are the same size).
+pub fn downsample_scalar_into(size: [usize; 3], c: &[f32], coarse: [usize; 3], out: &mut Vec<f32>) {
+    use rayon::prelude::*;
+    if size == coarse {
+        out.clone_from(&c.to_vec());
+        return;
+    }
+    let stride = size[0].div_ceil(coarse[0].max(1));
+    let [nx, ny, _] = size;
+    let layer = coarse[0] * coarse[1];
+    out.resize(layer * coarse[2], 0.0);
+    out.par_chunks_mut(layer).enumerate().for_each(|(z, o)| {
+        for (i, o) in o.iter_mut().enumerate() {
+            let (x, y) = (i % coarse[0], i / coarse[0]);
+            let (mut s, mut count) = (0.0f32, 0u32);
+            for zz in block(size[2], stride, z) {
+                for yy in block(ny, stride, y) {
+                    for xx in block(nx, stride, x) {
+                        s += c[xx + nx * (yy + ny * zz)];
+                        count += 1;
+                    }
+                }
+            }
+            *o = s / count.max(1) as f32;
+        }
+    });
 }
 
 /// The cell flags of the display grid: each block takes its most common flag,

@@ -12,6 +12,7 @@ pub mod display;
 pub mod flags;
 pub mod lbm;
 pub mod projection;
+pub mod scalar;
 
 use std::fmt;
 
@@ -291,6 +292,9 @@ pub struct Fields {
     pub ux: Vec<f32>,
     pub uy: Vec<f32>,
     pub uz: Vec<f32>,
+    /// Contaminant concentrations ([`scalar`]), one vector per field; empty
+    /// where the run carries none.
+    pub concentration: Vec<Vec<f32>>,
 }
 
 impl Fields {
@@ -341,6 +345,7 @@ impl Fields {
             ux: vec![0.0; n],
             uy: vec![0.0; n],
             uz: vec![0.0; n],
+            concentration: Vec::new(),
         }
     }
 
@@ -525,6 +530,24 @@ pub trait Solver: Send {
     /// this UUID can import ([`display::SharedFrame`]), or (`None`) no more.
     /// Solvers that cannot (another device, no CUDA) ignore it.
     fn share_display(&mut self, _device: Option<[u8; 16]>) {}
+
+    /// State beyond the flow that a checkpoint keeps (the contaminants of
+    /// [`scalar::carried::Carried`]), as FP32 values; `None` without any.
+    fn carried_state(&self) -> Option<Vec<f32>> {
+        None
+    }
+
+    /// Restores [`Solver::carried_state`].
+    fn set_carried_state(&mut self, _state: &[f32]) -> Result<(), SolverError> {
+        Err(SolverError::StateMismatch(
+            "the checkpoint holds contaminant concentrations but this run carries none".into(),
+        ))
+    }
+
+    /// Each receptor's name and readings (one per concentration field).
+    fn receptors(&self) -> Vec<(String, Vec<scalar::Reading>)> {
+        Vec::new()
+    }
 }
 
 /// A display frame handed over by [`Solver::take_display`].

@@ -9,6 +9,7 @@ mod averages;
 mod checkpoint;
 mod cli;
 mod cuda;
+mod dispersion;
 mod forces;
 mod fuzz;
 mod mesh;

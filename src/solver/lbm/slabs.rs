@@ -593,6 +593,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             pressure_mean: plane(3),
             velocity_rms: [plane(4), plane(5), plane(6)],
             pressure_rms: plane(7),
+            concentration_mean: Vec::new(),
         }))
     }
 
@@ -622,6 +623,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             ux: all[n..2 * n].to_vec(),
             uy: all[2 * n..3 * n].to_vec(),
             uz: all[3 * n..].to_vec(),
+            concentration: Vec::new(),
         })
     }
 

@@ -660,6 +660,7 @@ impl Solver for CudaSolver {
             ux: plane(1)?,
             uy: plane(2)?,
             uz: plane(3)?,
+            concentration: Vec::new(),
         };
         if self.poison && out.rho.iter().any(|v| v.is_nan()) {
             // A running cell can legitimately be NaN after a blow-up, but a
