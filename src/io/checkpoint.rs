@@ -8,7 +8,7 @@
 //! everything before it. A resumed run continues bit for bit: the populations
 //! and the step are the whole state of the AA scheme.
 
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use crate::solver::flags::NEAR;
@@ -206,9 +206,14 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
         });
     }
     let header = if version == 1 { HEADER_1 } else { HEADER };
-    head.truncate(header);
     if head.len() < header {
         return Err(bad("the header is cut short"));
+    }
+    if head.len() > header {
+        // A shorter header of an older format: the populations start sooner.
+        head.truncate(header);
+        file.seek(std::io::SeekFrom::Start(header as u64))
+            .map_err(io)?;
     }
     let word =
         |k: usize| u64::from_le_bytes(head[20 + 8 * k..28 + 8 * k].try_into().expect("8 bytes"));
@@ -332,6 +337,31 @@ mod tests {
         let mut again = cavity([2, 3, 4]);
         again.step(7).unwrap();
         assert_eq!(c.populations, again.populations().unwrap());
+    }
+
+    #[test]
+    fn a_checkpoint_of_format_1_still_resumes() {
+        // Format 1: no length of the carried state in the header, nothing
+        // after the populations.
+        let dir = tempfile::tempdir().unwrap();
+        let flags = vec![0u8; 24];
+        let path = saved(dir.path(), [2, 3, 4], &flags);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut old = bytes[..HEADER - 8].to_vec();
+        old[16..20].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(&bytes[HEADER - 8..HEADER], &0u64.to_le_bytes());
+        old.extend_from_slice(&bytes[HEADER..bytes.len() - 8]);
+        let mut h = FNV_START;
+        fnv1a(&mut h, &old);
+        old.extend_from_slice(&h.to_le_bytes());
+        let v1 = dir.path().join("v1.ckpt");
+        std::fs::write(&v1, &old).unwrap();
+        let (a, b) = (
+            load(&path, [2, 3, 4], &flags).unwrap(),
+            load(&v1, [2, 3, 4], &flags).unwrap(),
+        );
+        assert_eq!(a, b);
+        assert!(b.carried.is_empty());
     }
 
     #[test]
