@@ -3,7 +3,7 @@
 
 struct DeriveParams {
     size: vec3<u32>,
-    plot: u32,   // 0 pressure, 1 speed, 2 ux, 3 uy, 4 uz, 5 |vorticity|, 6 scalar curl (z), 7 Q
+    plot: u32,   // 0 pressure, 1 speed, 2 ux, 3 uy, 4 uz, 5 |vorticity|, 6 scalar curl (z), 7 Q, 8 concentration
     origin: vec3<u32>, // the box derived starts here (the dispatch covers it)
     pad: u32,
 }
@@ -11,6 +11,8 @@ struct DeriveParams {
 @group(0) @binding(0) var fields: texture_3d<f32>;
 @group(0) @binding(1) var scalar: texture_storage_3d<r32float, write>;
 @group(0) @binding(2) var<uniform> params: DeriveParams;
+// The first contaminant field (zeros in runs without one).
+@group(0) @binding(3) var concentration: texture_3d<f32>;
 
 fn velocity(p: vec3<i32>) -> vec3<f32> {
     let q = clamp(p, vec3<i32>(0), vec3<i32>(params.size) - vec3<i32>(1));
@@ -47,6 +49,7 @@ fn main(@builtin(global_invocation_id) global: vec3<u32>) {
         case 2u: { value = f.y; }
         case 3u: { value = f.z; }
         case 4u: { value = f.w; }
+        case 8u: { value = textureLoad(concentration, p, 0).x; }
         default: {
             // J[j] = d u / d x_j (columns of the velocity gradient).
             let dx = derivative(p, 0);

@@ -75,6 +75,9 @@ struct App {
     last_upload: Option<Instant>,
     /// The grid the probe was placed in.
     probe_grid: [usize; 3],
+    /// The last scenario whose contaminant was put on show: a scenario
+    /// with sources opens on its concentration, once.
+    shown_release: Option<std::path::PathBuf>,
     /// The panel's message the smoke run last printed.
     smoke_message: Option<String>,
     error: Option<AppError>,
@@ -147,6 +150,7 @@ pub fn run(options: Options) -> Result<(), AppError> {
         smoke_message: None,
         slice_drag: None,
         probe_grid: [0; 3],
+        shown_release: None,
         error: None,
     };
     event_loop
@@ -399,6 +403,13 @@ impl App {
         }
         if self.panel.velocity_text.is_empty() && status.velocity > 0.0 {
             self.panel.velocity_text = format!("{:.4}", status.velocity);
+        }
+        if status.contaminants > 0 && self.shown_release.as_ref() != Some(&status.path) {
+            self.shown_release = Some(status.path.clone());
+            crate::ui::set_plot(
+                &mut self.settings,
+                crate::render::derive::PlotType::Concentration,
+            );
         }
         if status.size != self.probe_grid && status.size.iter().all(|&n| n > 0) {
             // A new grid: the probe starts at its centre (a corner is a wall).

@@ -20,6 +20,8 @@ pub enum PlotType {
     Curl,
     /// Q-criterion: (|Ω|² − |S|²)/2.
     Q,
+    /// The first contaminant field's concentration (zero without one).
+    Concentration,
 }
 
 impl PlotType {
@@ -38,6 +40,7 @@ impl PlotType {
             "vorticity",
             "curl",
             "Q",
+            "concentration",
         ][self as usize]
     }
 
@@ -58,7 +61,7 @@ impl PlotType {
     /// default surface in the wall shear layers.
     pub fn range_floor(self) -> f32 {
         match self {
-            PlotType::Q => 0.0,
+            PlotType::Q | PlotType::Concentration => 0.0,
             _ => f32::MIN,
         }
     }
@@ -98,6 +101,7 @@ pub fn derive(f: &Fields, plot: PlotType) -> Vec<f32> {
                     PlotType::Ux => u[0],
                     PlotType::Uy => u[1],
                     PlotType::Uz => u[2],
+                    PlotType::Concentration => f.concentration.first().map_or(0.0, |k| k[c]),
                     _ => {
                         // j[c][r] = d u_r / d x_c
                         let j = [

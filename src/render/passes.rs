@@ -269,6 +269,7 @@ impl DerivePass {
                         },
                         count: None,
                     },
+                    volume_entry(3),
                 ],
             });
         let pipeline = compute_pipeline(gpu, &layout, "fields/derive.wgsl", "main");
@@ -286,16 +287,26 @@ impl DerivePass {
         }
     }
 
-    /// Records deriving `plot` from `fields` into `scalar` everywhere.
+    /// Records deriving `plot` from `fields` (and the `concentration`
+    /// volume) into `scalar` everywhere.
     pub fn run(
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        fields: &Volume,
+        (fields, concentration): (&Volume, &Volume),
         scalar: &Volume,
         plot: PlotType,
     ) {
-        self.run_box(gpu, encoder, fields, scalar, plot, [0; 3], fields.size)
+        let size = fields.size;
+        self.run_box(
+            gpu,
+            encoder,
+            (fields, concentration),
+            scalar,
+            plot,
+            [0; 3],
+            size,
+        )
     }
 
     /// [`DerivePass::run`] in the box of `extent` cells from `origin` only
@@ -305,7 +316,7 @@ impl DerivePass {
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        fields: &Volume,
+        (fields, concentration): (&Volume, &Volume),
         scalar: &Volume,
         plot: PlotType,
         origin: [u32; 3],
@@ -341,6 +352,10 @@ impl DerivePass {
                         offset: 0,
                         size: wgpu::BufferSize::new(std::mem::size_of::<DeriveParams>() as u64),
                     }),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: wgpu::BindingResource::TextureView(&concentration.view),
                 },
             ],
         });

@@ -165,6 +165,16 @@ struct Volumes {
     /// rendering's.
     slices: [Volume; 3],
     density: Volume,
+    /// The first contaminant field, and whether a frame brought one.
+    concentration: Volume,
+    has_concentration: bool,
+}
+
+impl Volumes {
+    /// What the derive pass reads.
+    fn inputs(&self) -> (&Volume, &Volume) {
+        (&self.fields, &self.concentration)
+    }
 }
 
 #[derive(Default)]
@@ -348,9 +358,25 @@ impl Viewer {
                 blocked: Volume::scalar(gpu, size),
                 slices: std::array::from_fn(|_| Volume::scalar(gpu, size)),
                 density: Volume::scalar(gpu, size),
+                concentration: Volume::scalar(gpu, size),
+                has_concentration: false,
             });
             self.camera = Camera::framing(size);
             self.geometry = u64::MAX;
+        }
+        let v = self.volumes.as_mut().expect("just made");
+        match fields.concentration.first() {
+            Some(c) if c.len() == fields.size.iter().product::<usize>() => {
+                v.concentration.write_scalar(gpu, c);
+                v.has_concentration = true;
+            }
+            // A run without contaminants after one with: zeros again.
+            _ if v.has_concentration => {
+                v.concentration
+                    .write_scalar(gpu, &vec![0.0; fields.size.iter().product()]);
+                v.has_concentration = false;
+            }
+            _ => {}
         }
         let v = self.volumes.as_ref().expect("just made");
         let imported = shared.filter(|s| s.size == fields.size).and_then(|s| {
@@ -434,7 +460,7 @@ impl Viewer {
     ) -> Result<(f32, f32), GpuError> {
         let v = self.volumes.as_ref().expect("uploaded");
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        self.derive.run(gpu, &mut encoder, &v.fields, out, plot);
+        self.derive.run(gpu, &mut encoder, v.inputs(), out, plot);
         gpu.queue.submit([encoder.finish()]);
         self.minmax.compute(gpu, out, plot.range_floor())
     }
@@ -536,7 +562,7 @@ impl Viewer {
                 origin[axis] = (at.max(0.0).floor() as u32).min(v.size[axis] - 1);
                 extent[axis] = 2;
                 self.derive
-                    .run_box(gpu, encoder, &v.fields, out, plot, origin, extent);
+                    .run_box(gpu, encoder, v.inputs(), out, plot, origin, extent);
             };
         let ranges = &self.slices.ranges;
         let diverging = slice_map(settings.colour_map).diverging();
@@ -608,7 +634,7 @@ impl Viewer {
         let mut encoder = self.take_work(gpu);
         let v = self.volumes.as_ref().expect("uploaded");
         self.derive
-            .run(gpu, &mut encoder, &v.fields, &v.density, vs.field);
+            .run(gpu, &mut encoder, v.inputs(), &v.density, vs.field);
         let range = &self.raymarch.range;
         match vs.range {
             Some((lo, hi)) => gpu
@@ -643,7 +669,7 @@ impl Viewer {
         let mut encoder = self.take_work(gpu);
         let v = self.volumes.as_ref().expect("uploaded");
         self.derive
-            .run(gpu, &mut encoder, &v.fields, &v.scalar, settings.plot);
+            .run(gpu, &mut encoder, v.inputs(), &v.scalar, settings.plot);
         self.minmax
             .run(gpu, &mut encoder, &v.scalar, settings.plot.range_floor());
         let iso = match settings.iso {

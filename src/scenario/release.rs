@@ -282,6 +282,11 @@ pub(super) fn check(
 }
 
 impl Releases {
+    /// Concentration fields the sources fill (0 without sources).
+    pub fn fields(&self) -> usize {
+        self.sources.iter().map(|s| s.field + 1).max().unwrap_or(0)
+    }
+
     /// The fields, sources and receptors on the voxelised `flags`; `None`
     /// without sources. A source or receptor without an open cell is an
     /// error naming it.

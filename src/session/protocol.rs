@@ -126,6 +126,10 @@ pub struct Status {
     pub history: History,
     /// Where the running loop's time went (for `bench --stream`).
     pub timing: LoopTiming,
+    /// Contaminant fields the run carries (0: none), and each receptor's
+    /// name and readings.
+    pub contaminants: usize,
+    pub receptors: Vec<(String, Vec<crate::solver::scalar::Reading>)>,
 }
 
 /// Seconds the running loop spent in each part, summed over its chunks.

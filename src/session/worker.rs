@@ -463,6 +463,8 @@ impl Session {
             s.stride = engine.publisher.stride;
             s.history = engine.history.clone();
             s.timing = self.timing;
+            s.contaminants = engine.scenario.releases.fields();
+            s.receptors = engine.solver.receptors();
         }
     }
 }

@@ -140,7 +140,7 @@ pub struct PanelState {
 /// Display limits the panel offers.
 pub const DISPLAY_LIMITS: [usize; 8] = [64, 128, 192, 256, 384, 512, 768, 1024];
 
-pub const PLOTS: [PlotType; 8] = [
+pub const PLOTS: [PlotType; 9] = [
     PlotType::Pressure,
     PlotType::Speed,
     PlotType::Ux,
@@ -149,6 +149,7 @@ pub const PLOTS: [PlotType; 8] = [
     PlotType::Vorticity,
     PlotType::Curl,
     PlotType::Q,
+    PlotType::Concentration,
 ];
 
 /// A labelled text field for a number: `Some` once Enter is pressed in it,
@@ -330,6 +331,20 @@ fn fields_section(
                 }
             }
         });
+    if status.contaminants > 0 {
+        ui.label(format!(
+            "{} contaminant field{} (concentration shows the first)",
+            status.contaminants,
+            if status.contaminants == 1 { "" } else { "s" }
+        ));
+        for (name, readings) in &status.receptors {
+            let values: Vec<String> = readings
+                .iter()
+                .map(|r| format!("c {:.3e}, dose {:.3e}", r.concentration, r.dose))
+                .collect();
+            ui.label(format!("{name}: {}", values.join("; ")));
+        }
+    }
     ui.horizontal(|ui| {
         let mut mean = status.show_mean;
         if ui
@@ -1083,6 +1098,7 @@ pub fn shortcuts(
             egui::Key::Num6,
             egui::Key::Num7,
             egui::Key::Num8,
+            egui::Key::Num9,
         ];
         if i.key_pressed(egui::Key::M) {
             settings.mode = match settings.mode {
@@ -1119,7 +1135,7 @@ pub fn shortcuts(
     commands
 }
 
-pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–8    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q)\nM      surface: mesh, spheres, none\nL      streamlines on / off\nV      volume rendering on / off\nA      red/cyan anaglyph on / off\nDrag   orbit   ·   Scroll  zoom\nShift-drag a slice   move it\nCtrl-click on slices   the plot line's ends";
+pub const HELP: &str = "Space  run / pause\nS      one step\nR      reset\n1–9    plot type (pressure, speed, ux, uy, uz, vorticity, curl, Q, concentration)\nM      surface: mesh, spheres, none\nL      streamlines on / off\nV      volume rendering on / off\nA      red/cyan anaglyph on / off\nDrag   orbit   ·   Scroll  zoom\nShift-drag a slice   move it\nCtrl-click on slices   the plot line's ends";
 
 #[cfg(test)]
 mod tests {

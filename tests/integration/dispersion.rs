@@ -4,7 +4,6 @@
 
 use flowscope::scenario::Scenario;
 use flowscope::session::select::{build, Backend};
-use flowscope::solver::Solver;
 
 use crate::common::*;
 
@@ -324,4 +323,49 @@ fn time_averages_keep_the_mean_concentration() {
     let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
     assert!(text.contains("Name=\"concentration_mean\""));
     assert!(text.contains("Name=\"concentration_2_mean\""));
+}
+
+#[test]
+fn the_plume_is_drawn_as_a_concentration_surface() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_channel(dir.path());
+    let o = flowscope(
+        &[
+            "render",
+            path.to_str().unwrap(),
+            "--solver",
+            "cpu",
+            "--set",
+            "domain.size=[72,26,12]",
+            "--set",
+            "sources.0.point=[8.0,12.0,6.0]",
+            "--steps",
+            "800",
+            "--plot",
+            "concentration",
+            "--iso",
+            "0.05",
+            "--aa",
+            "1",
+            "--size",
+            "320x160",
+            "--out",
+            "plume.png",
+        ],
+        dir.path(),
+    );
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    let triangles: u64 = e
+        .split(" surface triangles")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{e}"));
+    assert!(triangles > 100, "{e}");
+    let (info, _) = read_png(&dir.path().join("plume.png"));
+    assert_eq!((info.width, info.height), (320, 160));
+    if let Ok(keep) = std::env::var("FLOWSCOPE_KEEP_PNG") {
+        std::fs::copy(dir.path().join("plume.png"), keep).unwrap();
+    }
 }

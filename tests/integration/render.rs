@@ -165,7 +165,7 @@ fn gpu_min_max_equals_the_cpu_exactly_on_random_data_of_odd_sizes() {
 }
 
 #[test]
-fn derived_vorticity_and_q_match_cpu_finite_differences() {
+fn derived_vorticity_q_and_concentration_match_the_cpu() {
     let gpu = gpu();
     let size = [24usize, 20, 16];
     let mut f = Fields::new(size);
@@ -181,9 +181,14 @@ fn derived_vorticity_and_q_match_cpu_finite_differences() {
             }
         }
     }
+    f.concentration = vec![(0..f.rho.len())
+        .map(|c| (c as f32 * 0.37).sin().abs())
+        .collect()];
     let s = size.map(|v| v as u32);
     let fields = Volume::fields(&gpu, s);
     fields.write_fields(&gpu, &f).unwrap();
+    let concentration = Volume::scalar(&gpu, s);
+    concentration.write_scalar(&gpu, &f.concentration[0]);
     let scalar = Volume::scalar(&gpu, s);
     let pass = DerivePass::new(&gpu);
     for plot in [
@@ -193,9 +198,10 @@ fn derived_vorticity_and_q_match_cpu_finite_differences() {
         PlotType::Vorticity,
         PlotType::Curl,
         PlotType::Q,
+        PlotType::Concentration,
     ] {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        pass.run(&gpu, &mut encoder, &fields, &scalar, plot);
+        pass.run(&gpu, &mut encoder, (&fields, &concentration), &scalar, plot);
         gpu.queue.submit([encoder.finish()]);
         let got = scalar.read_scalar(&gpu).unwrap();
         let want = derive(&f, plot);
@@ -233,6 +239,7 @@ fn field_uploads_reuse_their_staging_across_frames_and_buffers() {
     let s = size.map(|v| v as u32);
     let fields = Volume::fields(&gpu, s);
     let scalar = Volume::scalar(&gpu, s);
+    let none = Volume::scalar(&gpu, s);
     let pass = DerivePass::new(&gpu);
     let layer = 7 * 256;
     for mut staging in [
@@ -244,7 +251,7 @@ fn field_uploads_reuse_their_staging_across_frames_and_buffers() {
             fields.write_fields_through(&gpu, &f, &mut staging).unwrap();
             for (plot, want) in [(PlotType::Ux, &f.ux), (PlotType::Uy, &f.uy)] {
                 let mut encoder = gpu.device.create_command_encoder(&Default::default());
-                pass.run(&gpu, &mut encoder, &fields, &scalar, plot);
+                pass.run(&gpu, &mut encoder, (&fields, &none), &scalar, plot);
                 gpu.queue.submit([encoder.finish()]);
                 assert_eq!(&scalar.read_scalar(&gpu).unwrap(), want, "frame {k}");
             }
@@ -287,6 +294,7 @@ fn shared_frames_are_imported_and_copied_within_the_gpu() {
 
     let s = size.map(|v| v as u32);
     let (fields, scalar) = (Volume::fields(&gpu, s), Volume::scalar(&gpu, s));
+    let none = Volume::scalar(&gpu, s);
     let pass = DerivePass::new(&gpu);
     // In one batch of layers, and in three of at most two layers.
     for mut unpack in [
@@ -297,7 +305,7 @@ fn shared_frames_are_imported_and_copied_within_the_gpu() {
         fields.copy_shared(&gpu, &mut unpack, &imported, lease.clone());
         for (plot, want) in [(PlotType::Ux, &want.ux), (PlotType::Uy, &want.uy)] {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            pass.run(&gpu, &mut encoder, &fields, &scalar, plot);
+            pass.run(&gpu, &mut encoder, (&fields, &none), &scalar, plot);
             gpu.queue.submit([encoder.finish()]);
             assert_eq!(&scalar.read_scalar(&gpu).unwrap(), want, "{plot:?}");
         }

@@ -120,12 +120,19 @@ pub(super) fn bench_render(args: &BenchArgs, tuning: &Tuning) -> anyhow::Result<
         })?;
         uploads.push((n, upload_ms, interleave_ms));
         let scalar = Volume::scalar(&gpu, size);
+        let no_contaminant = Volume::scalar(&gpu, size);
         let derive = DerivePass::new(&gpu);
         let minmax = MinMax::new(&gpu);
         let mut range = (0.0f32, 0.0f32);
         let derive_ms = median_ms(args.repeats, || {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            derive.run(&gpu, &mut encoder, &fields, &scalar, PlotType::Speed);
+            derive.run(
+                &gpu,
+                &mut encoder,
+                (&fields, &no_contaminant),
+                &scalar,
+                PlotType::Speed,
+            );
             gpu.queue.submit([encoder.finish()]);
             range = minmax.compute(&gpu, &scalar, f32::MIN)?;
             Ok(())
