@@ -68,6 +68,40 @@ pub fn scaled_overrides(s: &Scenario, factor: f64, min_tau: f64) -> Vec<String> 
             }
         }
     }
+    // Releases and receptors move with the geometry; a source's box keeps at
+    // least the cell around its centre.
+    use crate::scenario::release::Region;
+    let inside = |v: [f64; 3]| fit(v.map(|x| sc(x).max(0.0)));
+    let point = |v: [f64; 3]| format!("[{},{},{}]", v[0], v[1], v[2]);
+    for (k, src) in s.releases.sources.iter().enumerate() {
+        match &src.region {
+            Region::Point(p) => o.push(format!("sources.{k}.point={}", point(inside(*p)))),
+            Region::Box { min, max } => {
+                let (lo, hi) = (inside(*min), inside(*max));
+                let mid: [f64; 3] = std::array::from_fn(|a| (0.5 * (lo[a] + hi[a])).round());
+                let lo: [f64; 3] = std::array::from_fn(|a| lo[a].min(mid[a]));
+                let hi: [f64; 3] = std::array::from_fn(|a| hi[a].max(mid[a]));
+                o.push(format!(
+                    "sources.{k}.box.min=[{},{},{}]",
+                    lo[0], lo[1], lo[2]
+                ));
+                o.push(format!(
+                    "sources.{k}.box.max=[{},{},{}]",
+                    hi[0], hi[1], hi[2]
+                ));
+            }
+            Region::Plane { axis, at } => {
+                let a = axis.index();
+                o.push(format!(
+                    "sources.{k}.plane.at={}",
+                    sc(*at).min((size[a] - 1) as f64)
+                ));
+            }
+        }
+    }
+    for (k, r) in s.releases.receptors.iter().enumerate() {
+        o.push(format!("receptors.{k}.point={}", point(inside(r.point))));
+    }
     let nu_min = (min_tau - 0.5) / 3.0;
     let re_max = s.units.velocity_lattice * length / nu_min;
     if s.units.reynolds > re_max {
@@ -110,6 +144,11 @@ mod tests {
                 path.display(),
                 v.obstacles
             );
+            // Sources and receptors still lie in the fluid.
+            small
+                .releases
+                .setup(&small.grid(), &v.flags, &path)
+                .unwrap_or_else(|e| panic!("{e}"));
         }
     }
 }
