@@ -94,7 +94,8 @@ pub fn downsample_fields_into(f: &Fields, stride: usize, out: &mut Fields) {
 pub fn downsample_scalar_into(size: [usize; 3], c: &[f32], coarse: [usize; 3], out: &mut Vec<f32>) {
     use rayon::prelude::*;
     if size == coarse {
-        out.clone_from(&c.to_vec());
+        out.clear();
+        out.extend_from_slice(c);
         return;
     }
     let stride = size[0].div_ceil(coarse[0].max(1));

@@ -48,6 +48,12 @@ fn write_channel(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
+/// The channel without its releases, as `plain.toml`.
+fn write_plain(dir: &std::path::Path) {
+    let text = CHANNEL.split("[[sources]]").next().unwrap();
+    std::fs::write(dir.join("plain.toml"), text).unwrap();
+}
+
 #[test]
 fn both_methods_carry_the_release_downstream_and_record_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,11 +160,7 @@ fn a_resumed_release_equals_an_uninterrupted_one_bit_for_bit() {
     assert!(read("whole.vti") == read("resumed.vti"));
     // A checkpoint without contaminants does not resume a run with them
     // silently: the note says they start again.
-    std::fs::write(
-        dir.path().join("plain.toml"),
-        CHANNEL.split("[[sources]]").next().unwrap(),
-    )
-    .unwrap();
+    write_plain(dir.path());
     let o = flowscope(
         &[
             "run",
@@ -252,11 +254,7 @@ fn misplaced_or_malformed_releases_are_refused_with_the_place_and_the_fix() {
         assert!(err.contains("help:"), "{to}: no fix in {err}");
     }
     // --receptors without any receptors.
-    std::fs::write(
-        dir.path().join("plain.toml"),
-        CHANNEL.split("[[sources]]").next().unwrap(),
-    )
-    .unwrap();
+    write_plain(dir.path());
     let o = flowscope(
         &[
             "run",

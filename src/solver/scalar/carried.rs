@@ -118,8 +118,11 @@ impl Solver for Carried {
 
     fn fields_into(&mut self, out: &mut Fields) -> Result<(), SolverError> {
         self.flow.fields_into(out)?;
-        out.concentration
-            .clone_from(&self.dispersion.fields().to_vec());
+        let fields = self.dispersion.fields();
+        out.concentration.resize(fields.len(), Vec::new());
+        for (o, c) in out.concentration.iter_mut().zip(fields) {
+            o.clone_from(c);
+        }
         Ok(())
     }
 
@@ -208,9 +211,9 @@ impl Solver for Carried {
         self.flow.finish()
     }
 
-    fn begin_display(&mut self, stride: usize, host: bool) -> Result<bool, SolverError> {
-        // Frames in shared GPU memory would come without the concentrations.
-        let _ = host;
+    fn begin_display(&mut self, stride: usize, _host: bool) -> Result<bool, SolverError> {
+        // Host copies always: the concentrations are joined to them here (a
+        // frame in shared GPU memory would come without them).
         self.flow.begin_display(stride, true)
     }
 
