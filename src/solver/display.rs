@@ -85,20 +85,20 @@ pub fn downsample_fields_into(f: &Fields, stride: usize, out: &mut Fields) {
         });
     out.concentration.resize(f.concentration.len(), Vec::new());
     for (c, o) in f.concentration.iter().zip(&mut out.concentration) {
-        downsample_scalar_into(f.size, c, size, o);
+        downsample_scalar_into(f.size, c, stride, o);
     }
 }
 
-/// The block means of one field `c` of a `size` grid, onto the `coarse`
-/// grid (a copy where they are the same size).
-pub fn downsample_scalar_into(size: [usize; 3], c: &[f32], coarse: [usize; 3], out: &mut Vec<f32>) {
+/// The means of one field `c` of a `size` grid over `stride`³ blocks, as
+/// [`downsample_fields_into`] takes them (a copy at stride 1).
+pub fn downsample_scalar_into(size: [usize; 3], c: &[f32], stride: usize, out: &mut Vec<f32>) {
     use rayon::prelude::*;
-    if size == coarse {
+    if stride <= 1 {
         out.clear();
         out.extend_from_slice(c);
         return;
     }
-    let stride = size[0].div_ceil(coarse[0].max(1));
+    let coarse = coarse_size(size, stride);
     let [nx, ny, _] = size;
     let layer = coarse[0] * coarse[1];
     out.resize(layer * coarse[2], 0.0);
@@ -293,6 +293,21 @@ mod tests {
         assert_eq!(stride_for([768, 768, 768], 256), 3);
         assert_eq!(stride_for([1000, 10, 10], 1), 1000);
         assert_eq!(coarse_size([7, 8, 9], 2), [4, 4, 5]);
+    }
+
+    #[test]
+    fn concentrations_take_the_same_blocks_as_the_density() {
+        // 9 cells at stride 4: blocks of 4, 4 and 1 (9 / 3 blocks would
+        // wrongly give 3).
+        let size = [9, 6, 5];
+        let mut f = Fields::new(size);
+        for (c, r) in f.rho.iter_mut().enumerate() {
+            *r = (c as f32 * 0.7).sin();
+        }
+        f.concentration = vec![f.rho.clone()];
+        let d = downsample_fields(f, 4);
+        assert_eq!(d.size, [3, 2, 2]);
+        assert_eq!(d.concentration, vec![d.rho.clone()]);
     }
 
     #[test]

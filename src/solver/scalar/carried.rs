@@ -15,6 +15,8 @@ pub struct Carried {
     velocity: Fields,
     /// Running means of the concentrations, on the flow's schedule.
     means: Option<Means>,
+    /// The block size of the display frames asked for.
+    display_stride: usize,
 }
 
 struct Means {
@@ -33,6 +35,7 @@ impl Carried {
             dispersion,
             velocity: Fields::default(),
             means: None,
+            display_stride: 1,
         }
     }
 
@@ -214,6 +217,7 @@ impl Solver for Carried {
     fn begin_display(&mut self, stride: usize, _host: bool) -> Result<bool, SolverError> {
         // Host copies always: the concentrations are joined to them here (a
         // frame in shared GPU memory would come without them).
+        self.display_stride = stride;
         self.flow.begin_display(stride, true)
     }
 
@@ -224,7 +228,7 @@ impl Solver for Carried {
             let fields = self.dispersion.fields();
             out.concentration.resize(fields.len(), Vec::new());
             for (c, o) in fields.iter().zip(&mut out.concentration) {
-                downsample_scalar_into(grid, c, out.size, o);
+                downsample_scalar_into(grid, c, self.display_stride, o);
             }
         }
         Ok(taken)
