@@ -114,7 +114,7 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
     let size = solver.grid().size;
     let count = (lattice::Q * solver.grid().cells()) as u64;
     let (step, hash) = (solver.time_step(), flags_hash(solver.flags()));
-    let carried = solver.carried_state().unwrap_or_default();
+    let carried = solver.carried_state()?.unwrap_or_default();
     let mut failed = None;
     let written = super::write_atomically(path, |file| {
         let mut out = Hashing {
@@ -284,7 +284,7 @@ pub fn load(path: &Path, size: [usize; 3], flags: &[u8]) -> Result<Checkpoint, C
 pub fn restore(path: &Path, solver: &mut dyn Solver) -> Result<u64, CheckpointError> {
     let c = load(path, solver.grid().size, solver.flags())?;
     solver.set_populations(c.step, &c.populations)?;
-    match (c.carried.is_empty(), solver.carried_state().is_some()) {
+    match (c.carried.is_empty(), solver.carried_state()?.is_some()) {
         (false, _) => solver.set_carried_state(&c.carried)?,
         (true, true) => eprintln!(
             "note: {} holds no contaminant concentrations: they start from none at step {}",

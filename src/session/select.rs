@@ -393,12 +393,17 @@ pub fn build(
     )?;
     if let Some(setup) = setup {
         let fields = setup.fields;
-        selected.solver = Box::new(Carried::new(selected.solver, setup));
+        let (carried, why) = Carried::placed(selected.solver, setup);
         selected.reason = format!(
-            "{}; {fields} contaminant field{} carried on the host",
+            "{}; {fields} contaminant field{} carried {}",
             selected.reason,
-            if fields == 1 { "" } else { "s" }
+            if fields == 1 { "" } else { "s" },
+            carried.place()
         );
+        if let Some(why) = why {
+            selected.reason = format!("{} (not on the GPU: {why})", selected.reason);
+        }
+        selected.solver = Box::new(carried);
     }
     Ok(selected)
 }

@@ -533,8 +533,8 @@ pub trait Solver: Send {
 
     /// State beyond the flow that a checkpoint keeps (the contaminants of
     /// [`scalar::carried::Carried`]), as FP32 values; `None` without any.
-    fn carried_state(&self) -> Option<Vec<f32>> {
-        None
+    fn carried_state(&mut self) -> Result<Option<Vec<f32>>, SolverError> {
+        Ok(None)
     }
 
     /// Restores [`Solver::carried_state`].
@@ -544,9 +544,17 @@ pub trait Solver: Send {
         ))
     }
 
-    /// Each receptor's name and readings (one per concentration field).
+    /// Each receptor's name and readings (one per concentration field), as
+    /// of the end of the last `step` or `finish`.
     fn receptors(&self) -> Vec<(String, Vec<scalar::Reading>)> {
         Vec::new()
+    }
+
+    /// The velocity of the current step in GPU memory, for work queued on
+    /// the solver's stream, where it runs on a GPU (a contaminant moved
+    /// there, [`scalar::cuda::DeviceDispersion`]).
+    fn device_velocity(&mut self) -> Result<Option<scalar::cuda::DeviceVelocity>, SolverError> {
+        Ok(None)
     }
 }
 

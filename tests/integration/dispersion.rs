@@ -60,7 +60,14 @@ fn both_methods_carry_the_release_downstream_and_record_it() {
     let path = write_channel(dir.path());
     let scenario = Scenario::load(&path, &[]).unwrap();
     let mut peaks = Vec::new();
-    for method in ["lbm", "projection"] {
+    // The LBM moves the scalar every step and, the third run, every fourth.
+    for (name, interval) in [("lbm", 1), ("projection", 1), ("lbm", 4)] {
+        let method = if interval == 1 {
+            name.to_string()
+        } else {
+            format!("{name}-every-{interval}")
+        };
+        let method = method.as_str();
         let o = flowscope(
             &[
                 "run",
@@ -68,7 +75,9 @@ fn both_methods_carry_the_release_downstream_and_record_it() {
                 "--solver",
                 "cpu",
                 "--method",
-                method,
+                name,
+                "--set",
+                &format!("dispersion.interval={interval}"),
                 "-q",
                 "--steps",
                 "1200",
@@ -108,9 +117,14 @@ fn both_methods_carry_the_release_downstream_and_record_it() {
         peaks.push(last[1]);
     }
     // The same flow carries about the same concentration to the wake in
-    // both methods (the wake of a Re 40 cylinder is steady).
-    let (a, b) = (peaks[0], peaks[1]);
+    // both methods (the wake of a Re 40 cylinder is steady), and moved every
+    // fourth step over four.
+    let (a, b, every4) = (peaks[0], peaks[1], peaks[2]);
     assert!((a / b - 1.0).abs() < 0.1, "lbm {a}, projection {b}");
+    assert!(
+        (every4 / a - 1.0).abs() < 0.03,
+        "every step {a}, every fourth {every4}"
+    );
     // The library sees the fields too, bounded by the held value.
     let mut s = build(&Backend::cpu(), &scenario, None).unwrap().solver;
     s.step(300).unwrap();
@@ -130,34 +144,50 @@ fn both_methods_carry_the_release_downstream_and_record_it() {
 fn a_resumed_release_equals_an_uninterrupted_one_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_channel(dir.path());
-    let run = |extra: &[&str]| {
-        let mut args = vec!["run", path.to_str().unwrap(), "--solver", "cpu", "-q"];
-        args.extend_from_slice(extra);
-        let o = flowscope(&args, dir.path());
-        assert!(o.status.success(), "{}", stderr(&o));
-    };
-    run(&[
-        "--steps",
-        "161",
-        "--checkpoint",
-        "whole.ckpt",
-        "--vti",
-        "whole.vti",
-    ]);
-    run(&["--steps", "77", "--checkpoint", "half.ckpt"]);
-    run(&[
-        "--steps",
-        "161",
-        "--resume",
-        "half.ckpt",
-        "--checkpoint",
-        "resumed.ckpt",
-        "--vti",
-        "resumed.vti",
-    ]);
-    let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
-    assert!(read("whole.ckpt") == read("resumed.ckpt"));
-    assert!(read("whole.vti") == read("resumed.vti"));
+    // Moved every step, and every third: the checkpoint at step 77 falls
+    // inside a transport step (75 to 78), and so does the end at 161.
+    for interval in ["1", "3"] {
+        let set = format!("dispersion.interval={interval}");
+        let run = |extra: &[&str]| {
+            let mut args = vec![
+                "run",
+                path.to_str().unwrap(),
+                "--solver",
+                "cpu",
+                "-q",
+                "--set",
+                &set,
+            ];
+            args.extend_from_slice(extra);
+            let o = flowscope(&args, dir.path());
+            assert!(o.status.success(), "{}", stderr(&o));
+        };
+        run(&[
+            "--steps",
+            "161",
+            "--checkpoint",
+            "whole.ckpt",
+            "--vti",
+            "whole.vti",
+        ]);
+        run(&["--steps", "77", "--checkpoint", "half.ckpt"]);
+        run(&[
+            "--steps",
+            "161",
+            "--resume",
+            "half.ckpt",
+            "--checkpoint",
+            "resumed.ckpt",
+            "--vti",
+            "resumed.vti",
+        ]);
+        let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
+        assert!(
+            read("whole.ckpt") == read("resumed.ckpt"),
+            "every {interval}"
+        );
+        assert!(read("whole.vti") == read("resumed.vti"), "every {interval}");
+    }
     // A checkpoint without contaminants does not resume a run with them
     // silently: the note says they start again.
     write_plain(dir.path());
@@ -201,7 +231,7 @@ fn a_resumed_release_equals_an_uninterrupted_one_bit_for_bit() {
 #[test]
 fn misplaced_or_malformed_releases_are_refused_with_the_place_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, &str, &str); 7] = [
+    let cases: [(&str, &str, &str); 8] = [
         (
             "point = [8.0, 12.0, 1.0]",
             "point = [14.0, 12.0, 1.0]",
@@ -228,6 +258,11 @@ fn misplaced_or_malformed_releases_are_refused_with_the_place_and_the_fix() {
             "name = \"far\"",
             "name = \"wake\"",
             "a second receptor named",
+        ),
+        (
+            "[[sources]]",
+            "[dispersion]\ninterval = 0\n[[sources]]",
+            "flow steps per transport step go from 1 to 100",
         ),
     ];
     for (from, to, expected) in cases {

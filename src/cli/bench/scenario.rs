@@ -1,10 +1,11 @@
 //! `flowscope bench --scenario FILE [--scale F]`: a real scenario's speed
 //! beside the periodic box of the same cells, and where its step's time goes.
 
-use super::{time_cpu, time_cuda, BenchArgs, Collider};
+use super::{median_rate, time_cpu, time_cuda, BenchArgs, Collider};
 use crate::scenario::Scenario;
 use crate::session::select;
-use crate::solver::Precision;
+use crate::solver::scalar::{Carried, Setup};
+use crate::solver::{Precision, Solver};
 use crate::system::Tuning;
 
 /// The scenario of `path` scaled by `scale` in every direction (obstacles
@@ -85,6 +86,52 @@ pub(super) fn bench_scenario(
             per_step(total),
             line.join(", ")
         );
+        if precision == Precision::Fp32 {
+            bench_contaminant(args, &scenario, tuning)?;
+        }
     }
     Ok(())
 }
+
+/// The cost of the scenario's contaminant on the GPU: the step with it
+/// against the flow's alone, both timed on the wall clock, moved every flow
+/// step and every 4 (`[dispersion] interval`).
+fn bench_contaminant(args: &BenchArgs, scenario: &Scenario, tuning: &Tuning) -> anyhow::Result<()> {
+    let flow = select::build_cuda(scenario, Precision::Fp32, tuning)?;
+    let Some(setup) = scenario
+        .releases
+        .setup(flow.grid(), flow.flags(), &scenario.path)?
+    else {
+        return Ok(());
+    };
+    let mut flow: Box<dyn Solver> = Box::new(flow);
+    let alone = median_rate(&mut *flow, CONTAMINANT_STEPS, args.repeats)?;
+    drop(flow);
+    let mut intervals = vec![1, 4];
+    if !intervals.contains(&setup.interval) {
+        intervals.push(setup.interval);
+    }
+    for interval in intervals {
+        let flow = Box::new(select::build_cuda(scenario, Precision::Fp32, tuning)?);
+        let setup = Setup {
+            interval,
+            ..setup.clone()
+        };
+        let (mut carried, why) = Carried::placed(flow, setup.clone());
+        if let Some(why) = why {
+            anyhow::bail!("the contaminant could not be moved on the GPU: {why}");
+        }
+        let with = median_rate(&mut carried, CONTAMINANT_STEPS, args.repeats)?;
+        println!(
+            " FP32  with {} contaminant field{} moved every {interval} step{}: {with:>8.0} MLUPS against {alone:.0} alone: +{:.1}% per step",
+            setup.fields,
+            if setup.fields == 1 { "" } else { "s" },
+            if interval == 1 { "" } else { "s" },
+            100.0 * (alone / with - 1.0)
+        );
+    }
+    Ok(())
+}
+
+/// Steps per timing of [`bench_contaminant`] (a multiple of the intervals).
+const CONTAMINANT_STEPS: u64 = 200;

@@ -1,22 +1,124 @@
 //! A flow solver with contaminants: any [`Solver`] whose fields carry
-//! concentrations, advanced on the host after each of its steps with the
-//! velocity of that step ([`Dispersion`]). It is the CPU path of every
-//! method; everything else passes through to the flow solver.
+//! concentrations, moved after each transport step of its flow with the
+//! velocity of that step. Where they move is the [`Engine`]: on the host
+//! ([`Host`], [`Dispersion`], the reference for every method) or on the
+//! flow's GPU ([`super::cuda::DeviceDispersion`]); everything else passes
+//! through to the flow solver.
 
 use super::{Dispersion, Reading, Setup};
 use crate::solver::average::{welford, Schedule};
 use crate::solver::display::downsample_scalar_into;
 use crate::solver::{Averages, Fields, Grid, Params, Solver, SolverError, Stats, TakenFrame};
 
+/// Where the concentrations live and move.
+pub trait Engine: Send {
+    /// "on the host", "on the GPU".
+    fn place(&self) -> &'static str;
+    fn setup(&self) -> &Setup;
+    /// Transports the fields over the `span` flow steps from `first` on with
+    /// the flow's current velocity.
+    fn transport(
+        &mut self,
+        flow: &mut dyn Solver,
+        first: u64,
+        span: u32,
+    ) -> Result<(), SolverError>;
+    /// Adds one flow step of the current concentrations to the doses.
+    fn add_doses(&mut self) -> Result<(), SolverError>;
+    /// The concentration fields (copied to the host where they are not).
+    fn fields(&mut self) -> Result<&[Vec<f32>], SolverError>;
+    /// Each receptor's readings, one per field.
+    fn readings(&mut self) -> Result<Vec<Vec<Reading>>, SolverError>;
+    /// The state a checkpoint keeps ([`super::pack_state`]).
+    fn state(&mut self) -> Result<Vec<f32>, SolverError>;
+    fn set_state(&mut self, state: &[f32]) -> Result<(), SolverError>;
+    /// Back to the start: no contaminant anywhere but in inlets.
+    fn reset(&mut self, flags: &[u8]) -> Result<(), SolverError>;
+    fn memory_bytes(&self) -> u64;
+}
+
+/// The host engine: [`Dispersion`] with the flow's velocity copied out.
+pub struct Host {
+    dispersion: Dispersion,
+    /// The velocity of the last transport step (reused between them).
+    velocity: Fields,
+}
+
+impl Host {
+    pub fn new(grid: &Grid, flags: &[u8], setup: Setup) -> Host {
+        Host {
+            dispersion: Dispersion::new(grid, flags, setup),
+            velocity: Fields::default(),
+        }
+    }
+}
+
+impl Engine for Host {
+    fn place(&self) -> &'static str {
+        "on the host"
+    }
+
+    fn setup(&self) -> &Setup {
+        self.dispersion.setup()
+    }
+
+    fn transport(
+        &mut self,
+        flow: &mut dyn Solver,
+        first: u64,
+        span: u32,
+    ) -> Result<(), SolverError> {
+        flow.fields_into(&mut self.velocity)?;
+        let (grid, flags, params) = (*flow.grid(), flow.flags(), flow.params());
+        self.dispersion
+            .advance(&grid, flags, params, &self.velocity, first, span);
+        Ok(())
+    }
+
+    fn add_doses(&mut self) -> Result<(), SolverError> {
+        self.dispersion.add_doses();
+        Ok(())
+    }
+
+    fn fields(&mut self) -> Result<&[Vec<f32>], SolverError> {
+        Ok(self.dispersion.fields())
+    }
+
+    fn readings(&mut self) -> Result<Vec<Vec<Reading>>, SolverError> {
+        Ok(self.dispersion.readings())
+    }
+
+    fn state(&mut self) -> Result<Vec<f32>, SolverError> {
+        Ok(self.dispersion.state())
+    }
+
+    fn set_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
+        self.dispersion
+            .set_state(state)
+            .map_err(SolverError::StateMismatch)
+    }
+
+    fn reset(&mut self, flags: &[u8]) -> Result<(), SolverError> {
+        self.dispersion.reset(flags);
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        let n = self.dispersion.fields().first().map_or(0, Vec::len) as u64;
+        // The fields, the next values, the diffusivities and the copied flow.
+        (self.dispersion.fields().len() as u64 + 6) * 4 * n
+    }
+}
+
 pub struct Carried {
     flow: Box<dyn Solver>,
-    dispersion: Dispersion,
-    /// The velocity of the last step (reused between steps).
-    velocity: Fields,
+    engine: Box<dyn Engine>,
     /// Running means of the concentrations, on the flow's schedule.
     means: Option<Means>,
     /// The block size of the display frames asked for.
     display_stride: usize,
+    /// The receptors' readings at the end of the last `step`.
+    readings: Vec<Vec<Reading>>,
 }
 
 struct Means {
@@ -28,25 +130,55 @@ struct Means {
 }
 
 impl Carried {
+    /// `flow` with the contaminants of `setup` moved on the host.
     pub fn new(flow: Box<dyn Solver>, setup: Setup) -> Carried {
-        let dispersion = Dispersion::new(flow.grid(), flow.flags(), setup);
+        let engine = Box::new(Host::new(flow.grid(), flow.flags(), setup));
+        Carried::with_engine(flow, engine)
+    }
+
+    /// `flow` with the contaminants of `setup` moved on its GPU where it
+    /// runs on one ([`Solver::device_velocity`]), else on the host; with
+    /// why a flow on a GPU could not take them there.
+    pub fn placed(mut flow: Box<dyn Solver>, setup: Setup) -> (Carried, Option<String>) {
+        let why = match flow.device_velocity() {
+            Ok(None) => None,
+            Ok(Some(_)) => match super::cuda::DeviceDispersion::new(&mut *flow, setup.clone()) {
+                Ok(engine) => return (Carried::with_engine(flow, Box::new(engine)), None),
+                Err(e) => Some(e.to_string()),
+            },
+            Err(e) => Some(e.to_string()),
+        };
+        (Carried::new(flow, setup), why)
+    }
+
+    /// Where the contaminants move: "on the host", "on the GPU".
+    pub fn place(&self) -> &'static str {
+        self.engine.place()
+    }
+
+    pub fn with_engine(flow: Box<dyn Solver>, engine: Box<dyn Engine>) -> Carried {
+        // Nothing released yet: every receptor reads zero.
+        let setup = engine.setup();
+        let readings = vec![vec![Reading::default(); setup.fields]; setup.receptors.len()];
         Carried {
             flow,
-            dispersion,
-            velocity: Fields::default(),
+            engine,
             means: None,
             display_stride: 1,
+            readings,
         }
     }
 
-    fn sample(&mut self) {
+    fn sample(&mut self) -> Result<(), SolverError> {
         let t = self.flow.time_step();
-        let Some(m) = &mut self.means else { return };
+        let Some(m) = &mut self.means else {
+            return Ok(());
+        };
         if !m.schedule.due(t) {
-            return;
+            return Ok(());
         }
         m.samples += 1;
-        for (k, c) in self.dispersion.fields().iter().enumerate() {
+        for (k, c) in self.engine.fields()?.iter().enumerate() {
             for (cell, &v) in c.iter().enumerate() {
                 welford(
                     &mut m.mean[k][cell],
@@ -56,20 +188,22 @@ impl Carried {
                 );
             }
         }
+        Ok(())
     }
 }
 
 impl Solver for Carried {
     fn describe(&self) -> String {
         format!(
-            "{} with {} contaminant field{} on the host",
+            "{} with {} contaminant field{} {}",
             self.flow.describe(),
-            self.dispersion.fields().len(),
-            if self.dispersion.fields().len() == 1 {
+            self.engine.setup().fields,
+            if self.engine.setup().fields == 1 {
                 ""
             } else {
                 "s"
-            }
+            },
+            self.engine.place()
         )
     }
 
@@ -92,14 +226,19 @@ impl Solver for Carried {
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
         for _ in 0..n {
             let step = self.flow.time_step();
-            self.flow.step(1)?;
-            self.flow.fields_into(&mut self.velocity)?;
-            let (grid, flags, params) = (*self.flow.grid(), self.flow.flags(), self.flow.params());
-            self.dispersion
-                .advance(&grid, flags, params, &self.velocity, step);
-            self.sample();
+            // Queued, not waited for: the engine's own copies and reductions
+            // wait where they need the flow.
+            self.flow.enqueue(1)?;
+            let setup = self.engine.setup();
+            if setup.transports_after(step) {
+                let span = setup.interval;
+                self.engine
+                    .transport(&mut *self.flow, step + 1 - span as u64, span)?;
+            }
+            self.engine.add_doses()?;
+            self.sample()?;
         }
-        Ok(())
+        self.finish()
     }
 
     fn time_step(&self) -> u64 {
@@ -108,8 +247,9 @@ impl Solver for Carried {
 
     fn reset(&mut self) -> Result<(), SolverError> {
         self.flow.reset()?;
-        self.dispersion.reset(self.flow.flags());
+        self.engine.reset(self.flow.flags())?;
         self.means = None;
+        self.readings = self.engine.readings()?;
         Ok(())
     }
 
@@ -121,7 +261,7 @@ impl Solver for Carried {
 
     fn fields_into(&mut self, out: &mut Fields) -> Result<(), SolverError> {
         self.flow.fields_into(out)?;
-        let fields = self.dispersion.fields();
+        let fields = self.engine.fields()?;
         out.concentration.resize(fields.len(), Vec::new());
         for (o, c) in out.concentration.iter_mut().zip(fields) {
             o.clone_from(c);
@@ -149,19 +289,18 @@ impl Solver for Carried {
         self.flow.set_populations(step, populations)
     }
 
-    fn carried_state(&self) -> Option<Vec<f32>> {
-        Some(self.dispersion.state())
+    fn carried_state(&mut self) -> Result<Option<Vec<f32>>, SolverError> {
+        self.engine.state().map(Some)
     }
 
     fn set_carried_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
-        self.dispersion
-            .set_state(state)
-            .map_err(SolverError::StateMismatch)
+        self.engine.set_state(state)?;
+        self.readings = self.engine.readings()?;
+        Ok(())
     }
 
     fn memory_bytes(&self) -> u64 {
-        let fields = self.dispersion.fields().len() as u64 + 1;
-        self.flow.memory_bytes() + fields * 4 * self.flow.grid().cells() as u64
+        self.flow.memory_bytes() + self.engine.memory_bytes()
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
@@ -171,7 +310,7 @@ impl Solver for Carried {
     fn start_averages(&mut self, schedule: Schedule) -> Result<(), SolverError> {
         self.flow.start_averages(schedule)?;
         let schedule = schedule.from_now(self.flow.time_step());
-        let (k, n) = (self.dispersion.fields().len(), self.flow.grid().cells());
+        let (k, n) = (self.engine.setup().fields, self.flow.grid().cells());
         self.means = Some(Means {
             schedule,
             samples: 0,
@@ -179,8 +318,7 @@ impl Solver for Carried {
             m2: vec![vec![0.0; n]; k],
         });
         // A first step already reached is sampled at once, as the flow's.
-        self.sample();
-        Ok(())
+        self.sample()
     }
 
     fn stop_averages(&mut self) {
@@ -211,7 +349,9 @@ impl Solver for Carried {
     }
 
     fn finish(&mut self) -> Result<(), SolverError> {
-        self.flow.finish()
+        self.flow.finish()?;
+        self.readings = self.engine.readings()?;
+        Ok(())
     }
 
     fn begin_display(&mut self, stride: usize, _host: bool) -> Result<bool, SolverError> {
@@ -225,7 +365,7 @@ impl Solver for Carried {
         let taken = self.flow.take_display(out)?;
         if taken.is_some() {
             let grid = self.flow.grid().size;
-            let fields = self.dispersion.fields();
+            let fields = self.engine.fields()?;
             out.concentration.resize(fields.len(), Vec::new());
             for (c, o) in fields.iter().zip(&mut out.concentration) {
                 downsample_scalar_into(grid, c, self.display_stride, o);
@@ -237,12 +377,12 @@ impl Solver for Carried {
     fn share_display(&mut self, _device: Option<[u8; 16]>) {}
 
     fn receptors(&self) -> Vec<(String, Vec<Reading>)> {
-        self.dispersion
+        self.engine
             .setup()
             .receptors
             .iter()
-            .zip(self.dispersion.readings())
-            .map(|(r, readings)| (r.name.clone(), readings))
+            .zip(&self.readings)
+            .map(|(r, readings)| (r.name.clone(), readings.clone()))
             .collect()
     }
 }

@@ -4,6 +4,7 @@
 //! fields, their sources and the receptors that record them.
 
 pub mod carried;
+pub mod cuda;
 pub mod transport;
 
 pub use carried::Carried;
@@ -66,6 +67,55 @@ pub struct Setup {
     pub schmidt_turbulent: f32,
     /// Concentration of what enters through inlets.
     pub inflow: f32,
+    /// Flow steps per transport step (≥ 1): the scalar moves with the
+    /// velocity of every `interval`-th step, over that many steps at once.
+    pub interval: u32,
+}
+
+impl Setup {
+    /// Whether a transport step ends with the flow step from `step` to
+    /// `step + 1`; it then covers the steps `step + 1 − interval ..= step`.
+    pub fn transports_after(&self, step: u64) -> bool {
+        (step + 1).is_multiple_of(self.interval as u64)
+    }
+
+    /// How many of the `span` flow steps from `first` on the source releases
+    /// in.
+    fn active_steps(source: &Source, first: u64, span: u32) -> u32 {
+        (first..first + span as u64)
+            .filter(|&s| source.active(s))
+            .count() as u32
+    }
+
+    /// What a source does to its cells after each of `substeps` sub-steps
+    /// of the `span` flow steps from `first`: `None` while it is off, else
+    /// the value to set (`false`) or add (`true`). The CUDA path applies the
+    /// same value.
+    pub fn release_value(
+        source: &Source,
+        first: u64,
+        span: u32,
+        substeps: u32,
+    ) -> Option<(bool, f32)> {
+        let active = Self::active_steps(source, first, span);
+        if active == 0 {
+            return None;
+        }
+        Some(match source.release {
+            Release::Concentration(v) => (false, v),
+            Release::Rate(r) => (
+                true,
+                r * (active as f32 / substeps as f32) / source.cells.len() as f32,
+            ),
+        })
+    }
+
+    /// The sub-steps of a transport step over `span` flow steps, for the
+    /// largest Courant-number sum `courant` and diffusivity `diffusivity` of
+    /// one flow step.
+    pub fn substeps(span: u32, courant: f32, diffusivity: f32) -> u32 {
+        transport::substeps(span as f32 * courant, span as f32 * diffusivity)
+    }
 }
 
 /// One receptor's record of one field.
@@ -135,15 +185,16 @@ impl Dispersion {
         self.substeps
     }
 
-    /// Advances the flow step from `step` to `step + 1` in `velocity` (the
-    /// flow at the end of that step).
+    /// Transports the fields over the `span` flow steps from `first` on in
+    /// `velocity` (the flow after them).
     pub fn advance(
         &mut self,
         grid: &Grid,
         flags: &[u8],
         params: &Params,
         velocity: &Fields,
-        step: u64,
+        first: u64,
+        span: u32,
     ) {
         let molecular = params.viscosity() / self.setup.schmidt;
         let largest = if params.smagorinsky > 0.0 {
@@ -162,40 +213,54 @@ impl Dispersion {
             self.diffusivity.push(molecular);
             molecular
         };
-        let n = transport::substeps(transport::largest_courant(flags, velocity), largest);
+        let n = Setup::substeps(span, transport::largest_courant(flags, velocity), largest);
         self.substeps = n;
         let flow = transport::Flow {
             grid,
             flags,
             velocity,
             diffusivity: &self.diffusivity,
-            dt: 1.0 / n as f32,
+            dt: span as f32 / n as f32,
         };
         for (k, c) in self.fields.iter_mut().enumerate() {
             for _ in 0..n {
                 transport::advance(&flow, c, &mut self.next);
                 std::mem::swap(c, &mut self.next);
-                for s in &self.setup.sources {
-                    if s.field != k || !s.active(step) {
-                        continue;
-                    }
-                    match s.release {
-                        Release::Concentration(v) => {
-                            s.cells.iter().for_each(|&cell| c[cell as usize] = v)
-                        }
-                        Release::Rate(r) => {
-                            let add = r * flow.dt / s.cells.len() as f32;
-                            s.cells.iter().for_each(|&cell| c[cell as usize] += add)
-                        }
+                for s in self.setup.sources.iter().filter(|s| s.field == k) {
+                    match Setup::release_value(s, first, span, n) {
+                        Some((false, v)) => s.cells.iter().for_each(|&i| c[i as usize] = v),
+                        Some((true, v)) => s.cells.iter().for_each(|&i| c[i as usize] += v),
+                        None => {}
                     }
                 }
             }
         }
+    }
+
+    /// Adds one flow step of the current concentrations to the doses.
+    pub fn add_doses(&mut self) {
         for (r, dose) in self.setup.receptors.iter().zip(&mut self.doses) {
             for (k, c) in self.fields.iter().enumerate() {
                 dose[k] += c[r.cell as usize] as f64;
             }
         }
+    }
+
+    /// One flow step from `step`: transports when a transport step ends with
+    /// it ([`Setup::transports_after`]), then adds to the doses.
+    pub fn step(
+        &mut self,
+        grid: &Grid,
+        flags: &[u8],
+        params: &Params,
+        velocity: &Fields,
+        step: u64,
+    ) {
+        if self.setup.transports_after(step) {
+            let span = self.setup.interval;
+            self.advance(grid, flags, params, velocity, step + 1 - span as u64, span);
+        }
+        self.add_doses();
     }
 
     /// Each receptor's readings, one per field.
@@ -215,48 +280,58 @@ impl Dispersion {
             .collect()
     }
 
-    /// The state as FP32 values (fields, then the doses split into two
-    /// floats each so that they come back exactly): what a checkpoint keeps.
+    /// The state as FP32 values ([`pack_state`]): what a checkpoint keeps.
     pub fn state(&self) -> Vec<f32> {
-        let mut out: Vec<f32> = self.fields.iter().flatten().copied().collect();
-        for d in &self.doses {
-            for v in &d[..self.fields.len()] {
-                let bits = v.to_bits();
-                out.push(f32::from_bits((bits >> 32) as u32));
-                out.push(f32::from_bits(bits as u32));
-            }
-        }
-        out
-    }
-
-    /// Floats in [`Dispersion::state`].
-    pub fn state_len(&self) -> usize {
-        self.fields.len() * (self.next.len() + 2 * self.doses.len())
+        pack_state(&self.fields, &self.doses)
     }
 
     /// Restores [`Dispersion::state`].
     pub fn set_state(&mut self, state: &[f32]) -> Result<(), String> {
-        if state.len() != self.state_len() {
-            return Err(format!(
-                "{} concentration values for {} expected",
-                state.len(),
-                self.state_len()
-            ));
-        }
-        let n = self.next.len();
-        for (k, c) in self.fields.iter_mut().enumerate() {
-            c.copy_from_slice(&state[k * n..(k + 1) * n]);
-        }
-        let mut rest = state[self.fields.len() * n..].chunks_exact(2);
-        let fields = self.fields.len();
-        for d in &mut self.doses {
-            for v in &mut d[..fields] {
-                let p = rest.next().expect("length checked");
-                *v = f64::from_bits(((p[0].to_bits() as u64) << 32) | p[1].to_bits() as u64);
-            }
-        }
-        Ok(())
+        unpack_state(state, self.next.len(), &mut self.fields, &mut self.doses)
     }
+}
+
+/// The fields, then each receptor's doses (one per field) split into two
+/// floats each so that they come back exactly.
+pub fn pack_state(fields: &[Vec<f32>], doses: &[[f64; MAX_FIELDS]]) -> Vec<f32> {
+    let mut out: Vec<f32> = fields.iter().flatten().copied().collect();
+    for d in doses {
+        for v in &d[..fields.len()] {
+            let bits = v.to_bits();
+            out.push(f32::from_bits((bits >> 32) as u32));
+            out.push(f32::from_bits(bits as u32));
+        }
+    }
+    out
+}
+
+/// Restores [`pack_state`] into `fields` (each of `cells` values) and
+/// `doses`, which give the expected counts.
+pub fn unpack_state(
+    state: &[f32],
+    cells: usize,
+    fields: &mut [Vec<f32>],
+    doses: &mut [[f64; MAX_FIELDS]],
+) -> Result<(), String> {
+    let expected = fields.len() * (cells + 2 * doses.len());
+    if state.len() != expected {
+        return Err(format!(
+            "{} concentration values for {expected} expected",
+            state.len(),
+        ));
+    }
+    for (k, c) in fields.iter_mut().enumerate() {
+        c.clear();
+        c.extend_from_slice(&state[k * cells..(k + 1) * cells]);
+    }
+    let mut rest = state[fields.len() * cells..].chunks_exact(2);
+    for d in doses {
+        for v in &mut d[..fields.len()] {
+            let p = rest.next().expect("length checked");
+            *v = f64::from_bits(((p[0].to_bits() as u64) << 32) | p[1].to_bits() as u64);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -267,6 +342,13 @@ mod tests {
 
     #[test]
     fn a_continuous_point_source_in_uniform_flow_makes_the_analytic_plume() {
+        // Moved every flow step, and every fourth over four at once.
+        for interval in [1, 4] {
+            plume(interval);
+        }
+    }
+
+    fn plume(interval: u32) {
         // Inlet at x = 0, outlet at x = nx − 1, periodic across.
         let size = [112, 48, 48];
         let grid = Grid {
@@ -311,21 +393,24 @@ mod tests {
             schmidt: 1.0,
             schmidt_turbulent: 0.7,
             inflow: 0.0,
+            interval,
         };
         let mut dispersion = Dispersion::new(&grid, &flags, setup);
         for step in 0..1600 {
-            dispersion.advance(&grid, &flags, &params, &v, step);
+            dispersion.step(&grid, &flags, &params, &v, step);
         }
-        assert_eq!(dispersion.substeps(), 1);
+        // Σ|u| = 0.1 per step, 6D = 0.3: one sub-step per step; over four
+        // steps the diffusion number 1.2 needs two.
+        assert_eq!(dispersion.substeps(), interval.div_ceil(2));
         let readings = dispersion.readings();
         for (r, reading) in receptors.iter().zip(&readings) {
             let x = r.position[0] - at[0] as f64;
             let exact = rate as f64 / (4.0 * std::f64::consts::PI * d as f64 * x);
             let got = reading[0].concentration as f64;
-            eprintln!("{}: {got:.5} vs {exact:.5}", r.name);
+            eprintln!("every {interval}: {}: {got:.5} vs {exact:.5}", r.name);
             assert!(
                 (got / exact - 1.0).abs() < 0.05,
-                "{}: {got} vs {exact}",
+                "every {interval}: {}: {got} vs {exact}",
                 r.name
             );
         }
@@ -335,6 +420,42 @@ mod tests {
         assert!((0..grid.cells())
             .filter(|&k| grid.coords(k)[0] == 0)
             .all(|k| c[k] == 0.0));
+    }
+
+    #[test]
+    fn a_rate_releases_its_amount_over_the_steps_it_is_on_whatever_the_interval() {
+        let source = Source {
+            field: 0,
+            cells: vec![1, 2, 3, 4],
+            release: Release::Rate(6.0),
+            start: 5,
+            stop: Some(11),
+        };
+        for interval in [1u32, 3, 4, 7] {
+            let mut total = 0.0f64;
+            for block in 0..(24 / interval as u64 + 1) {
+                let first = block * interval as u64;
+                for substeps in [1u32, 3] {
+                    let Some((add, v)) = Setup::release_value(&source, first, interval, substeps)
+                    else {
+                        continue;
+                    };
+                    assert!(add);
+                    if substeps == 1 {
+                        total += v as f64 * 4.0;
+                    }
+                }
+            }
+            // Six steps (5 to 10) at 6 per step, spread over four cells.
+            assert!((total - 36.0).abs() < 1e-4, "every {interval}: {total}");
+        }
+        let held = Source {
+            release: Release::Concentration(2.0),
+            ..source
+        };
+        assert_eq!(Setup::release_value(&held, 0, 4, 2), None);
+        assert_eq!(Setup::release_value(&held, 8, 4, 2), Some((false, 2.0)));
+        assert_eq!(Setup::release_value(&held, 12, 4, 2), None);
     }
 
     #[test]
@@ -361,13 +482,14 @@ mod tests {
             schmidt: 1.0,
             schmidt_turbulent: 0.7,
             inflow: 0.0,
+            interval: 1,
         };
         let params = Params::new(0.8, Collision::Bgk);
         let mut v = Fields::new(grid.size);
         v.uy.iter_mut().for_each(|x| *x = 0.05);
         let mut a = Dispersion::new(&grid, &flags, setup);
         for step in 0..5 {
-            a.advance(&grid, &flags, &params, &v, step);
+            a.step(&grid, &flags, &params, &v, step);
         }
         let mut b = a.clone();
         b.reset(&flags);

@@ -1,0 +1,240 @@
+// Passive-scalar transport on the GPU (src/solver/scalar/transport.rs has
+// the scheme and the CPU reference, src/solver/scalar/cuda.rs the launches).
+// Compiled with --fmad=false and written in the CPU's order of operations:
+// the same values bit for bit.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// transport::Role, as cuda.rs uploads it.
+#define OPEN 0u
+#define HELD 1u
+#define CLOSED 2u
+
+// What one sub-step reads. `u` is the ux plane of the flow's fields; uy and
+// uz follow it, n floats apart. Cells are indexed with 32 bits (the flow
+// solver takes fewer than 2^32).
+struct Flow {
+    const float* c;
+    const unsigned char* role;
+    const float* u;
+    const float* diff;
+    bool diff_single;
+    float dt;
+    int size[3];
+    u32 stride[3];
+    u32 periodic;
+    u32 n;
+};
+
+__device__ __forceinline__ Flow make_flow(const float* c, const unsigned char* role, const float* u, const float* diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
+    Flow f;
+    f.c = c; f.role = role; f.u = u; f.diff = diff;
+    f.diff_single = diff_single != 0u;
+    f.dt = dt;
+    f.size[0] = nx; f.size[1] = ny; f.size[2] = nz;
+    f.stride[0] = 1u; f.stride[1] = (u32)nx; f.stride[2] = (u32)nx * (u32)ny;
+    f.periodic = periodic;
+    f.n = (u32)nx * (u32)ny * (u32)nz;
+    return f;
+}
+
+#define NONE 0xffffffffu
+
+// transport::Walker::step for |d| = 1: the cell d steps from c (at
+// coordinate p along axis a), or NONE beyond a closed grid face.
+__device__ __forceinline__ u32 step(const Flow& f, u32 c, int p, int a, int d) {
+    int q = p + d;
+    if (q >= 0 && q < f.size[a]) return d > 0 ? c + f.stride[a] : c - f.stride[a];
+    if (!((f.periodic >> a) & 1u)) return NONE;
+    // Across the periodic edge: to the other end of the row.
+    u32 span = (u32)(f.size[a] - 1) * f.stride[a];
+    return d > 0 ? c - span : c + span;
+}
+
+__device__ __forceinline__ float vel(const Flow& f, u32 k, int a) {
+    return f.u[(size_t)a * f.n + k];
+}
+
+__device__ __forceinline__ float diffusivity(const Flow& f, u32 k) {
+    return f.diff_single ? f.diff[0] : f.diff[k];
+}
+
+// transport::limiter: fminf/fmaxf drop a NaN as f32::min/max do.
+__device__ __forceinline__ float limiter(float r, float nu) {
+    float third = ((2.0f - nu) + (1.0f + nu) * r) * (1.0f / 3.0f);
+    return fmaxf(fminf(fminf(2.0f * r, third), 2.0f), 0.0f);
+}
+
+// transport::advective_flux
+__device__ __forceinline__ float advective_flux(float u, float far, float up, float down, float dt) {
+    float jump = down - up;
+    float correction = 0.0f;
+    if (jump != 0.0f) {
+        float r = (up - far) / jump;
+        float nu = fabsf(u) * dt;
+        correction = 0.5f * (1.0f - nu) * limiter(r, nu) * jump;
+    }
+    return u * (up + correction);
+}
+
+// The value one step beyond `from` (at coordinate p along a), where that
+// cell is there and not closed (else `from`'s own).
+__device__ __forceinline__ float beyond(const Flow& f, u32 from, int p, int a, int d) {
+    u32 k = step(f, from, p, a, d);
+    return (k != NONE && f.role[k] != CLOSED) ? f.c[k] : f.c[from];
+}
+
+// transport::Flow::face: the flux from lo (at coordinate p along a) to its
+// +a neighbour hi (at q).
+__device__ __forceinline__ float face(const Flow& f, u32 lo, int p, u32 hi, int q, int a) {
+    u32 rl = f.role[lo], rh = f.role[hi];
+    if (rl == CLOSED || rh == CLOSED || (rl == HELD && rh == HELD)) return 0.0f;
+    float u = 0.5f * (vel(f, lo, a) + vel(f, hi, a));
+    float advective;
+    if (u >= 0.0f) advective = advective_flux(u, beyond(f, lo, p, a, -1), f.c[lo], f.c[hi], f.dt);
+    else advective = advective_flux(u, beyond(f, hi, q, a, 1), f.c[hi], f.c[lo], f.dt);
+    float d = 0.5f * (diffusivity(f, lo) + diffusivity(f, hi));
+    return advective - d * (f.c[hi] - f.c[lo]);
+}
+
+// transport::edge_flux: out through a grid face without a neighbour.
+__device__ __forceinline__ float edge_flux(const Flow& f, u32 cell, int a, float side) {
+    float u = vel(f, cell, a);
+    return u * side > 0.0f ? u * f.c[cell] : 0.0f;
+}
+
+// One sub-step of one field is two passes, so that each face flux is
+// computed once (the CPU computes it from both sides, the same value):
+// `fluxes` writes each cell's flux through its +x, +y and +z faces (through
+// the grid face where it has no neighbour) into three planes, `update` sums
+// them into the next values. Blocks of threads along x, grid rows y and z.
+extern "C" __global__ void __launch_bounds__(128) fluxes(const float* __restrict__ c, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic, float* __restrict__ flux) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= nx) return;
+    int y = blockIdx.y, z = blockIdx.z;
+    Flow f = make_flow(c, role, u, diff, diff_single, dt, nx, ny, nz, periodic);
+    u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
+    int p[3] = {x, y, z};
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        u32 hi = step(f, cell, p[a], a, 1);
+        int q = p[a] + 1 == f.size[a] ? 0 : p[a] + 1;
+        flux[(size_t)a * f.n + cell] = hi != NONE ? face(f, cell, p[a], hi, q, a) : edge_flux(f, cell, a, 1.0f);
+    }
+}
+
+// transport::advance's sum over the faces, in its order, in f64.
+extern "C" __global__ void __launch_bounds__(128) update(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ flux, float dt, int nx, int ny, int nz, u32 periodic) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= nx) return;
+    int y = blockIdx.y, z = blockIdx.z;
+    Flow f = make_flow(c, role, u, 0, 1u, dt, nx, ny, nz, periodic);
+    u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
+    if (role[cell] != OPEN) {
+        next[cell] = c[cell];
+        return;
+    }
+    int p[3] = {x, y, z};
+    double net = 0.0;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        const float* plane = flux + (size_t)a * f.n;
+        net += (double)plane[cell];
+        u32 lo = step(f, cell, p[a], a, -1);
+        net -= (double)(lo != NONE ? plane[lo] : edge_flux(f, cell, a, -1.0f));
+    }
+    next[cell] = (float)((double)c[cell] - (double)dt * net);
+}
+
+// transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t per cell.
+extern "C" __global__ void __launch_bounds__(128) eddy(const unsigned char* __restrict__ role, const float* __restrict__ u, int nx, int ny, int nz, u32 periodic, float smagorinsky, float schmidt_turbulent, float molecular, float* __restrict__ out) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= nx) return;
+    int y = blockIdx.y, z = blockIdx.z;
+    Flow f = make_flow(0, role, u, 0, 1u, 0.0f, nx, ny, nz, periodic);
+    u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
+    out[cell] = molecular;
+    if (role[cell] == CLOSED) return;
+    int p[3] = {x, y, z};
+    float g[3][3];
+#pragma unroll
+    for (int k = 0; k < 3; k++)
+#pragma unroll
+        for (int a = 0; a < 3; a++) g[k][a] = 0.0f;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        u32 hi = step(f, cell, p[a], a, 1);
+        u32 lo = step(f, cell, p[a], a, -1);
+        bool h = hi != NONE && role[hi] != CLOSED;
+        bool l = lo != NONE && role[lo] != CLOSED;
+        if (!h && !l) continue;
+        // The CPU divides by the span (2 or 1 cells): halving is exact, so
+        // a product gives the same bits without a division.
+        float inv = (h && l) ? 0.5f : 1.0f;
+        u32 up = h ? hi : cell;
+        u32 down = l ? lo : cell;
+#pragma unroll
+        for (int k = 0; k < 3; k++) g[k][a] = (vel(f, up, k) - vel(f, down, k)) * inv;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 3; k++)
+#pragma unroll
+        for (int a = 0; a < 3; a++) {
+            float s = 0.5f * (g[k][a] + g[a][k]);
+            ss += s * s;
+        }
+    float strain = sqrtf(2.0f * ss);
+    out[cell] = molecular + smagorinsky * smagorinsky * strain / schmidt_turbulent;
+}
+
+// The largest |ux| + |uy| + |uz| over the open cells into out[0] and, with
+// `eddy`, the largest diffusivity into out[1], as float bits (all values are
+// at least +0, where the bits order as the floats); out is zeroed first. A
+// NaN is skipped, as f32::max skips it on the CPU.
+extern "C" __global__ void __launch_bounds__(256) largest(const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ diff, u32 eddy, u64 n, u32* __restrict__ out) {
+    float m = 0.0f, dm = 0.0f;
+    for (u64 c = blockIdx.x * (u64)blockDim.x + threadIdx.x; c < n; c += (u64)gridDim.x * blockDim.x) {
+        if (role[c] == OPEN) {
+            float v = fabsf(u[c]) + fabsf(u[n + c]) + fabsf(u[2 * n + c]);
+            if (v > m) m = v;
+        }
+        if (eddy) {
+            float d = diff[c];
+            if (d > dm) dm = d;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
+        dm = fmaxf(dm, __shfl_down_sync(0xffffffffu, dm, o));
+    }
+    if ((threadIdx.x & 31u) == 0u) {
+        atomicMax(out, __float_as_uint(m));
+        atomicMax(out + 1, __float_as_uint(dm));
+    }
+}
+
+// A source's release: its cells set to `value`, or `value` added to them.
+extern "C" __global__ void release(float* __restrict__ c, const u32* __restrict__ cells, u32 count, u32 add, float value) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    if (add) c[cells[i]] += value;
+    else c[cells[i]] = value;
+}
+
+// One flow step of field k at each receptor's cell added to its dose
+// (doses: MAX_FIELDS per receptor).
+extern "C" __global__ void doses(const float* __restrict__ c, const u32* __restrict__ cells, u32 count, u32 k, double* __restrict__ dose) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    dose[4 * i + k] += (double)c[cells[i]];
+}
+
+// Field k at the receptors' cells into out[k * count + i].
+extern "C" __global__ void gather(const float* __restrict__ c, const u32* __restrict__ cells, u32 count, u32 k, float* __restrict__ out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    out[k * count + i] = c[cells[i]];
+}

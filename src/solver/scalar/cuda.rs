@@ -1,0 +1,482 @@
+//! The contaminants on the flow's GPU: `kernels/scalar/transport.cu`, the
+//! sub-steps of [`super::Dispersion`] queued on the flow solver's stream
+//! after its steps, reading the velocity where the flow left it
+//! ([`Solver::device_velocity`]). Compiled without FMA contraction and in
+//! the CPU's order of operations, so that the two agree bit for bit given
+//! the same velocity.
+//!
+//! The host waits once per transport step, for the largest Courant number
+//! that sets the number of sub-steps; everything else stays queued.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+
+use super::carried::Engine;
+use super::transport::Role;
+use super::{pack_state, unpack_state, Reading, Setup, MAX_FIELDS};
+use crate::solver::lbm::cuda::guarded;
+use crate::solver::{Grid, Solver, SolverError};
+
+const SOURCE: &str = include_str!("../../../kernels/scalar/transport.cu");
+
+/// The flow's velocity on its GPU: three planes of n floats (ux, uy, uz)
+/// from the address `ux`, valid for work queued on `stream` until the flow
+/// steps again.
+pub struct DeviceVelocity {
+    pub stream: Arc<CudaStream>,
+    pub ux: u64,
+}
+
+struct Kernels {
+    fluxes: CudaFunction,
+    update: CudaFunction,
+    eddy: CudaFunction,
+    largest: CudaFunction,
+    release: CudaFunction,
+    doses: CudaFunction,
+    gather: CudaFunction,
+}
+
+fn dev(e: impl std::fmt::Display) -> SolverError {
+    SolverError::Device(format!("contaminant transport: {e}"))
+}
+
+/// The concentration fields of a run on the flow's GPU.
+pub struct DeviceDispersion {
+    setup: Setup,
+    grid: Grid,
+    stream: Arc<CudaStream>,
+    kernels: Kernels,
+    /// [`Role`] of each cell (0 open, 1 held, 2 closed).
+    role: CudaSlice<u8>,
+    /// The fields at the start: the inflow concentration in inlets.
+    initial: Vec<f32>,
+    fields: Vec<CudaSlice<f32>>,
+    next: CudaSlice<f32>,
+    /// Each cell's flux through its +x, +y and +z faces (three planes).
+    flux: CudaSlice<f32>,
+    /// Per cell with the subgrid model; else the molecular value first.
+    diffusivity: CudaSlice<f32>,
+    /// Each source's cells.
+    sources: Vec<CudaSlice<u32>>,
+    receptors: CudaSlice<u32>,
+    /// [`MAX_FIELDS`] per receptor.
+    doses: CudaSlice<f64>,
+    /// The fields at the receptors ([`Engine::readings`]).
+    gathered: CudaSlice<f32>,
+    /// The `largest` kernel's two maxima, as float bits.
+    largest: CudaSlice<u32>,
+    /// The fields copied to the host, when asked for.
+    host: Vec<Vec<f32>>,
+    /// The molecular diffusivity in `diffusivity[0]`, while it holds one.
+    uploaded: Option<f32>,
+}
+
+impl DeviceDispersion {
+    /// Compiles the kernels and uploads the fields for the GPU `flow` runs
+    /// on; the error says why it cannot be done there.
+    pub fn new(flow: &mut dyn Solver, setup: Setup) -> Result<DeviceDispersion, SolverError> {
+        let Some(velocity) = flow.device_velocity()? else {
+            return Err(SolverError::Device(format!(
+                "{} keeps its velocity on the host",
+                flow.describe()
+            )));
+        };
+        let stream = velocity.stream;
+        let ctx = stream.context().clone();
+        let (major, minor) = ctx.compute_capability().map_err(dev)?;
+        let options = cudarc::nvrtc::CompileOptions {
+            options: vec![
+                format!("--gpu-architecture=compute_{major}{minor}"),
+                // Products rounded as on the CPU: the same values.
+                "--fmad=false".into(),
+            ],
+            ..Default::default()
+        };
+        let ptx = match std::panic::catch_unwind(|| {
+            cudarc::nvrtc::compile_ptx_with_opts(SOURCE, options)
+        }) {
+            Ok(Ok(ptx)) => ptx,
+            Ok(Err(e)) => {
+                return Err(SolverError::Device(format!(
+                    "NVRTC could not compile kernels/scalar/transport.cu: {e:?}"
+                )))
+            }
+            Err(_) => {
+                return Err(SolverError::Device(
+                    "NVRTC failed on kernels/scalar/transport.cu".into(),
+                ))
+            }
+        };
+        let grid = *flow.grid();
+        let n = grid.cells();
+        if n as u64 >= u32::MAX as u64 {
+            return Err(SolverError::InvalidParams(format!(
+                "grid {grid}: the GPU transport takes fewer than 2^32 cells"
+            )));
+        }
+        let flags = flow.flags();
+        let roles: Vec<u8> = flags
+            .iter()
+            .map(|&f| match Role::of(f) {
+                Role::Open => 0,
+                Role::Held => 1,
+                Role::Closed => 2,
+            })
+            .collect();
+        let initial: Vec<f32> = roles
+            .iter()
+            .map(|&r| if r == 1 { setup.inflow } else { 0.0 })
+            .collect();
+        // cudarc allocates at least one element: empty lists keep a dummy.
+        let at_least_one = |v: Vec<u32>| if v.is_empty() { vec![0] } else { v };
+        let receptor_cells = at_least_one(setup.receptors.iter().map(|r| r.cell).collect());
+        let slots = setup.receptors.len().max(1);
+        guarded("contaminant transport", || {
+            let module = ctx.load_module(ptx)?;
+            let load = |name: &str| module.load_function(name);
+            let kernels = Kernels {
+                fluxes: load("fluxes")?,
+                update: load("update")?,
+                eddy: load("eddy")?,
+                largest: load("largest")?,
+                release: load("release")?,
+                doses: load("doses")?,
+                gather: load("gather")?,
+            };
+            let mut fields = Vec::new();
+            for _ in 0..setup.fields {
+                fields.push(stream.clone_htod(&initial)?);
+            }
+            Ok(DeviceDispersion {
+                grid,
+                kernels,
+                role: stream.clone_htod(&roles)?,
+                fields,
+                next: stream.alloc_zeros(n)?,
+                flux: stream.alloc_zeros(3 * n)?,
+                diffusivity: stream.alloc_zeros(n)?,
+                sources: setup
+                    .sources
+                    .iter()
+                    .map(|s| stream.clone_htod(&at_least_one(s.cells.clone())))
+                    .collect::<Result<_, _>>()?,
+                receptors: stream.clone_htod(&receptor_cells)?,
+                doses: stream.alloc_zeros(MAX_FIELDS * slots)?,
+                gathered: stream.alloc_zeros(MAX_FIELDS * slots)?,
+                largest: stream.alloc_zeros(2)?,
+                host: Vec::new(),
+                uploaded: None,
+                initial,
+                setup,
+                stream: stream.clone(),
+            })
+        })
+        .map_err(|e| {
+            SolverError::Device(format!(
+                "no room for the contaminant on the GPU ({e}); carry fewer fields or use a smaller grid"
+            ))
+        })
+    }
+
+    fn lattice_config(&self) -> LaunchConfig {
+        let [nx, ny, nz] = self.grid.size;
+        LaunchConfig {
+            grid_dim: ((nx as u32).div_ceil(128), ny as u32, nz as u32),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    fn list_config(count: usize) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: ((count as u32).div_ceil(128).max(1), 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    fn periodic(&self) -> u32 {
+        (0..3)
+            .filter(|&a| self.grid.periodic[a])
+            .map(|a| 1u32 << a)
+            .sum()
+    }
+
+    /// Queues the eddy diffusivities and the maxima, and waits for them:
+    /// the largest Courant-number sum and diffusivity of the open cells.
+    fn maxima(
+        &mut self,
+        ux: u64,
+        smagorinsky: f32,
+        molecular: f32,
+    ) -> Result<(f32, f32), SolverError> {
+        let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
+        let periodic = self.periodic();
+        let eddy = smagorinsky > 0.0;
+        if eddy {
+            let sct = self.setup.schmidt_turbulent;
+            let cfg = self.lattice_config();
+            let mut b = self.stream.launch_builder(&self.kernels.eddy);
+            b.arg(&self.role)
+                .arg(&ux)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic)
+                .arg(&smagorinsky)
+                .arg(&sct)
+                .arg(&molecular)
+                .arg(&mut self.diffusivity);
+            // SAFETY: eddy(const u8*, const float*, int, int, int, u32, float,
+            // float, float, float*): roles and diffusivities of n cells, the
+            // velocity 3n floats.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+            self.uploaded = None;
+        } else if self.uploaded != Some(molecular) {
+            // Once per value: a copy from the host waits for the stream.
+            self.stream
+                .memcpy_htod(&[molecular], &mut self.diffusivity.slice_mut(0..1))
+                .map_err(dev)?;
+            self.uploaded = Some(molecular);
+        }
+        self.stream.memset_zeros(&mut self.largest).map_err(dev)?;
+        let n = self.grid.cells() as u64;
+        let eddy32 = eddy as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(256).min(1024) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.kernels.largest);
+        b.arg(&self.role)
+            .arg(&ux)
+            .arg(&self.diffusivity)
+            .arg(&eddy32)
+            .arg(&n)
+            .arg(&mut self.largest);
+        // SAFETY: largest(const u8*, const float*, const float*, u32, u64,
+        // u32*): n cells, two outputs.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        let out = self.stream.clone_dtoh(&self.largest).map_err(dev)?;
+        let courant = f32::from_bits(out[0]);
+        let diffusivity = if eddy {
+            molecular.max(f32::from_bits(out[1]))
+        } else {
+            molecular
+        };
+        Ok((courant, diffusivity))
+    }
+
+    /// Queues `n` sub-steps of `dt` of field `k` in the velocity at `ux`,
+    /// each followed by the sources' `release` ([`Setup::release_value`]).
+    fn substeps(
+        &mut self,
+        k: usize,
+        ux: u64,
+        eddy: bool,
+        n: u32,
+        dt: f32,
+        release: &[(usize, bool, f32)],
+    ) -> Result<(), SolverError> {
+        let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
+        let periodic = self.periodic();
+        let single = (!eddy) as u32;
+        let cfg = self.lattice_config();
+        for _ in 0..n {
+            let mut b = self.stream.launch_builder(&self.kernels.fluxes);
+            b.arg(&self.fields[k])
+                .arg(&self.role)
+                .arg(&ux)
+                .arg(&self.diffusivity)
+                .arg(&single)
+                .arg(&dt)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic)
+                .arg(&mut self.flux);
+            // SAFETY: fluxes(const float*, const u8*, const float*, const
+            // float*, u32, float, int, int, int, u32, float*): n cells each,
+            // the velocity and the fluxes 3n floats; the grid covers the cells.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+            let mut b = self.stream.launch_builder(&self.kernels.update);
+            b.arg(&self.fields[k])
+                .arg(&mut self.next)
+                .arg(&self.role)
+                .arg(&ux)
+                .arg(&self.flux)
+                .arg(&dt)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic);
+            // SAFETY: update(const float*, float*, const u8*, const float*,
+            // const float*, float, int, int, int, u32): as `fluxes`.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+            std::mem::swap(&mut self.fields[k], &mut self.next);
+            for &(source, add, value) in release {
+                let cells = &self.sources[source];
+                let count = self.setup.sources[source].cells.len() as u32;
+                let add = add as u32;
+                let mut b = self.stream.launch_builder(&self.kernels.release);
+                b.arg(&mut self.fields[k])
+                    .arg(cells)
+                    .arg(&count)
+                    .arg(&add)
+                    .arg(&value);
+                // SAFETY: release(float*, const u32*, u32, u32, float): `count`
+                // cells, each inside the field.
+                unsafe { b.launch(Self::list_config(count as usize)) }.map_err(dev)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Engine for DeviceDispersion {
+    fn place(&self) -> &'static str {
+        "on the GPU"
+    }
+
+    fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    fn transport(
+        &mut self,
+        flow: &mut dyn Solver,
+        first: u64,
+        span: u32,
+    ) -> Result<(), SolverError> {
+        let Some(velocity) = flow.device_velocity()? else {
+            return Err(SolverError::Device(
+                "the flow no longer keeps its velocity on the GPU".into(),
+            ));
+        };
+        let params = flow.params();
+        let molecular = params.viscosity() / self.setup.schmidt;
+        let eddy = params.smagorinsky > 0.0;
+        let (courant, diffusivity) = self.maxima(velocity.ux, params.smagorinsky, molecular)?;
+        let n = Setup::substeps(span, courant, diffusivity);
+        let dt = span as f32 / n as f32;
+        for k in 0..self.setup.fields {
+            let release: Vec<(usize, bool, f32)> = self
+                .setup
+                .sources
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.field == k)
+                .filter_map(|(i, s)| {
+                    Setup::release_value(s, first, span, n).map(|(add, v)| (i, add, v))
+                })
+                .collect();
+            self.substeps(k, velocity.ux, eddy, n, dt, &release)?;
+        }
+        Ok(())
+    }
+
+    fn add_doses(&mut self) -> Result<(), SolverError> {
+        let count = self.setup.receptors.len() as u32;
+        if count == 0 {
+            return Ok(());
+        }
+        for k in 0..self.setup.fields {
+            let k32 = k as u32;
+            let mut b = self.stream.launch_builder(&self.kernels.doses);
+            b.arg(&self.fields[k])
+                .arg(&self.receptors)
+                .arg(&count)
+                .arg(&k32)
+                .arg(&mut self.doses);
+            // SAFETY: doses(const float*, const u32*, u32, u32, double*):
+            // `count` receptors, MAX_FIELDS doses each.
+            unsafe { b.launch(Self::list_config(count as usize)) }.map_err(dev)?;
+        }
+        Ok(())
+    }
+
+    fn fields(&mut self) -> Result<&[Vec<f32>], SolverError> {
+        let n = self.grid.cells();
+        self.host.resize(self.setup.fields, Vec::new());
+        for (host, field) in self.host.iter_mut().zip(&self.fields) {
+            host.resize(n, 0.0);
+            self.stream.memcpy_dtoh(field, host).map_err(dev)?;
+        }
+        Ok(&self.host)
+    }
+
+    fn readings(&mut self) -> Result<Vec<Vec<Reading>>, SolverError> {
+        let count = self.setup.receptors.len();
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        for k in 0..self.setup.fields {
+            let (k32, count32) = (k as u32, count as u32);
+            let mut b = self.stream.launch_builder(&self.kernels.gather);
+            b.arg(&self.fields[k])
+                .arg(&self.receptors)
+                .arg(&count32)
+                .arg(&k32)
+                .arg(&mut self.gathered);
+            // SAFETY: gather(const float*, const u32*, u32, u32, float*):
+            // `count` receptors, MAX_FIELDS slots each.
+            unsafe { b.launch(Self::list_config(count)) }.map_err(dev)?;
+        }
+        let c = self.stream.clone_dtoh(&self.gathered).map_err(dev)?;
+        let dose = self.stream.clone_dtoh(&self.doses).map_err(dev)?;
+        Ok((0..count)
+            .map(|r| {
+                (0..self.setup.fields)
+                    .map(|k| Reading {
+                        concentration: c[k * count + r],
+                        dose: dose[MAX_FIELDS * r + k],
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    fn state(&mut self) -> Result<Vec<f32>, SolverError> {
+        let dose = self.stream.clone_dtoh(&self.doses).map_err(dev)?;
+        let doses: Vec<[f64; MAX_FIELDS]> = dose
+            .chunks_exact(MAX_FIELDS)
+            .take(self.setup.receptors.len())
+            .map(|d| d.try_into().expect("chunks of MAX_FIELDS"))
+            .collect();
+        Ok(pack_state(self.fields()?, &doses))
+    }
+
+    fn set_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
+        let mut fields = vec![Vec::new(); self.setup.fields];
+        let mut doses = vec![[0.0; MAX_FIELDS]; self.setup.receptors.len()];
+        unpack_state(state, self.grid.cells(), &mut fields, &mut doses)
+            .map_err(SolverError::StateMismatch)?;
+        for (dev_field, host) in self.fields.iter_mut().zip(&fields) {
+            self.stream.memcpy_htod(host, dev_field).map_err(dev)?;
+        }
+        if !doses.is_empty() {
+            let flat: Vec<f64> = doses.iter().flatten().copied().collect();
+            self.stream
+                .memcpy_htod(&flat, &mut self.doses.slice_mut(0..flat.len()))
+                .map_err(dev)?;
+        }
+        self.stream.synchronize().map_err(dev)
+    }
+
+    fn reset(&mut self, _flags: &[u8]) -> Result<(), SolverError> {
+        for field in &mut self.fields {
+            self.stream.memcpy_htod(&self.initial, field).map_err(dev)?;
+        }
+        self.stream.memset_zeros(&mut self.doses).map_err(dev)?;
+        self.stream.synchronize().map_err(dev)
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        let n = self.grid.cells() as u64;
+        // The fields, the next values, the fluxes, the diffusivities and
+        // the roles.
+        (self.setup.fields as u64 + 5) * 4 * n + n
+    }
+}
