@@ -1136,7 +1136,36 @@ __device__ void report(const store_t* f, const unsigned char* flags, const Param
 extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, float* __restrict__ out) {
     CELL_COORDS
     float r[4];
-    report(f, flags, p, parity, n, x, y, z, r);
+    if (flags[c] == 0u) {
+        // A bulk cell (fluid, every neighbour running, no links): incoming
+        // read as the step kernels read it, without read_odd's rules per
+        // neighbour (three times faster after an odd step), the same values.
+        float v[Q];
+        if (parity == 0u) {
+#pragma unroll
+            for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+        } else {
+            const u32 nx = p.nx;
+            const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
+            u32 oy[3], oz[3];
+            yz_offsets(p, y, z, oy, oz);
+            const u32 cc = (u32)c;
+#pragma unroll
+            for (int j = 0; j < Q; j++) {
+                const u32 s = cc + ox[1 - CEX(j)] + oy[1 - CEY(j)] + oz[1 - CEZ(j)];
+                v[j] = ld(f + (u64)opposite(j) * n, s);
+            }
+        }
+        float rho, jx, jy, jz;
+        moments(v, &rho, &jx, &jy, &jz);
+        float inv = 1.0f / rho;
+        r[0] = rho;
+        r[1] = (jx + 0.5f * p.fx) * inv;
+        r[2] = (jy + 0.5f * p.fy) * inv;
+        r[3] = (jz + 0.5f * p.fz) * inv;
+    } else {
+        report(f, flags, p, parity, n, x, y, z, r);
+    }
     out[c] = r[0];
     out[n + c] = r[1];
     out[2 * n + c] = r[2];

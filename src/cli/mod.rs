@@ -357,6 +357,14 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
             for r in &setup.receptors {
                 println!("receptor        {}: at {:?}", r.name, r.position);
             }
+            let every = match setup.interval {
+                1 => "every flow step".to_string(),
+                k => format!("every {k} flow steps"),
+            };
+            println!(
+                "dispersion      Sc {}, Sc_t {}, inflow {}, moved {every}",
+                setup.schmidt, setup.schmidt_turbulent, setup.inflow
+            );
         }
     }
     println!(
@@ -441,24 +449,39 @@ fn compile_kernels(
         .map_err(anyhow::Error::msg)?;
         let name = format!("{}{}", precision.name(), if model { "_model" } else { "" });
         let text = ptx.to_src();
-        let kernels: Vec<&str> = text
-            .lines()
-            .filter_map(|l| {
-                l.trim()
-                    .strip_prefix(".visible .entry ")
-                    .and_then(|r| r.split('(').next())
-            })
-            .collect();
         println!(
             "{name}: {} bytes of PTX, kernels: {}",
             text.len(),
-            kernels.join(" ")
+            entries(&text).join(" ")
         );
-        if let Some(dir) = out {
-            std::fs::create_dir_all(dir)?;
-            let path = dir.join(format!("d3q19_{name}.ptx"));
-            std::fs::write(&path, text)?;
-        }
+        write_ptx(out, &format!("d3q19_{name}.ptx"), &text)?;
+    }
+    let ptx =
+        crate::solver::scalar::cuda::compile(arch / 10, arch % 10).map_err(anyhow::Error::msg)?;
+    let text = ptx.to_src();
+    println!(
+        "transport: {} bytes of PTX, kernels: {}",
+        text.len(),
+        entries(&text).join(" ")
+    );
+    write_ptx(out, "transport.ptx", &text)
+}
+
+/// The names of a PTX module's kernels.
+fn entries(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix(".visible .entry ")
+                .and_then(|r| r.split('(').next())
+        })
+        .collect()
+}
+
+fn write_ptx(dir: Option<&std::path::Path>, name: &str, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join(name), text)?;
     }
     Ok(())
 }

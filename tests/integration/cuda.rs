@@ -84,6 +84,24 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
     // 16-bit stores, encoded through the 2^-112 scaling of fp16c_encode.
     assert!(fp16.contains("st.global.u16") || fp16.contains("st.global.b16"));
     assert!(fp16.contains("0f07800000"), "fp16c scaling constant");
+    // The contaminant's kernels: the CPU scheme's arithmetic, every product
+    // rounded (no contraction), the face fluxes summed in f64.
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("transport:"))
+        .expect("a line for the transport kernels");
+    for kernel in [
+        "fluxes", "update", "eddy", "largest", "release", "doses", "gather",
+    ] {
+        assert!(
+            line.split_whitespace().any(|w| w == kernel),
+            "{kernel} missing in {line}"
+        );
+    }
+    let transport = std::fs::read_to_string(dir.path().join("transport.ptx")).unwrap();
+    assert!(transport.contains(".target sm_90"));
+    assert!(!transport.contains("fma.rn.f32"), "FMA contraction");
+    assert!(transport.contains("add.rn.f64") || transport.contains("add.f64"));
 }
 
 #[test]

@@ -309,6 +309,35 @@ fn misplaced_or_malformed_releases_are_refused_with_the_place_and_the_fix() {
 }
 
 #[test]
+fn info_lists_the_sources_the_receptors_and_how_often_the_contaminant_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_channel(dir.path());
+    let o = flowscope(
+        &[
+            "info",
+            path.to_str().unwrap(),
+            "--set",
+            "dispersion.interval=4",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("source          2: field 2, 12 cells, 0.5 per step, from step 50"),
+        "{out}"
+    );
+    assert!(
+        out.contains("receptor        wake: at [30.0, 12.0, 1.0]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("dispersion      Sc 1, Sc_t 0.7, inflow 0, moved every 4 flow steps"),
+        "{out}"
+    );
+}
+
+#[test]
 fn the_shipped_urban_release_puts_its_source_and_receptors_in_the_streets() {
     let s = load("urban-release.toml", &[]);
     let voxels = s.voxelize();

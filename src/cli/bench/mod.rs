@@ -65,6 +65,10 @@ pub struct BenchArgs {
     /// with it), e.g. 2 for 8 times the cells.
     #[arg(long, value_name = "F", requires = "scenario")]
     pub scale: Option<f64>,
+    /// Override a key of the --scenario before it is scaled, e.g.
+    /// --set fluid.reynolds=1000.
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "scenario")]
+    pub set: Vec<String>,
     /// Seconds to stream per size.
     #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,

@@ -8,14 +8,16 @@ use crate::solver::scalar::{Carried, Setup};
 use crate::solver::{Precision, Solver};
 use crate::system::Tuning;
 
-/// The scenario of `path` scaled by `scale` in every direction (obstacles
-/// with it; the Reynolds number kept where τ allows).
-fn scaled(path: &std::path::Path, scale: f64) -> anyhow::Result<Scenario> {
-    let s = Scenario::load(path, &[])?;
+/// The scenario of `path` with the keys of `set`, scaled by `scale` in
+/// every direction (obstacles with it; the Reynolds number kept where τ
+/// allows).
+fn scaled(path: &std::path::Path, set: &[String], scale: f64) -> anyhow::Result<Scenario> {
+    let s = Scenario::load(path, set)?;
     if scale == 1.0 {
         return Ok(s);
     }
-    let overrides = crate::validation::scaled_overrides(&s, scale, 0.51);
+    let mut overrides = set.to_vec();
+    overrides.extend(crate::validation::scaled_overrides(&s, scale, 0.51));
     Ok(Scenario::load(path, &overrides)?)
 }
 
@@ -29,7 +31,7 @@ pub(super) fn bench_scenario(
     if !(scale > 0.0 && scale.is_finite()) {
         anyhow::bail!("--scale {scale}: give a positive factor, e.g. 2");
     }
-    let scenario = scaled(path, scale)?;
+    let scenario = scaled(path, &args.set, scale)?;
     let [nx, ny, nz] = scenario.size;
     let collider = Collider {
         collision: scenario.collision,
@@ -95,7 +97,7 @@ pub(super) fn bench_scenario(
 
 /// The cost of the scenario's contaminant on the GPU: the step with it
 /// against the flow's alone, both timed on the wall clock, moved every flow
-/// step and every 4 (`[dispersion] interval`).
+/// step and every 4, 8 and 16 (`[dispersion] interval`).
 fn bench_contaminant(args: &BenchArgs, scenario: &Scenario, tuning: &Tuning) -> anyhow::Result<()> {
     let flow = select::build_cuda(scenario, Precision::Fp32, tuning)?;
     let Some(setup) = scenario
@@ -107,7 +109,7 @@ fn bench_contaminant(args: &BenchArgs, scenario: &Scenario, tuning: &Tuning) -> 
     let mut flow: Box<dyn Solver> = Box::new(flow);
     let alone = median_rate(&mut *flow, CONTAMINANT_STEPS, args.repeats)?;
     drop(flow);
-    let mut intervals = vec![1, 4];
+    let mut intervals = vec![1, 4, 8, 16];
     if !intervals.contains(&setup.interval) {
         intervals.push(setup.interval);
     }
@@ -134,4 +136,4 @@ fn bench_contaminant(args: &BenchArgs, scenario: &Scenario, tuning: &Tuning) -> 
 }
 
 /// Steps per timing of [`bench_contaminant`] (a multiple of the intervals).
-const CONTAMINANT_STEPS: u64 = 200;
+const CONTAMINANT_STEPS: u64 = 400;

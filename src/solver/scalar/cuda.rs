@@ -42,6 +42,32 @@ fn dev(e: impl std::fmt::Display) -> SolverError {
     SolverError::Device(format!("contaminant transport: {e}"))
 }
 
+/// Compiles `kernels/scalar/transport.cu` for compute capability
+/// `major.minor` with NVRTC (no GPU needed).
+pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
+    // SAFETY: only tries to open the shared library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(
+            "NVRTC (libnvrtc.so) is not installed: the contaminant moves on the host".into(),
+        );
+    }
+    let options = cudarc::nvrtc::CompileOptions {
+        options: vec![
+            format!("--gpu-architecture=compute_{major}{minor}"),
+            // Products rounded as on the CPU: the same values.
+            "--fmad=false".into(),
+        ],
+        ..Default::default()
+    };
+    match std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(SOURCE, options)) {
+        Ok(Ok(ptx)) => Ok(ptx),
+        Ok(Err(e)) => Err(format!(
+            "NVRTC could not compile kernels/scalar/transport.cu: {e:?}"
+        )),
+        Err(_) => Err("NVRTC failed on kernels/scalar/transport.cu".into()),
+    }
+}
+
 /// The concentration fields of a run on the flow's GPU.
 pub struct DeviceDispersion {
     setup: Setup,
@@ -86,29 +112,7 @@ impl DeviceDispersion {
         let stream = velocity.stream;
         let ctx = stream.context().clone();
         let (major, minor) = ctx.compute_capability().map_err(dev)?;
-        let options = cudarc::nvrtc::CompileOptions {
-            options: vec![
-                format!("--gpu-architecture=compute_{major}{minor}"),
-                // Products rounded as on the CPU: the same values.
-                "--fmad=false".into(),
-            ],
-            ..Default::default()
-        };
-        let ptx = match std::panic::catch_unwind(|| {
-            cudarc::nvrtc::compile_ptx_with_opts(SOURCE, options)
-        }) {
-            Ok(Ok(ptx)) => ptx,
-            Ok(Err(e)) => {
-                return Err(SolverError::Device(format!(
-                    "NVRTC could not compile kernels/scalar/transport.cu: {e:?}"
-                )))
-            }
-            Err(_) => {
-                return Err(SolverError::Device(
-                    "NVRTC failed on kernels/scalar/transport.cu".into(),
-                ))
-            }
-        };
+        let ptx = compile(major, minor).map_err(SolverError::Device)?;
         let grid = *flow.grid();
         let n = grid.cells();
         if n as u64 >= u32::MAX as u64 {
