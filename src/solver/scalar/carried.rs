@@ -105,8 +105,9 @@ impl Engine for Host {
 
     fn memory_bytes(&self) -> u64 {
         let n = self.dispersion.fields().first().map_or(0, Vec::len) as u64;
-        // The fields, the next values, the diffusivities and the copied flow.
-        (self.dispersion.fields().len() as u64 + 6) * 4 * n
+        // The fields, the next values, the three flux planes, the
+        // diffusivities and the copied flow.
+        (self.dispersion.fields().len() as u64 + 9) * 4 * n
     }
 }
 
@@ -156,7 +157,7 @@ impl Carried {
         self.engine.place()
     }
 
-    pub fn with_engine(flow: Box<dyn Solver>, engine: Box<dyn Engine>) -> Carried {
+    fn with_engine(flow: Box<dyn Solver>, engine: Box<dyn Engine>) -> Carried {
         // Nothing released yet: every receptor reads zero.
         let setup = engine.setup();
         let readings = vec![vec![Reading::default(); setup.fields]; setup.receptors.len()];

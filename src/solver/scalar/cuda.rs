@@ -68,6 +68,12 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
     }
 }
 
+/// GPU memory of `fields` fields on `n` cells: the fields, the next values,
+/// the three flux planes, the diffusivities and the roles.
+fn device_bytes(fields: usize, n: u64) -> u64 {
+    (fields as u64 + 5) * 4 * n + n
+}
+
 /// The concentration fields of a run on the flow's GPU.
 pub struct DeviceDispersion {
     setup: Setup,
@@ -137,10 +143,10 @@ impl DeviceDispersion {
         let at_least_one = |v: Vec<u32>| if v.is_empty() { vec![0] } else { v };
         let receptor_cells = at_least_one(setup.receptors.iter().map(|r| r.cell).collect());
         let slots = setup.receptors.len().max(1);
-        guarded("contaminant transport", || {
+        let kernels = guarded("loading the contaminant kernels", || {
             let module = ctx.load_module(ptx)?;
             let load = |name: &str| module.load_function(name);
-            let kernels = Kernels {
+            Ok(Kernels {
                 fluxes: load("fluxes")?,
                 update: load("update")?,
                 eddy: load("eddy")?,
@@ -148,7 +154,11 @@ impl DeviceDispersion {
                 release: load("release")?,
                 doses: load("doses")?,
                 gather: load("gather")?,
-            };
+            })
+        })
+        .map_err(SolverError::Device)?;
+        let bytes = device_bytes(setup.fields, n as u64);
+        guarded("contaminant transport", || {
             let mut fields = Vec::new();
             for _ in 0..setup.fields {
                 fields.push(stream.clone_htod(&initial)?);
@@ -179,7 +189,8 @@ impl DeviceDispersion {
         })
         .map_err(|e| {
             SolverError::Device(format!(
-                "no room for the contaminant on the GPU ({e}); carry fewer fields or use a smaller grid"
+                "no room for the contaminant on the GPU ({} needed: {e}); carry fewer fields or use a smaller grid",
+                crate::system::human_bytes(bytes)
             ))
         })
     }
@@ -478,9 +489,6 @@ impl Engine for DeviceDispersion {
     }
 
     fn memory_bytes(&self) -> u64 {
-        let n = self.grid.cells() as u64;
-        // The fields, the next values, the fluxes, the diffusivities and
-        // the roles.
-        (self.setup.fields as u64 + 5) * 4 * n + n
+        device_bytes(self.setup.fields, self.grid.cells() as u64)
     }
 }

@@ -133,6 +133,8 @@ pub struct Dispersion {
     setup: Setup,
     fields: Vec<Vec<f32>>,
     next: Vec<f32>,
+    /// The face fluxes of a sub-step ([`transport::advance`]).
+    flux: Vec<f32>,
     diffusivity: Vec<f32>,
     /// Per receptor, per field.
     doses: Vec<[f64; MAX_FIELDS]>,
@@ -145,6 +147,7 @@ impl Dispersion {
         let mut d = Dispersion {
             fields: vec![Vec::new(); setup.fields],
             next: vec![0.0; grid.cells()],
+            flux: Vec::new(),
             diffusivity: Vec::new(),
             doses: vec![[0.0; MAX_FIELDS]; setup.receptors.len()],
             substeps: 0,
@@ -224,7 +227,7 @@ impl Dispersion {
         };
         for (k, c) in self.fields.iter_mut().enumerate() {
             for _ in 0..n {
-                transport::advance(&flow, c, &mut self.next);
+                transport::advance(&flow, c, &mut self.next, &mut self.flux);
                 std::mem::swap(c, &mut self.next);
                 for s in self.setup.sources.iter().filter(|s| s.field == k) {
                     match Setup::release_value(s, first, span, n) {
