@@ -553,9 +553,17 @@ pub trait Solver: Send {
     /// The velocity of the current step in GPU memory, for work queued on
     /// the solver's stream, where it runs on a GPU (a contaminant moved
     /// there, [`scalar::cuda::DeviceDispersion`]).
-    fn device_velocity(&mut self) -> Result<Option<scalar::cuda::DeviceVelocity>, SolverError> {
+    fn device_velocity(&mut self) -> Result<Option<DeviceVelocity>, SolverError> {
         Ok(None)
     }
+}
+
+/// A solver's velocity on its GPU ([`Solver::device_velocity`]): three
+/// planes of n floats (ux, uy, uz) from the address `ux`, valid for work
+/// queued on `stream` until the solver steps again.
+pub struct DeviceVelocity {
+    pub stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    pub ux: u64,
 }
 
 /// A display frame handed over by [`Solver::take_display`].

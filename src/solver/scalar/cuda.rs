@@ -12,21 +12,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::carried::Engine;
+use super::engine::Engine;
 use super::transport::Role;
 use super::{pack_state, unpack_state, Reading, Setup, MAX_FIELDS};
 use crate::solver::lbm::cuda::guarded;
 use crate::solver::{Grid, Solver, SolverError};
 
 const SOURCE: &str = include_str!("../../../kernels/scalar/transport.cu");
-
-/// The flow's velocity on its GPU: three planes of n floats (ux, uy, uz)
-/// from the address `ux`, valid for work queued on `stream` until the flow
-/// steps again.
-pub struct DeviceVelocity {
-    pub stream: Arc<CudaStream>,
-    pub ux: u64,
-}
 
 struct Kernels {
     fluxes: CudaFunction,

@@ -5,6 +5,7 @@
 
 pub mod carried;
 pub mod cuda;
+pub mod engine;
 pub mod transport;
 
 pub use carried::Carried;

@@ -803,14 +803,12 @@ impl Solver for CudaSolver {
         Ok(self.change_sums()?.map(|c| c.ratio()))
     }
 
-    fn device_velocity(
-        &mut self,
-    ) -> Result<Option<crate::solver::scalar::cuda::DeviceVelocity>, SolverError> {
+    fn device_velocity(&mut self) -> Result<Option<crate::solver::DeviceVelocity>, SolverError> {
         let n = self.grid.cells() as u64;
         let stream = self.stream.clone();
         let (base, _) = self.compute_fields()?.device_ptr(&stream);
         // The planes are ρ, ux, uy, uz.
-        Ok(Some(crate::solver::scalar::cuda::DeviceVelocity {
+        Ok(Some(crate::solver::DeviceVelocity {
             stream,
             ux: base + 4 * n,
         }))
