@@ -695,14 +695,10 @@ fn check_contaminants(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool>
     for case in cases(&args.scenarios, args.max_cells)? {
         let scenario = Scenario::load(&case.path, &case.overrides)?;
         let grid = scenario.grid();
-        let probe = select::build_cpu(&scenario, None)?;
-        let Some(setup) = scenario
-            .releases
-            .setup(&grid, probe.flags(), &scenario.path)?
-        else {
+        let flags = scenario.voxelize().flags;
+        let Some(setup) = scenario.releases.setup(&grid, &flags, &scenario.path)? else {
             continue;
         };
-        drop(probe);
         for interval in [1, 3] {
             let setup = crate::solver::scalar::Setup {
                 interval,

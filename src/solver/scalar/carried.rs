@@ -42,12 +42,9 @@ impl Carried {
     /// runs on one ([`Solver::device_velocity`]), else on the host; with
     /// why a flow on a GPU could not take them there.
     pub fn placed(mut flow: Box<dyn Solver>, setup: Setup) -> (Carried, Option<String>) {
-        let why = match flow.device_velocity() {
+        let why = match DeviceDispersion::new(&mut *flow, setup.clone()) {
+            Ok(Some(engine)) => return (Carried::with_engine(flow, Box::new(engine)), None),
             Ok(None) => None,
-            Ok(Some(_)) => match DeviceDispersion::new(&mut *flow, setup.clone()) {
-                Ok(engine) => return (Carried::with_engine(flow, Box::new(engine)), None),
-                Err(e) => Some(e.to_string()),
-            },
             Err(e) => Some(e.to_string()),
         };
         (Carried::new(flow, setup), why)
@@ -131,11 +128,8 @@ impl Solver for Carried {
             // Queued, not waited for: the engine's own copies and reductions
             // wait where they need the flow.
             self.flow.enqueue(1)?;
-            let setup = self.engine.setup();
-            if setup.transports_after(step) {
-                let span = setup.interval;
-                self.engine
-                    .transport(&mut *self.flow, step + 1 - span as u64, span)?;
+            if let Some((first, span)) = self.engine.setup().transport_ending_at(step) {
+                self.engine.transport(&mut *self.flow, first, span)?;
             }
             self.engine.add_doses()?;
             self.sample()?;

@@ -99,13 +99,14 @@ pub struct DeviceDispersion {
 
 impl DeviceDispersion {
     /// Compiles the kernels and uploads the fields for the GPU `flow` runs
-    /// on; the error says why it cannot be done there.
-    pub fn new(flow: &mut dyn Solver, setup: Setup) -> Result<DeviceDispersion, SolverError> {
+    /// on; `None` where it runs on none, the error says why it cannot be
+    /// done on its GPU.
+    pub fn new(
+        flow: &mut dyn Solver,
+        setup: Setup,
+    ) -> Result<Option<DeviceDispersion>, SolverError> {
         let Some(velocity) = flow.device_velocity()? else {
-            return Err(SolverError::Device(format!(
-                "{} keeps its velocity on the host",
-                flow.describe()
-            )));
+            return Ok(None);
         };
         let stream = velocity.stream;
         let ctx = stream.context().clone();
@@ -155,7 +156,7 @@ impl DeviceDispersion {
             for _ in 0..setup.fields {
                 fields.push(stream.clone_htod(&initial)?);
             }
-            Ok(DeviceDispersion {
+            Ok(Some(DeviceDispersion {
                 grid,
                 kernels,
                 role: stream.clone_htod(&roles)?,
@@ -177,7 +178,7 @@ impl DeviceDispersion {
                 initial,
                 setup,
                 stream: stream.clone(),
-            })
+            }))
         })
         .map_err(|e| {
             SolverError::Device(format!(
@@ -276,17 +277,19 @@ impl DeviceDispersion {
         Ok((courant, diffusivity))
     }
 
-    /// Queues `n` sub-steps of `dt` of field `k` in the velocity at `ux`,
-    /// each followed by the sources' `release` ([`Setup::release_value`]).
+    /// Queues the `n` sub-steps of field `k` of the transport step over the
+    /// `span` flow steps from `first`, in the velocity at `ux`, each followed
+    /// by its sources' release ([`Setup::release_value`], as on the host).
     fn substeps(
         &mut self,
         k: usize,
         ux: u64,
         eddy: bool,
+        first: u64,
+        span: u32,
         n: u32,
-        dt: f32,
-        release: &[(usize, bool, f32)],
     ) -> Result<(), SolverError> {
+        let dt = span as f32 / n as f32;
         let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
         let periodic = self.periodic();
         let single = (!eddy) as u32;
@@ -323,9 +326,15 @@ impl DeviceDispersion {
             // const float*, float, int, int, int, u32): as `fluxes`.
             unsafe { b.launch(cfg) }.map_err(dev)?;
             std::mem::swap(&mut self.fields[k], &mut self.next);
-            for &(source, add, value) in release {
+            for (source, s) in self.setup.sources.iter().enumerate() {
+                let Some((add, value)) = (s.field == k)
+                    .then(|| Setup::release_value(s, first, span, n))
+                    .flatten()
+                else {
+                    continue;
+                };
                 let cells = &self.sources[source];
-                let count = self.setup.sources[source].cells.len() as u32;
+                let count = s.cells.len() as u32;
                 let add = add as u32;
                 let mut b = self.stream.launch_builder(&self.kernels.release);
                 b.arg(&mut self.fields[k])
@@ -367,19 +376,8 @@ impl Engine for DeviceDispersion {
         let eddy = params.smagorinsky > 0.0;
         let (courant, diffusivity) = self.maxima(velocity.ux, params.smagorinsky, molecular)?;
         let n = Setup::substeps(span, courant, diffusivity);
-        let dt = span as f32 / n as f32;
         for k in 0..self.setup.fields {
-            let release: Vec<(usize, bool, f32)> = self
-                .setup
-                .sources
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.field == k)
-                .filter_map(|(i, s)| {
-                    Setup::release_value(s, first, span, n).map(|(add, v)| (i, add, v))
-                })
-                .collect();
-            self.substeps(k, velocity.ux, eddy, n, dt, &release)?;
+            self.substeps(k, velocity.ux, eddy, first, span, n)?;
         }
         Ok(())
     }

@@ -74,10 +74,13 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// Whether a transport step ends with the flow step from `step` to
-    /// `step + 1`; it then covers the steps `step + 1 − interval ..= step`.
-    pub fn transports_after(&self, step: u64) -> bool {
-        (step + 1).is_multiple_of(self.interval as u64)
+    /// The transport step that ends with the flow step from `step` to
+    /// `step + 1`, if one does: its first flow step and how many it covers.
+    pub fn transport_ending_at(&self, step: u64) -> Option<(u64, u32)> {
+        let span = self.interval;
+        (step + 1)
+            .is_multiple_of(span as u64)
+            .then(|| (step + 1 - span as u64, span))
     }
 
     /// How many of the `span` flow steps from `first` on the source releases
@@ -251,7 +254,7 @@ impl Dispersion {
     }
 
     /// One flow step from `step`: transports when a transport step ends with
-    /// it ([`Setup::transports_after`]), then adds to the doses.
+    /// it ([`Setup::transport_ending_at`]), then adds to the doses.
     pub fn step(
         &mut self,
         grid: &Grid,
@@ -260,9 +263,8 @@ impl Dispersion {
         velocity: &Fields,
         step: u64,
     ) {
-        if self.setup.transports_after(step) {
-            let span = self.setup.interval;
-            self.advance(grid, flags, params, velocity, step + 1 - span as u64, span);
+        if let Some((first, span)) = self.setup.transport_ending_at(step) {
+            self.advance(grid, flags, params, velocity, first, span);
         }
         self.add_doses();
     }
