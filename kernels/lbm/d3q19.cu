@@ -72,6 +72,9 @@ struct Params {
     // kernels differently, 18% slower.
     u32 near_count;
     u32 near_lo, near_hi, link_lo, link_hi;
+    // Where kernels compiled with WRITE_VELOCITY, and velocity_rest, leave
+    // the velocity (three planes of n floats), in 32-bit halves as above.
+    u32 velocity_lo, velocity_hi;
 };
 
 __device__ __forceinline__ const u32* near_list(const Params& p) {
@@ -79,6 +82,9 @@ __device__ __forceinline__ const u32* near_list(const Params& p) {
 }
 __device__ __forceinline__ const float* link_list(const Params& p) {
     return (const float*)(((u64)p.link_hi << 32) | p.link_lo);
+}
+__device__ __forceinline__ float* velocity_planes(const Params& p) {
+    return (float*)(((u64)p.velocity_hi << 32) | p.velocity_lo);
 }
 
 __constant__ int EX[Q] = {0, 1, -1, 0, 0, 0, 0, 1, -1, 1, -1, 0, 0, 1, -1, 1, -1, 0, 0};
@@ -161,6 +167,19 @@ __device__ __forceinline__ void moments(const float* f, float* rho, float* jx, f
     }
     *rho = 1.0f + drho;
     *jx = x; *jy = y; *jz = z;
+}
+
+// Density and velocity a fluid cell reports from its incoming populations
+// (cpu.rs: cell_fields). One function for every kernel that reports them, so
+// that each contracts (or not) the same operations: `fields` and the
+// velocity the step kernels leave for the contaminant agree bit for bit.
+__device__ __forceinline__ void fluid_velocity(const float* v, const Params& p, float* rho, float* u) {
+    float jx, jy, jz;
+    moments(v, rho, &jx, &jy, &jz);
+    float inv = 1.0f / *rho;
+    u[0] = (jx + 0.5f * p.fx) * inv;
+    u[1] = (jy + 0.5f * p.fy) * inv;
+    u[2] = (jz + 0.5f * p.fz) * inv;
 }
 
 __device__ __forceinline__ float edot(int i, float ux, float uy, float uz) {
@@ -682,6 +701,26 @@ __device__ void write_odd(store_t* f, const unsigned char* flags, const Params& 
 // disjoint memory. Splitting keeps the boundary code's registers and stack out of
 // the bulk kernels, which are pure streaming.
 
+// A step that starts a contaminant transport step (src/solver/scalar) runs
+// the bulk kernels compiled with WRITE_VELOCITY: they also leave the velocity
+// of the state they read, as `fields` reports it, at velocity_planes(p), and
+// `velocity_rest` leaves the other cells' before the step. The contaminant
+// then needs no pass of its own over the populations (`fields` after an odd
+// step costs half a step).
+#ifdef WRITE_VELOCITY
+__device__ __forceinline__ void put_velocity(const Params& p, u64 n, u64 c, const float* v) {
+    float rho, u[3];
+    fluid_velocity(v, p, &rho, u);
+    float* out = velocity_planes(p);
+    out[c] = u[0];
+    out[n + c] = u[1];
+    out[2 * n + c] = u[2];
+}
+#define PUT_VELOCITY(n, c, v) put_velocity(p, n, c, v)
+#else
+#define PUT_VELOCITY(n, c, v)
+#endif
+
 // Even step (A), bulk: read own slots, collide, write outgoing i to own slot opposite(i).
 // Cells [c_begin, c_end).
 // One bulk cell of the even step.
@@ -689,6 +728,7 @@ __device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params&
     float v[Q];
 #pragma unroll
     for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+    PUT_VELOCITY(n, c, v);
     COLLIDE(v, p);
 #pragma unroll
     for (int i = 0; i < Q; i++) st(f, (u64)opposite(i) * n + c, v[i]);
@@ -715,6 +755,8 @@ __device__ __forceinline__ pair_t make_pair(store_t a, store_t b) { return (u32)
 __device__ __forceinline__ store_t first(pair_t w) { return (store_t)(w & 0xffffu); }
 __device__ __forceinline__ store_t second(pair_t w) { return (store_t)(w >> 16); }
 __device__ __forceinline__ float pair_ld(pair_t w, bool hi) { return fp16c_raw_decode(hi ? w >> 16 : w & 0xffffu); }
+// The value of a pair's population in real units, as ld reads it.
+__device__ __forceinline__ float pair_real(pair_t w, bool hi) { return pair_ld(w, hi) * 0x1p112f; }
 __device__ __forceinline__ void pair_st(pair_t& w, bool hi, float v) {
     u32 h = fp16c_raw_encode(v);
     w = hi ? (w & 0xffffu) | (h << 16) : (w & 0xffff0000u) | h;
@@ -726,6 +768,7 @@ __device__ __forceinline__ pair_t make_pair(store_t a, store_t b) { return make_
 __device__ __forceinline__ store_t first(pair_t w) { return w.x; }
 __device__ __forceinline__ store_t second(pair_t w) { return w.y; }
 __device__ __forceinline__ float pair_ld(pair_t w, bool hi) { return hi ? w.y : w.x; }
+__device__ __forceinline__ float pair_real(pair_t w, bool hi) { return pair_ld(w, hi); }
 __device__ __forceinline__ void pair_st(pair_t& w, bool hi, float v) {
     if (hi) w.y = v; else w.x = v;
 }
@@ -736,9 +779,17 @@ __device__ __forceinline__ void pair_st(pair_t& w, bool hi, float v) {
 // holds incoming i and receives outgoing opposite(i); odd step: pair k holds
 // incoming opposite(k) and receives outgoing k.
 template <bool ODD>
-__device__ __forceinline__ void collide_pair(pair_t* w, const Params& p) {
+__device__ __forceinline__ void collide_pair(pair_t* w, const Params& p, u64 n, u64 c) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
+#ifdef WRITE_VELOCITY
+        {
+            float r[Q];
+#pragma unroll
+            for (int i = 0; i < Q; i++) r[i] = pair_real(w[ODD ? opposite(i) : i], h);
+            put_velocity(p, n, c + h, r);
+        }
+#endif
         float v[Q];
 #pragma unroll
         for (int i = 0; i < Q; i++) v[i] = pair_ld(w[ODD ? opposite(i) : i], h);
@@ -788,7 +839,7 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
     pair_t w[Q];
 #pragma unroll
     for (int i = 0; i < Q; i++) w[i] = GLD((const pair_t*)(f + (u64)i * n + c));
-    collide_pair<false>(w, p);
+    collide_pair<false>(w, p, n, c);
 #pragma unroll
     for (int i = 0; i < Q; i++) GST((pair_t*)(f + (u64)i * n + c), w[i]);
 }
@@ -822,6 +873,7 @@ __device__ __forceinline__ void odd_cell(store_t* __restrict__ f, const Params& 
         const u32 s = cc + ox[1 - CEX(j)] + oy[1 - CEY(j)] + oz[1 - CEZ(j)];
         v[j] = ld(f + (u64)opposite(j) * n, s);
     }
+    PUT_VELOCITY(n, c, v);
     COLLIDE(v, p);
 #pragma unroll
     for (int i = 0; i < Q; i++) {
@@ -882,7 +934,7 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
             w[k] = make_pair(GLD(fk + (r + oa[1 + CEX(k)])), GLD(fk + (r + ob[1 + CEX(k)])));
         }
     }
-    collide_pair<true>(w, p);
+    collide_pair<true>(w, p, n, c);
 #pragma unroll
     for (int k = 0; k < Q; k++) {
         store_t* fk = f + (u64)k * n;
@@ -977,6 +1029,9 @@ extern "C" __global__ void __launch_bounds__(256, ODD_QUAD_BLOCKS) aa_odd4(store
         float v[Q];
 #pragma unroll
         for (int i = 0; i < Q; i++) v[i] = quad_at(w[opposite(i)], h);
+#ifdef WRITE_VELOCITY
+        if (m & (1u << h)) put_velocity(p, n, c + h, v);
+#endif
         collide(v, p);
 #pragma unroll
         for (int i = 0; i < Q; i++) quad_at(w[i], h) = v[i];
@@ -1097,16 +1152,12 @@ __device__ void cell_fields(const store_t* f, const unsigned char* flags, const 
     }
     float v[Q];
     incoming(f, flags, p, parity, n, c, x, y, z, v);
-    float rho, jx, jy, jz;
-    moments(v, &rho, &jx, &jy, &jz);
     if (t == T_OUTLET) {
+        float rho, jx, jy, jz;
+        moments(v, &rho, &jx, &jy, &jz);
         out[0] = 1.0f; out[1] = jx / rho; out[2] = jy / rho; out[3] = jz / rho;
     } else {
-        float inv = 1.0f / rho;
-        out[0] = rho;
-        out[1] = (jx + 0.5f * p.fx) * inv;
-        out[2] = (jy + 0.5f * p.fy) * inv;
-        out[3] = (jz + 0.5f * p.fz) * inv;
+        fluid_velocity(v, p, &out[0], &out[1]);
     }
 }
 
@@ -1156,13 +1207,7 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
                 v[j] = ld(f + (u64)opposite(j) * n, s);
             }
         }
-        float rho, jx, jy, jz;
-        moments(v, &rho, &jx, &jy, &jz);
-        float inv = 1.0f / rho;
-        r[0] = rho;
-        r[1] = (jx + 0.5f * p.fx) * inv;
-        r[2] = (jy + 0.5f * p.fy) * inv;
-        r[3] = (jz + 0.5f * p.fz) * inv;
+        fluid_velocity(v, p, &r[0], &r[1]);
     } else {
         report(f, flags, p, parity, n, x, y, z, r);
     }
@@ -1170,6 +1215,20 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
     out[n + c] = r[1];
     out[2 * n + c] = r[2];
     out[3 * n + c] = r[3];
+}
+
+// The velocity `fields` reports, at velocity_planes(p), for the cells the
+// bulk step kernels leave out (flag byte not 0); launched before a step whose
+// bulk kernel writes the rest (WRITE_VELOCITY).
+extern "C" __global__ void velocity_rest(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity) {
+    CELL_COORDS
+    if (flags[c] == 0u) return;
+    float r[4];
+    report(f, flags, p, parity, n, x, y, z, r);
+    float* out = velocity_planes(p);
+    out[c] = r[1];
+    out[n + c] = r[2];
+    out[2 * n + c] = r[3];
 }
 
 // Adds the current state to the time averages (solver/average.rs): Welford's

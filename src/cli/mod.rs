@@ -434,20 +434,28 @@ fn compile_kernels(
     out: Option<&std::path::Path>,
     tuning: &Tuning,
 ) -> anyhow::Result<()> {
-    // Plain BGK/TRT, and with a collision model (subgrid model, regularized).
+    // Plain BGK/TRT, and with a collision model (subgrid model, regularized);
+    // each also with step kernels that leave the velocity (a contaminant's
+    // transport steps).
     let variants = [Precision::Fp32, Precision::Fp16]
         .into_iter()
-        .flat_map(|p| [(p, false), (p, true)]);
-    for (precision, model) in variants {
-        let ptx = crate::solver::lbm::cuda::compile(
-            precision,
-            arch / 10,
-            arch % 10,
-            &tuning.kernel_defines,
-            model,
-        )
-        .map_err(anyhow::Error::msg)?;
-        let name = format!("{}{}", precision.name(), if model { "_model" } else { "" });
+        .flat_map(|p| [(p, false), (p, true)])
+        .flat_map(|(p, m)| [(p, m, false), (p, m, true)]);
+    for (precision, model, velocity) in variants {
+        let defines = if velocity {
+            format!("{} WRITE_VELOCITY", tuning.kernel_defines)
+        } else {
+            tuning.kernel_defines.clone()
+        };
+        let ptx =
+            crate::solver::lbm::cuda::compile(precision, arch / 10, arch % 10, &defines, model)
+                .map_err(anyhow::Error::msg)?;
+        let name = format!(
+            "{}{}{}",
+            precision.name(),
+            if model { "_model" } else { "" },
+            if velocity { "_velocity" } else { "" }
+        );
         let text = ptx.to_src();
         println!(
             "{name}: {} bytes of PTX, kernels: {}",

@@ -550,20 +550,24 @@ pub trait Solver: Send {
         Vec::new()
     }
 
-    /// The velocity of the current step in GPU memory, for work queued on
-    /// the solver's stream, where it runs on a GPU (a contaminant moved
-    /// there, [`scalar::cuda::DeviceDispersion`]).
-    fn device_velocity(&mut self) -> Result<Option<DeviceVelocity>, SolverError> {
-        Ok(None)
+    /// The CUDA stream the solver runs on, where it runs on one GPU: work
+    /// queued there (a contaminant moved on the GPU,
+    /// [`scalar::cuda::DeviceDispersion`]) follows its steps.
+    fn device_stream(&self) -> Option<std::sync::Arc<cudarc::driver::CudaStream>> {
+        None
     }
-}
 
-/// A solver's velocity on its GPU ([`Solver::device_velocity`]): three
-/// planes of n floats (ux, uy, uz) from the address `ux`, valid for work
-/// queued on `stream` until the solver steps again.
-pub struct DeviceVelocity {
-    pub stream: std::sync::Arc<cudarc::driver::CudaStream>,
-    pub ux: u64,
+    /// Queues one step that also leaves the velocity of the state it starts
+    /// from, as [`Solver::fields`] reports it, in three planes of n floats
+    /// (ux, uy, uz) in `planes` (on this solver's GPU), for work queued
+    /// after it on [`Solver::device_stream`]. `Ok(false)`: this solver
+    /// cannot, and queued nothing.
+    fn enqueue_leaving_velocity(
+        &mut self,
+        _planes: &mut cudarc::driver::CudaSlice<f32>,
+    ) -> Result<bool, SolverError> {
+        Ok(false)
+    }
 }
 
 /// A display frame handed over by [`Solver::take_display`].

@@ -25,7 +25,8 @@ fn nvrtc_dir() -> PathBuf {
 }
 
 #[test]
-fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_collision_model() {
+fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_collision_model_or_the_velocity(
+) {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_flowscope"))
         .args(["compile-kernels", "--arch", "90", "--out"])
@@ -80,6 +81,21 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
         roots(&model),
         roots(&fp32)
     );
+    // Steps that begin a contaminant's transport step also store the
+    // velocity (three FP32 planes), in every variant; the others do not.
+    for variant in ["fp32", "fp16", "fp32_model", "fp16_model"] {
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let plain = read(&format!("d3q19_{variant}.ptx"));
+        let velocity = read(&format!("d3q19_{variant}_velocity.ptx"));
+        let stores = |ptx: &str| ptx.matches("st.global.f32").count();
+        assert!(
+            stores(&velocity) >= stores(&plain) + 3 * 5,
+            "{variant}: {} stores with the velocity, {} without",
+            stores(&velocity),
+            stores(&plain)
+        );
+        assert!(plain.contains(".entry velocity_rest("));
+    }
     let fp16 = std::fs::read_to_string(dir.path().join("d3q19_fp16.ptx")).unwrap();
     // 16-bit stores, encoded through the 2^-112 scaling of fp16c_encode.
     assert!(fp16.contains("st.global.u16") || fp16.contains("st.global.b16"));

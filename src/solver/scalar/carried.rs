@@ -1,6 +1,6 @@
 //! A flow solver with contaminants: any [`Solver`] whose fields carry
 //! concentrations, moved after each transport step of its flow with the
-//! velocity of that step. Where they move is the [`Engine`]: on the host
+//! velocity at its start. Where they move is the [`Engine`]: on the host
 //! ([`Host`], the reference for every method) or on the flow's GPU
 //! ([`DeviceDispersion`]); everything else passes through to the flow
 //! solver.
@@ -39,7 +39,7 @@ impl Carried {
     }
 
     /// `flow` with the contaminants of `setup` moved on its GPU where it
-    /// runs on one ([`Solver::device_velocity`]), else on the host; with
+    /// runs on one ([`Solver::device_stream`]), else on the host; with
     /// why a flow on a GPU could not take them there.
     pub fn placed(mut flow: Box<dyn Solver>, setup: Setup) -> (Carried, Option<String>) {
         let why = match DeviceDispersion::new(&mut *flow, setup.clone()) {
@@ -127,9 +127,13 @@ impl Solver for Carried {
             let step = self.flow.time_step();
             // Queued, not waited for: the engine's own copies and reductions
             // wait where they need the flow.
-            self.flow.enqueue(1)?;
+            if self.engine.setup().transport_starting_at(step) {
+                self.engine.begin(&mut *self.flow)?;
+            } else {
+                self.flow.enqueue(1)?;
+            }
             if let Some((first, span)) = self.engine.setup().transport_ending_at(step) {
-                self.engine.transport(&mut *self.flow, first, span)?;
+                self.engine.transport(&*self.flow, first, span)?;
             }
             self.engine.add_doses()?;
             self.sample()?;
@@ -190,7 +194,17 @@ impl Solver for Carried {
     }
 
     fn set_carried_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
-        self.engine.set_state(state)?;
+        self.engine.set_state(state, self.flow.params())?;
+        let step = self.flow.time_step();
+        let setup = self.engine.setup();
+        if !setup.transport_starting_at(step) && !self.engine.under_way() {
+            return Err(SolverError::StateMismatch(format!(
+                "the checkpoint stops in the middle of a transport step of the contaminant \
+                 (one every {} flow steps, step {step}) but holds no velocity for it: it was \
+                 written by an older flowscope; resume it with [dispersion] interval = 1",
+                setup.interval
+            )));
+        }
         self.readings = self.engine.readings()?;
         Ok(())
     }
@@ -280,5 +294,83 @@ impl Solver for Carried {
             .zip(&self.readings)
             .map(|(r, readings)| (r.name.clone(), readings.clone()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solver::lbm::cpu::CpuSolver;
+    use crate::solver::lbm::lattice::Collision;
+    use crate::solver::scalar::{Receptor, Release, Source};
+    use crate::solver::Initial;
+
+    /// A release in a periodic box of swirling flow, moved every third step.
+    fn run() -> Carried {
+        let grid = Grid {
+            size: [8, 6, 5],
+            periodic: [true; 3],
+        };
+        let flags = vec![0u8; grid.cells()];
+        let flow = CpuSolver::new(
+            grid,
+            flags,
+            Params::new(0.6, Collision::Bgk),
+            Initial::Perturbed {
+                velocity: [0.05, 0.02, 0.0],
+                amplitude: 0.02,
+                z_offset: 0,
+                nz_global: 5,
+            },
+        )
+        .unwrap();
+        let setup = Setup {
+            fields: 1,
+            sources: vec![Source {
+                field: 0,
+                cells: vec![100],
+                release: Release::Rate(1.0),
+                start: 0,
+                stop: None,
+            }],
+            receptors: vec![Receptor {
+                name: "r".into(),
+                position: [4.0, 0.0, 2.0],
+                cell: 100,
+            }],
+            schmidt: 1.0,
+            schmidt_turbulent: 0.7,
+            inflow: 0.0,
+            interval: 3,
+        };
+        Carried::new(Box::new(flow), setup)
+    }
+
+    #[test]
+    fn a_state_taken_inside_a_transport_step_keeps_its_velocity() {
+        let mut whole = run();
+        whole.step(8).unwrap();
+        let mut first = run();
+        first.step(4).unwrap();
+        // Step 4 is inside the transport step over 3, 4, 5: begun at 3 with
+        // the flow's velocity then, which the state carries.
+        let state = first.carried_state().unwrap().unwrap();
+        let n = first.grid().cells();
+        assert_eq!(state.len(), n + 2 + 3 * n);
+        let mut second = run();
+        let populations = first.populations().unwrap();
+        second.set_populations(4, &populations).unwrap();
+        second.set_carried_state(&state).unwrap();
+        second.step(4).unwrap();
+        assert_eq!(
+            whole.carried_state().unwrap(),
+            second.carried_state().unwrap()
+        );
+        assert!(whole.receptors()[0].1[0].dose > 0.0);
+        // Without it, that step cannot end as it would have.
+        let mut third = run();
+        third.set_populations(4, &populations).unwrap();
+        let e = third.set_carried_state(&state[..n + 2]).unwrap_err();
+        assert!(e.to_string().contains("middle of a transport step"), "{e}");
     }
 }

@@ -1,22 +1,25 @@
 //! The contaminants on the flow's GPU: `kernels/scalar/transport.cu`, the
 //! sub-steps of [`super::Dispersion`] queued on the flow solver's stream
-//! after its steps, reading the velocity where the flow left it
-//! ([`Solver::device_velocity`]). Compiled without FMA contraction and in
-//! the CPU's order of operations, so that the two agree bit for bit given
-//! the same velocity.
+//! ([`Solver::device_stream`]) after its steps, in the velocity the flow's
+//! step kernels leave as they read it ([`Solver::enqueue_leaving_velocity`]).
+//! Compiled without FMA contraction and in the CPU's order of operations, so
+//! that the two agree bit for bit given the same velocity.
 //!
-//! The host waits once per transport step, for the largest Courant number
-//! that sets the number of sub-steps; everything else stays queued.
+//! The largest Courant number, which sets the number of sub-steps, is copied
+//! back as a transport step begins; the host waits for it only where the
+//! step ends, by when the flow's later steps are queued behind it.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 
-use super::engine::Engine;
+use super::engine::{not_begun, Engine};
 use super::transport::Role;
 use super::{pack_state, unpack_state, Reading, Setup, MAX_FIELDS};
 use crate::solver::lbm::cuda::guarded;
-use crate::solver::{Grid, Solver, SolverError};
+use crate::solver::{Grid, Params, Solver, SolverError};
 
 const SOURCE: &str = include_str!("../../../kernels/scalar/transport.cu");
 
@@ -61,9 +64,9 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
 }
 
 /// GPU memory of `fields` fields on `n` cells: the fields, the next values,
-/// the three flux planes, the diffusivities and the roles.
+/// the three flux planes, the diffusivities, the velocity and the roles.
 fn device_bytes(fields: usize, n: u64) -> u64 {
-    (fields as u64 + 5) * 4 * n + n
+    (fields as u64 + 8) * 4 * n + n
 }
 
 /// The concentration fields of a run on the flow's GPU.
@@ -89,12 +92,27 @@ pub struct DeviceDispersion {
     doses: CudaSlice<f64>,
     /// The fields at the receptors ([`Engine::readings`]).
     gathered: CudaSlice<f32>,
-    /// The `largest` kernel's two maxima, as float bits.
+    /// The velocity of the transport step under way (three planes).
+    velocity: CudaSlice<f32>,
+    /// The `largest` kernel's two maxima, as float bits, and their copy on
+    /// the host.
     largest: CudaSlice<u32>,
+    largest_host: PinnedHostSlice<u32>,
+    /// What the transport step under way began with.
+    begun: Option<Begun>,
     /// The fields copied to the host, when asked for.
     host: Vec<Vec<f32>>,
     /// The molecular diffusivity in `diffusivity[0]`, while it holds one.
     uploaded: Option<f32>,
+}
+
+/// The parameters a transport step began with.
+#[derive(Clone, Copy)]
+struct Begun {
+    /// The molecular diffusivity.
+    molecular: f32,
+    /// With the subgrid model's eddy diffusivity per cell.
+    eddy: bool,
 }
 
 impl DeviceDispersion {
@@ -105,10 +123,9 @@ impl DeviceDispersion {
         flow: &mut dyn Solver,
         setup: Setup,
     ) -> Result<Option<DeviceDispersion>, SolverError> {
-        let Some(velocity) = flow.device_velocity()? else {
+        let Some(stream) = flow.device_stream() else {
             return Ok(None);
         };
-        let stream = velocity.stream;
         let ctx = stream.context().clone();
         let (major, minor) = ctx.compute_capability().map_err(dev)?;
         let ptx = compile(major, minor).map_err(SolverError::Device)?;
@@ -172,7 +189,11 @@ impl DeviceDispersion {
                 receptors: stream.clone_htod(&receptor_cells)?,
                 doses: stream.alloc_zeros(MAX_FIELDS * slots)?,
                 gathered: stream.alloc_zeros(MAX_FIELDS * slots)?,
+                velocity: stream.alloc_zeros(3 * n)?,
                 largest: stream.alloc_zeros(2)?,
+                // SAFETY: written by the copy of `largest` before each read.
+                largest_host: unsafe { ctx.alloc_pinned(2)? },
+                begun: None,
                 host: Vec::new(),
                 uploaded: None,
                 initial,
@@ -212,23 +233,18 @@ impl DeviceDispersion {
             .sum()
     }
 
-    /// Queues the eddy diffusivities and the maxima, and waits for them:
-    /// the largest Courant-number sum and diffusivity of the open cells.
-    fn maxima(
-        &mut self,
-        ux: u64,
-        smagorinsky: f32,
-        molecular: f32,
-    ) -> Result<(f32, f32), SolverError> {
+    /// Queues the eddy diffusivities and the maxima of the velocity just
+    /// left in `self.velocity`, and the maxima's copy to the host.
+    fn queue_maxima(&mut self, begun: Begun, smagorinsky: f32) -> Result<(), SolverError> {
         let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
         let periodic = self.periodic();
-        let eddy = smagorinsky > 0.0;
-        if eddy {
+        let molecular = begun.molecular;
+        if begun.eddy {
             let sct = self.setup.schmidt_turbulent;
             let cfg = self.lattice_config();
             let mut b = self.stream.launch_builder(&self.kernels.eddy);
             b.arg(&self.role)
-                .arg(&ux)
+                .arg(&self.velocity)
                 .arg(&nx)
                 .arg(&ny)
                 .arg(&nz)
@@ -251,7 +267,7 @@ impl DeviceDispersion {
         }
         self.stream.memset_zeros(&mut self.largest).map_err(dev)?;
         let n = self.grid.cells() as u64;
-        let eddy32 = eddy as u32;
+        let eddy32 = begun.eddy as u32;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256).min(1024) as u32, 1, 1),
             block_dim: (256, 1, 1),
@@ -259,7 +275,7 @@ impl DeviceDispersion {
         };
         let mut b = self.stream.launch_builder(&self.kernels.largest);
         b.arg(&self.role)
-            .arg(&ux)
+            .arg(&self.velocity)
             .arg(&self.diffusivity)
             .arg(&eddy32)
             .arg(&n)
@@ -267,23 +283,42 @@ impl DeviceDispersion {
         // SAFETY: largest(const u8*, const float*, const float*, u32, u64,
         // u32*): n cells, two outputs.
         unsafe { b.launch(cfg) }.map_err(dev)?;
-        let out = self.stream.clone_dtoh(&self.largest).map_err(dev)?;
+        self.stream
+            .memcpy_dtoh(&self.largest, &mut self.largest_host)
+            .map_err(dev)
+    }
+
+    /// Waits for the maxima [`Self::queue_maxima`] queued: the largest
+    /// Courant-number sum and diffusivity of the open cells.
+    fn maxima(&self, begun: Begun) -> Result<(f32, f32), SolverError> {
+        let out = self.largest_host.as_slice().map_err(dev)?;
         let courant = f32::from_bits(out[0]);
-        let diffusivity = if eddy {
-            molecular.max(f32::from_bits(out[1]))
+        let diffusivity = if begun.eddy {
+            begun.molecular.max(f32::from_bits(out[1]))
         } else {
-            molecular
+            begun.molecular
         };
         Ok((courant, diffusivity))
     }
 
+    /// Begins a transport step in the velocity now in `self.velocity`, with
+    /// the flow parameters `params`.
+    fn begin_with(&mut self, params: &Params) -> Result<(), SolverError> {
+        let begun = Begun {
+            molecular: params.viscosity() / self.setup.schmidt,
+            eddy: params.smagorinsky > 0.0,
+        };
+        self.queue_maxima(begun, params.smagorinsky)?;
+        self.begun = Some(begun);
+        Ok(())
+    }
+
     /// Queues the `n` sub-steps of field `k` of the transport step over the
-    /// `span` flow steps from `first`, in the velocity at `ux`, each followed
-    /// by its sources' release ([`Setup::release_value`], as on the host).
+    /// `span` flow steps from `first`, in `self.velocity`, each followed by
+    /// its sources' release ([`Setup::release_value`], as on the host).
     fn substeps(
         &mut self,
         k: usize,
-        ux: u64,
         eddy: bool,
         first: u64,
         span: u32,
@@ -298,7 +333,7 @@ impl DeviceDispersion {
             let mut b = self.stream.launch_builder(&self.kernels.fluxes);
             b.arg(&self.fields[k])
                 .arg(&self.role)
-                .arg(&ux)
+                .arg(&self.velocity)
                 .arg(&self.diffusivity)
                 .arg(&single)
                 .arg(&dt)
@@ -315,7 +350,7 @@ impl DeviceDispersion {
             b.arg(&self.fields[k])
                 .arg(&mut self.next)
                 .arg(&self.role)
-                .arg(&ux)
+                .arg(&self.velocity)
                 .arg(&self.flux)
                 .arg(&dt)
                 .arg(&nx)
@@ -360,26 +395,27 @@ impl Engine for DeviceDispersion {
         &self.setup
     }
 
-    fn transport(
-        &mut self,
-        flow: &mut dyn Solver,
-        first: u64,
-        span: u32,
-    ) -> Result<(), SolverError> {
-        let Some(velocity) = flow.device_velocity()? else {
+    fn begin(&mut self, flow: &mut dyn Solver) -> Result<(), SolverError> {
+        if !flow.enqueue_leaving_velocity(&mut self.velocity)? {
             return Err(SolverError::Device(
-                "the flow no longer keeps its velocity on the GPU".into(),
+                "the flow no longer leaves its velocity on the GPU".into(),
             ));
-        };
-        let params = flow.params();
-        let molecular = params.viscosity() / self.setup.schmidt;
-        let eddy = params.smagorinsky > 0.0;
-        let (courant, diffusivity) = self.maxima(velocity.ux, params.smagorinsky, molecular)?;
+        }
+        self.begin_with(flow.params())
+    }
+
+    fn transport(&mut self, _flow: &dyn Solver, first: u64, span: u32) -> Result<(), SolverError> {
+        let begun = self.begun.take().ok_or_else(not_begun)?;
+        let (courant, diffusivity) = self.maxima(begun)?;
         let n = Setup::substeps(span, courant, diffusivity);
         for k in 0..self.setup.fields {
-            self.substeps(k, velocity.ux, eddy, first, span, n)?;
+            self.substeps(k, begun.eddy, first, span, n)?;
         }
         Ok(())
+    }
+
+    fn under_way(&self) -> bool {
+        self.begun.is_some()
     }
 
     fn add_doses(&mut self) -> Result<(), SolverError> {
@@ -450,13 +486,20 @@ impl Engine for DeviceDispersion {
             .take(self.setup.receptors.len())
             .map(|d| d.try_into().expect("chunks of MAX_FIELDS"))
             .collect();
-        Ok(pack_state(self.fields()?, &doses))
+        let velocity = match self.begun {
+            Some(_) => self.stream.clone_dtoh(&self.velocity).map_err(dev)?,
+            None => Vec::new(),
+        };
+        let n = self.grid.cells();
+        let planes = (!velocity.is_empty())
+            .then(|| [&velocity[..n], &velocity[n..2 * n], &velocity[2 * n..]]);
+        Ok(pack_state(self.fields()?, &doses, planes))
     }
 
-    fn set_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
+    fn set_state(&mut self, state: &[f32], params: &Params) -> Result<(), SolverError> {
         let mut fields = vec![Vec::new(); self.setup.fields];
         let mut doses = vec![[0.0; MAX_FIELDS]; self.setup.receptors.len()];
-        unpack_state(state, self.grid.cells(), &mut fields, &mut doses)
+        let velocity = unpack_state(state, self.grid.cells(), &mut fields, &mut doses)
             .map_err(SolverError::StateMismatch)?;
         for (dev_field, host) in self.fields.iter_mut().zip(&fields) {
             self.stream.memcpy_htod(host, dev_field).map_err(dev)?;
@@ -467,6 +510,13 @@ impl Engine for DeviceDispersion {
                 .memcpy_htod(&flat, &mut self.doses.slice_mut(0..flat.len()))
                 .map_err(dev)?;
         }
+        self.begun = None;
+        if !velocity.is_empty() {
+            self.stream
+                .memcpy_htod(velocity, &mut self.velocity)
+                .map_err(dev)?;
+            self.begin_with(params)?;
+        }
         self.stream.synchronize().map_err(dev)
     }
 
@@ -475,6 +525,7 @@ impl Engine for DeviceDispersion {
             self.stream.memcpy_htod(&self.initial, field).map_err(dev)?;
         }
         self.stream.memset_zeros(&mut self.doses).map_err(dev)?;
+        self.begun = None;
         self.stream.synchronize().map_err(dev)
     }
 

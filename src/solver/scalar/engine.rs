@@ -4,30 +4,39 @@
 //! [`super::cuda::DeviceDispersion`].
 
 use super::{Dispersion, Reading, Setup};
-use crate::solver::{Fields, Grid, Solver, SolverError};
+use crate::solver::{Fields, Grid, Params, Solver, SolverError};
 
 /// Where the concentrations live and move.
+///
+/// A transport step over flow steps `first .. first + span` moves the fields
+/// in the flow's velocity at `first`: [`Engine::begin`] takes it (and the
+/// parameters) as the first of those steps is queued, [`Engine::transport`]
+/// moves the fields after the last.
 pub trait Engine: Send {
     /// "on the host", "on the GPU".
     fn place(&self) -> &'static str;
     fn setup(&self) -> &Setup;
-    /// Transports the fields over the `span` flow steps from `first` on with
-    /// the flow's current velocity.
-    fn transport(
-        &mut self,
-        flow: &mut dyn Solver,
-        first: u64,
-        span: u32,
-    ) -> Result<(), SolverError>;
+    /// Takes from the flow's current state what the transport step starting
+    /// now moves in (its velocity and parameters), and queues the flow's
+    /// next step.
+    fn begin(&mut self, flow: &mut dyn Solver) -> Result<(), SolverError>;
+    /// Transports the fields over the `span` flow steps from `first` on,
+    /// in what [`Engine::begin`] took.
+    fn transport(&mut self, flow: &dyn Solver, first: u64, span: u32) -> Result<(), SolverError>;
+    /// Whether a transport step has begun and not yet moved the fields.
+    fn under_way(&self) -> bool;
     /// Adds one flow step of the current concentrations to the doses.
     fn add_doses(&mut self) -> Result<(), SolverError>;
     /// The concentration fields (copied to the host where they are not).
     fn fields(&mut self) -> Result<&[Vec<f32>], SolverError>;
     /// Each receptor's readings, one per field.
     fn readings(&mut self) -> Result<Vec<Vec<Reading>>, SolverError>;
-    /// The state a checkpoint keeps ([`super::pack_state`]).
+    /// The state a checkpoint keeps ([`super::pack_state`]), with the
+    /// velocity of a transport step under way.
     fn state(&mut self) -> Result<Vec<f32>, SolverError>;
-    fn set_state(&mut self, state: &[f32]) -> Result<(), SolverError>;
+    /// Restores [`Engine::state`]; a transport step under way continues
+    /// with the parameters `params`.
+    fn set_state(&mut self, state: &[f32], params: &Params) -> Result<(), SolverError>;
     /// Back to the start: no contaminant anywhere but in inlets.
     fn reset(&mut self, flags: &[u8]) -> Result<(), SolverError>;
     fn memory_bytes(&self) -> u64;
@@ -36,8 +45,11 @@ pub trait Engine: Send {
 /// The host engine: [`Dispersion`] with the flow's velocity copied out.
 pub struct Host {
     dispersion: Dispersion,
-    /// The velocity of the last transport step (reused between them).
+    /// The velocity the transport step under way moves in (its buffers
+    /// reused between steps).
     velocity: Fields,
+    /// The flow's parameters as the transport step under way began.
+    begun: Option<Params>,
 }
 
 impl Host {
@@ -45,8 +57,14 @@ impl Host {
         Host {
             dispersion: Dispersion::new(grid, flags, setup),
             velocity: Fields::default(),
+            begun: None,
         }
     }
+}
+
+/// The error of a transport step that was never begun.
+pub(super) fn not_begun() -> SolverError {
+    SolverError::Device("a contaminant transport step ended that never began".into())
 }
 
 impl Engine for Host {
@@ -58,17 +76,22 @@ impl Engine for Host {
         self.dispersion.setup()
     }
 
-    fn transport(
-        &mut self,
-        flow: &mut dyn Solver,
-        first: u64,
-        span: u32,
-    ) -> Result<(), SolverError> {
+    fn begin(&mut self, flow: &mut dyn Solver) -> Result<(), SolverError> {
         flow.fields_into(&mut self.velocity)?;
-        let (grid, flags, params) = (*flow.grid(), flow.flags(), flow.params());
+        self.begun = Some(flow.params().clone());
+        flow.enqueue(1)
+    }
+
+    fn transport(&mut self, flow: &dyn Solver, first: u64, span: u32) -> Result<(), SolverError> {
+        let params = self.begun.take().ok_or_else(not_begun)?;
+        let (grid, flags) = (*flow.grid(), flow.flags());
         self.dispersion
-            .advance(&grid, flags, params, &self.velocity, first, span);
+            .advance(&grid, flags, &params, &self.velocity, first, span);
         Ok(())
+    }
+
+    fn under_way(&self) -> bool {
+        self.begun.is_some()
     }
 
     fn add_doses(&mut self) -> Result<(), SolverError> {
@@ -85,17 +108,36 @@ impl Engine for Host {
     }
 
     fn state(&mut self) -> Result<Vec<f32>, SolverError> {
-        Ok(self.dispersion.state())
+        let d = &self.dispersion;
+        let v = &self.velocity;
+        let velocity = self
+            .begun
+            .is_some()
+            .then(|| [&v.ux[..], &v.uy[..], &v.uz[..]]);
+        Ok(super::pack_state(d.fields(), d.doses(), velocity))
     }
 
-    fn set_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
-        self.dispersion
+    fn set_state(&mut self, state: &[f32], params: &Params) -> Result<(), SolverError> {
+        let velocity = self
+            .dispersion
             .set_state(state)
-            .map_err(SolverError::StateMismatch)
+            .map_err(SolverError::StateMismatch)?;
+        self.begun = None;
+        if !velocity.is_empty() {
+            let n = velocity.len() / 3;
+            let v = &mut self.velocity;
+            v.rho = vec![1.0; n];
+            v.ux = velocity[..n].to_vec();
+            v.uy = velocity[n..2 * n].to_vec();
+            v.uz = velocity[2 * n..].to_vec();
+            self.begun = Some(params.clone());
+        }
+        Ok(())
     }
 
     fn reset(&mut self, flags: &[u8]) -> Result<(), SolverError> {
         self.dispersion.reset(flags);
+        self.begun = None;
         Ok(())
     }
 

@@ -74,6 +74,12 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// Whether a transport step starts with the flow step from `step`: it
+    /// moves the fields in the velocity of the flow at `step`.
+    pub fn transport_starting_at(&self, step: u64) -> bool {
+        step.is_multiple_of(self.interval as u64)
+    }
+
     /// The transport step that ends with the flow step from `step` to
     /// `step + 1`, if one does: its first flow step and how many it covers.
     pub fn transport_ending_at(&self, step: u64) -> Option<(u64, u32)> {
@@ -187,13 +193,19 @@ impl Dispersion {
         &self.fields
     }
 
+    /// Per receptor, per field: the doses so far.
+    pub fn doses(&self) -> &[[f64; MAX_FIELDS]] {
+        &self.doses
+    }
+
     /// Sub-steps the last flow step took.
     pub fn substeps(&self) -> u32 {
         self.substeps
     }
 
     /// Transports the fields over the `span` flow steps from `first` on in
-    /// `velocity` (the flow after them).
+    /// `velocity` (the flow at `first`, before them), with the viscosity of
+    /// `params`.
     pub fn advance(
         &mut self,
         grid: &Grid,
@@ -254,7 +266,9 @@ impl Dispersion {
     }
 
     /// One flow step from `step`: transports when a transport step ends with
-    /// it ([`Setup::transport_ending_at`]), then adds to the doses.
+    /// it ([`Setup::transport_ending_at`]), then adds to the doses. For a
+    /// velocity that does not change (tests); [`Carried`] takes each
+    /// transport step's from the flow at its start.
     pub fn step(
         &mut self,
         grid: &Grid,
@@ -288,18 +302,25 @@ impl Dispersion {
 
     /// The state as FP32 values ([`pack_state`]): what a checkpoint keeps.
     pub fn state(&self) -> Vec<f32> {
-        pack_state(&self.fields, &self.doses)
+        pack_state(&self.fields, &self.doses, None)
     }
 
-    /// Restores [`Dispersion::state`].
-    pub fn set_state(&mut self, state: &[f32]) -> Result<(), String> {
+    /// Restores [`Dispersion::state`]; the rest of `state` after it (the
+    /// velocity of a transport step under way, [`pack_state`]).
+    pub fn set_state<'a>(&mut self, state: &'a [f32]) -> Result<&'a [f32], String> {
         unpack_state(state, self.next.len(), &mut self.fields, &mut self.doses)
     }
 }
 
 /// The fields, then each receptor's doses (one per field) split into two
-/// floats each so that they come back exactly.
-pub fn pack_state(fields: &[Vec<f32>], doses: &[[f64; MAX_FIELDS]]) -> Vec<f32> {
+/// floats each so that they come back exactly; then, while a transport step
+/// is under way, the velocity it moves in (ux, uy, uz planes): a run resumed
+/// in its middle ends it as the run that was stopped would have.
+pub fn pack_state(
+    fields: &[Vec<f32>],
+    doses: &[[f64; MAX_FIELDS]],
+    velocity: Option<[&[f32]; 3]>,
+) -> Vec<f32> {
     let mut out: Vec<f32> = fields.iter().flatten().copied().collect();
     for d in doses {
         for v in &d[..fields.len()] {
@@ -308,19 +329,23 @@ pub fn pack_state(fields: &[Vec<f32>], doses: &[[f64; MAX_FIELDS]]) -> Vec<f32> 
             out.push(f32::from_bits(bits as u32));
         }
     }
+    for plane in velocity.into_iter().flatten() {
+        out.extend_from_slice(plane);
+    }
     out
 }
 
 /// Restores [`pack_state`] into `fields` (each of `cells` values) and
-/// `doses`, which give the expected counts.
-pub fn unpack_state(
-    state: &[f32],
+/// `doses`, which give the expected counts; the velocity planes after them
+/// (empty if none).
+pub fn unpack_state<'a>(
+    state: &'a [f32],
     cells: usize,
     fields: &mut [Vec<f32>],
     doses: &mut [[f64; MAX_FIELDS]],
-) -> Result<(), String> {
+) -> Result<&'a [f32], String> {
     let expected = fields.len() * (cells + 2 * doses.len());
-    if state.len() != expected {
+    if state.len() != expected && state.len() != expected + 3 * cells {
         return Err(format!(
             "{} concentration values for {expected} expected",
             state.len(),
@@ -330,14 +355,14 @@ pub fn unpack_state(
         c.clear();
         c.extend_from_slice(&state[k * cells..(k + 1) * cells]);
     }
-    let mut rest = state[fields.len() * cells..].chunks_exact(2);
+    let mut rest = state[fields.len() * cells..expected].chunks_exact(2);
     for d in doses {
         for v in &mut d[..fields.len()] {
             let p = rest.next().expect("length checked");
             *v = f64::from_bits(((p[0].to_bits() as u64) << 32) | p[1].to_bits() as u64);
         }
     }
-    Ok(())
+    Ok(&state[expected..])
 }
 
 #[cfg(test)]

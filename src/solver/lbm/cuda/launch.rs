@@ -53,10 +53,13 @@ pub struct CudaParams {
     pub near_count: u32,
     pub near: [u32; 2],
     pub link_q: [u32; 2],
+    /// Where a step leaves its velocity (kernels compiled with
+    /// `WRITE_VELOCITY`, and `velocity_rest`), in halves as above.
+    pub velocity: [u32; 2],
 }
 const _: () = assert!(
     std::mem::size_of::<CudaParams>()
-        == 4 * 13 + 4 * 3 * VELOCITY_SLOTS + 8 * VELOCITY_SLOTS + 24 + 4 + 16
+        == 4 * 13 + 4 * 3 * VELOCITY_SLOTS + 8 * VELOCITY_SLOTS + 24 + 4 + 16 + 8
 );
 const _: () = assert!(std::mem::align_of::<CudaParams>() == 4);
 
@@ -105,6 +108,7 @@ impl CudaParams {
             near_count: 0,
             near: [0; 2],
             link_q: [0; 2],
+            velocity: [0; 2],
         }
     }
 
@@ -219,6 +223,7 @@ pub(super) struct Kernels {
     pub(super) velocity_change: CudaFunction,
     pub(super) unpack: CudaFunction,
     pub(super) links_initial: CudaFunction,
+    pub(super) velocity_rest: CudaFunction,
 }
 
 /// The bulk kernel of a step.
@@ -366,13 +371,23 @@ impl CudaSolver {
 
     /// The bulk step kernel of the current step over `layers`.
     fn launch_bulk(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
+        self.launch_bulk_with(layers, self.kparams, false)
+    }
+
+    /// The bulk step kernel of the current step over `layers` with `params`,
+    /// from the `WRITE_VELOCITY` module with `leave_velocity`.
+    fn launch_bulk_with(
+        &mut self,
+        layers: Range<usize>,
+        mut params: CudaParams,
+        leave_velocity: bool,
+    ) -> Result<(), SolverError> {
         let nxy = self.grid.size[0] * self.grid.size[1];
         let n = self.grid.cells() as u64;
         let parity = self.parity();
         let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
         let mut f = self.lattice_ptr();
         let mut flags = self.flags_dev.device_ptr(&self.stream).0;
-        let mut params = self.kparams;
         let (kernel, cfg) = step_launch(
             self.grid.size,
             parity,
@@ -380,7 +395,11 @@ impl CudaSolver {
             self.block,
             self.odd_quads,
         );
-        let function = self.kernels.step(kernel);
+        let kernels = match (&self.velocity_kernels, leave_velocity) {
+            (Some(k), true) => k,
+            _ => &self.kernels,
+        };
+        let function = kernels.step(kernel);
         let (mut n, mut c0, mut c1, mut z0) = (n, c0, c1, layers.start as u32);
         let mut args = [
             (&raw mut f).cast::<c_void>(),
@@ -458,6 +477,33 @@ impl CudaSolver {
 
     pub(super) fn launch_step(&mut self) -> Result<(), SolverError> {
         self.launch_layers(self.owned.clone())?;
+        self.t += 1;
+        Ok(())
+    }
+
+    /// One step that also leaves the velocity of the state it starts from
+    /// at the device address `planes` (three planes of n floats, as `fields`
+    /// reports it): `velocity_rest` writes the cells the bulk kernel leaves
+    /// out, before the step, and the bulk kernel, compiled with
+    /// `WRITE_VELOCITY`, the others as it reads them.
+    pub(super) fn launch_step_leaving_velocity(&mut self, planes: u64) -> Result<(), SolverError> {
+        if self.velocity_kernels.is_none() {
+            let build = self.build.leaving_velocity();
+            self.velocity_kernels = Some(build.load(&self.ctx)?);
+        }
+        let mut params = self.kparams;
+        params.velocity = address_halves(planes);
+        let parity = self.parity();
+        let cfg = self.lattice_config();
+        let mut b = self.stream.launch_builder(&self.kernels.velocity_rest);
+        self.lattice.arg(&mut b);
+        b.arg(&self.flags_dev).arg(&params).arg(&parity);
+        // SAFETY: velocity_rest(const store_t*, const u8*, Params, u32); the
+        // grid covers the lattice, and `planes` holds 3n floats (the caller's
+        // word, Solver::enqueue_leaving_velocity).
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        self.launch_bulk_with(self.owned.clone(), params, true)?;
+        self.launch_boundary(self.owned.clone())?;
         self.t += 1;
         Ok(())
     }
@@ -711,9 +757,14 @@ mod tests {
         assert_eq!(k.profile[..3], [0, 1 | 32 | 64, 2]);
         assert_eq!(k.roughness[..3], [0.0, 0.0, 0.5]);
         // The kernel's Params: 4 u32, 2 f32, 3 f32, u32, 2 f32, u32, 16x3 f32,
-        // 16 u32, 16 f32, 2x3 f32, 5 u32 (the links, none here).
-        assert_eq!(std::mem::size_of::<CudaParams>(), 244 + 64 + 64 + 24 + 20);
+        // 16 u32, 16 f32, 2x3 f32, 5 u32 (the links, none here), 2 u32 (no
+        // velocity asked for).
+        assert_eq!(
+            std::mem::size_of::<CudaParams>(),
+            244 + 64 + 64 + 24 + 20 + 8
+        );
         assert_eq!((k.near_count, k.near, k.link_q), (0, [0; 2], [0; 2]));
+        assert_eq!(k.velocity, [0; 2]);
         assert_eq!(
             address_halves(0x1234_5678_9abc_def0),
             [0x9abc_def0, 0x1234_5678]

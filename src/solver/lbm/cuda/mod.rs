@@ -21,7 +21,9 @@ mod launch;
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 
 pub use compile::{compile, compile_options, kernel_source, KERNEL_SOURCE};
 pub(crate) use device::guarded;
@@ -128,6 +130,9 @@ pub struct CudaSolver {
     odd_quads: bool,
     /// How `kernels` were compiled (again when the collision model changes).
     build: KernelBuild,
+    /// The same compiled with `WRITE_VELOCITY`, once a step was asked to
+    /// leave its velocity ([`Solver::enqueue_leaving_velocity`]).
+    velocity_kernels: Option<Kernels>,
 }
 
 /// Time averages on the device (`average_sample`): four planes of means and
@@ -151,6 +156,14 @@ struct KernelBuild {
 }
 
 impl KernelBuild {
+    /// The same with `WRITE_VELOCITY`: step kernels that leave the velocity.
+    fn leaving_velocity(&self) -> KernelBuild {
+        KernelBuild {
+            defines: format!("{} WRITE_VELOCITY", self.defines),
+            ..self.clone()
+        }
+    }
+
     fn load(&self, ctx: &Arc<CudaContext>) -> Result<Kernels, SolverError> {
         let (major, minor) = self.capability;
         let ptx = compile(self.precision, major, minor, &self.defines, self.model)
@@ -179,6 +192,7 @@ impl KernelBuild {
             velocity_change: load("velocity_change")?,
             unpack: load("unpack_planes")?,
             links_initial: load("links_initial")?,
+            velocity_rest: load("velocity_rest")?,
         })
     }
 }
@@ -327,6 +341,7 @@ impl CudaSolver {
             poison: false,
             odd_quads,
             build,
+            velocity_kernels: None,
         };
         solver.initialise()?;
         Ok(solver)
@@ -540,6 +555,7 @@ impl Solver for CudaSolver {
                 ..self.build.clone()
             };
             self.kernels = build.load(&self.ctx)?;
+            self.velocity_kernels = None;
             self.odd_quads &= self.kernels.odd4.is_some();
             self.build = build;
         }
@@ -803,15 +819,32 @@ impl Solver for CudaSolver {
         Ok(self.change_sums()?.map(|c| c.ratio()))
     }
 
-    fn device_velocity(&mut self) -> Result<Option<crate::solver::DeviceVelocity>, SolverError> {
-        let n = self.grid.cells() as u64;
+    fn device_stream(&self) -> Option<Arc<CudaStream>> {
+        // A slab's velocity would be only its own layers'.
+        self.link.is_none().then(|| self.stream.clone())
+    }
+
+    fn enqueue_leaving_velocity(
+        &mut self,
+        planes: &mut CudaSlice<f32>,
+    ) -> Result<bool, SolverError> {
+        if self.link.is_some() {
+            return Ok(false);
+        }
+        if planes.len() < 3 * self.grid.cells() {
+            return Err(SolverError::Device(format!(
+                "{} floats for the velocity of {} cells",
+                planes.len(),
+                self.grid.cells()
+            )));
+        }
         let stream = self.stream.clone();
-        let (base, _) = self.compute_fields()?.device_ptr(&stream);
-        // The planes are ρ, ux, uy, uz.
-        Ok(Some(crate::solver::DeviceVelocity {
-            stream,
-            ux: base + 4 * n,
-        }))
+        let (address, record) = planes.device_ptr_mut(&stream);
+        self.launch_step_leaving_velocity(address)?;
+        // The write is queued: the planes' next users on other streams wait.
+        drop(record);
+        self.sample_if_due()?;
+        Ok(true)
     }
 
     fn memory_bytes(&self) -> u64 {
