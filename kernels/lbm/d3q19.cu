@@ -716,9 +716,24 @@ __device__ __forceinline__ void put_velocity(const Params& p, u64 n, u64 c, cons
     out[n + c] = u[1];
     out[2 * n + c] = u[2];
 }
+// A listed NEAR cell's (aa_boundary), as cell_fields reports it.
+__device__ __forceinline__ void put_near_velocity(const Params& p, u32 fl, u64 n, u64 c, const float* v) {
+    if ((fl & TYPE_MASK) == T_OUTLET) {
+        float rho, jx, jy, jz;
+        moments(v, &rho, &jx, &jy, &jz);
+        float* out = velocity_planes(p);
+        out[c] = jx / rho;
+        out[n + c] = jy / rho;
+        out[2 * n + c] = jz / rho;
+    } else {
+        put_velocity(p, n, c, v);
+    }
+}
 #define PUT_VELOCITY(n, c, v) put_velocity(p, n, c, v)
+#define PUT_NEAR_VELOCITY(fl, n, c, v) put_near_velocity(p, fl, n, c, v)
 #else
 #define PUT_VELOCITY(n, c, v)
+#define PUT_NEAR_VELOCITY(fl, n, c, v)
 #endif
 
 // Even step (A), bulk: read own slots, collide, write outgoing i to own slot opposite(i).
@@ -1110,6 +1125,7 @@ extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restric
     if (parity == 0u) {
         for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
         if (q) complete_incoming(q, v);
+        PUT_NEAR_VELOCITY(fl, n, c, v);
         apply(fl, v, p);
         st(f, c, v[0]);
         for (int i = 1; i < Q; i++) st(f, (u64)opposite(i) * n + c, bounced(q, v, i));
@@ -1120,6 +1136,7 @@ extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restric
     } else {
         read_odd(f, flags, p, n, c, x, y, z, v);
         if (q) complete_incoming(q, v);
+        PUT_NEAR_VELOCITY(fl, n, c, v);
         apply(fl, v, p);
         write_odd(f, flags, p, n, c, x, y, z, v, q);
     }
@@ -1217,12 +1234,14 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
     out[3 * n + c] = r[3];
 }
 
-// The velocity `fields` reports, at velocity_planes(p), for the cells the
-// bulk step kernels leave out (flag byte not 0); launched before a step whose
-// bulk kernel writes the rest (WRITE_VELOCITY).
+// The velocity `fields` reports, at velocity_planes(p), for the cells no
+// step kernel updates (walls, inlets, free-slip faces); launched before a
+// step whose kernels compiled with WRITE_VELOCITY write the others' (the
+// bulk kernels and aa_boundary, which updates every running cell whose flag
+// byte is not 0).
 extern "C" __global__ void velocity_rest(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity) {
     CELL_COORDS
-    if (flags[c] == 0u) return;
+    if (runs(flags[c])) return;
     float r[4];
     report(f, flags, p, parity, n, x, y, z, r);
     float* out = velocity_planes(p);

@@ -28,6 +28,9 @@ pub struct CheckArgs {
     /// to N) against one GPU, bit for bit, with NCCL and with peer copies.
     #[arg(long)]
     pub gpus: Option<usize>,
+    /// Only the contaminant's section (after a change to its kernels).
+    #[arg(long)]
+    pub contaminants_only: bool,
 }
 
 /// From this Reynolds number on (the turbulent scenarios) rounding grows
@@ -340,6 +343,18 @@ fn check_gpus(args: &CheckArgs, most: usize, tuning: &Tuning) -> anyhow::Result<
 pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     if let Some(n) = args.gpus {
         return check_gpus(&args, n, tuning);
+    }
+    if args.contaminants_only {
+        let ok = check_contaminants(&args, tuning)?;
+        println!(
+            "{}",
+            if ok {
+                "all checks passed"
+            } else {
+                "SOME CHECKS FAILED"
+            }
+        );
+        return Ok(ok);
     }
     let info = crate::solver::lbm::cuda::probe()
         .map_err(|e| anyhow::anyhow!("no usable CUDA GPU: {e}"))?;

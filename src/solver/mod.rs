@@ -557,6 +557,12 @@ pub trait Solver: Send {
         None
     }
 
+    /// Readies [`Solver::enqueue_leaving_velocity`] (compiles what it
+    /// needs), where this solver can leave its velocity: whether it can.
+    fn prepare_leaving_velocity(&mut self) -> Result<bool, SolverError> {
+        Ok(false)
+    }
+
     /// Queues one step that also leaves the velocity of the state it starts
     /// from, as [`Solver::fields`] reports it, in three planes of n floats
     /// (ux, uy, uz) in `planes` (on this solver's GPU), for work queued

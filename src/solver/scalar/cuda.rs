@@ -126,6 +126,9 @@ impl DeviceDispersion {
         let Some(stream) = flow.device_stream() else {
             return Ok(None);
         };
+        if !flow.prepare_leaving_velocity()? {
+            return Ok(None);
+        }
         let ctx = stream.context().clone();
         let (major, minor) = ctx.compute_capability().map_err(dev)?;
         let ptx = compile(major, minor).map_err(SolverError::Device)?;

@@ -446,6 +446,17 @@ impl CudaSolver {
     /// The boundary kernel over the NEAR cells of `layers` (after the bulk
     /// kernel of the same step).
     fn launch_boundary(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
+        self.launch_boundary_with(layers, self.kparams, false)
+    }
+
+    /// The boundary kernel over the NEAR cells of `layers` with `params`,
+    /// from the `WRITE_VELOCITY` module with `leave_velocity`.
+    fn launch_boundary_with(
+        &mut self,
+        layers: Range<usize>,
+        params: CudaParams,
+        leave_velocity: bool,
+    ) -> Result<(), SolverError> {
         let nxy = self.grid.size[0] * self.grid.size[1];
         let parity = self.parity();
         let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
@@ -459,11 +470,15 @@ impl CudaSolver {
                 shared_mem_bytes: 0,
             };
             let cells = self.near_dev.slice(a..z);
-            let mut b = self.stream.launch_builder(&self.kernels.boundary);
+            let kernels = match (&self.velocity_kernels, leave_velocity) {
+                (Some(k), true) => k,
+                _ => &self.kernels,
+            };
+            let mut b = self.stream.launch_builder(&kernels.boundary);
             self.lattice.arg_mut(&mut b);
             let first = a as u32;
             b.arg(&self.flags_dev)
-                .arg(&self.kparams)
+                .arg(&params)
                 .arg(&parity)
                 .arg(&cells)
                 .arg(&count)
@@ -481,16 +496,23 @@ impl CudaSolver {
         Ok(())
     }
 
-    /// One step that also leaves the velocity of the state it starts from
-    /// at the device address `planes` (three planes of n floats, as `fields`
-    /// reports it): `velocity_rest` writes the cells the bulk kernel leaves
-    /// out, before the step, and the bulk kernel, compiled with
-    /// `WRITE_VELOCITY`, the others as it reads them.
-    pub(super) fn launch_step_leaving_velocity(&mut self, planes: u64) -> Result<(), SolverError> {
+    /// The step kernels compiled with `WRITE_VELOCITY`, compiled on first
+    /// use (and again after the collision model changes).
+    pub(super) fn velocity_kernels(&mut self) -> Result<&Kernels, SolverError> {
         if self.velocity_kernels.is_none() {
             let build = self.build.leaving_velocity();
             self.velocity_kernels = Some(build.load(&self.ctx)?);
         }
+        Ok(self.velocity_kernels.as_ref().expect("just loaded"))
+    }
+
+    /// One step that also leaves the velocity of the state it starts from
+    /// at the device address `planes` (three planes of n floats, as `fields`
+    /// reports it): `velocity_rest` writes the cells that do not run, before
+    /// the step, and the step kernels, compiled with `WRITE_VELOCITY`, the
+    /// others as they read them.
+    pub(super) fn launch_step_leaving_velocity(&mut self, planes: u64) -> Result<(), SolverError> {
+        self.velocity_kernels()?;
         let mut params = self.kparams;
         params.velocity = address_halves(planes);
         let parity = self.parity();
@@ -503,7 +525,7 @@ impl CudaSolver {
         // word, Solver::enqueue_leaving_velocity).
         unsafe { b.launch(cfg) }.map_err(dev)?;
         self.launch_bulk_with(self.owned.clone(), params, true)?;
-        self.launch_boundary(self.owned.clone())?;
+        self.launch_boundary_with(self.owned.clone(), params, true)?;
         self.t += 1;
         Ok(())
     }

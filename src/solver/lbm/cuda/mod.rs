@@ -824,6 +824,14 @@ impl Solver for CudaSolver {
         self.link.is_none().then(|| self.stream.clone())
     }
 
+    fn prepare_leaving_velocity(&mut self) -> Result<bool, SolverError> {
+        if self.link.is_some() {
+            return Ok(false);
+        }
+        self.velocity_kernels()?;
+        Ok(true)
+    }
+
     fn enqueue_leaving_velocity(
         &mut self,
         planes: &mut CudaSlice<f32>,
