@@ -41,6 +41,13 @@ __device__ __forceinline__ Flow make_flow(const float* c, const unsigned char* r
 
 #define NONE 0xffffffffu
 
+// A thread's cell in the lattice kernels: blocks of any shape tile the grid.
+#define CELL_XYZ                                           \
+    int x = blockIdx.x * blockDim.x + threadIdx.x;         \
+    int y = blockIdx.y * blockDim.y + threadIdx.y;         \
+    int z = blockIdx.z * blockDim.z + threadIdx.z;         \
+    if (x >= nx || y >= ny || z >= nz) return;
+
 // transport::Walker::step for |d| = 1: the cell d steps from c (at
 // coordinate p along axis a), or NONE beyond a closed grid face.
 __device__ __forceinline__ u32 step(const Flow& f, u32 c, int p, int a, int d) {
@@ -110,9 +117,7 @@ __device__ __forceinline__ float edge_flux(const Flow& f, u32 cell, int a, float
 // the grid face where it has no neighbour) into three planes, `update` sums
 // them into the next values. Blocks of threads along x, grid rows y and z.
 extern "C" __global__ void __launch_bounds__(128) fluxes(const float* __restrict__ c, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic, float* __restrict__ flux) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= nx) return;
-    int y = blockIdx.y, z = blockIdx.z;
+    CELL_XYZ
     Flow f = make_flow(c, role, u, diff, diff_single, dt, nx, ny, nz, periodic);
     u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
     int p[3] = {x, y, z};
@@ -126,9 +131,7 @@ extern "C" __global__ void __launch_bounds__(128) fluxes(const float* __restrict
 
 // transport::advance's sum over the faces, in its order, in f64.
 extern "C" __global__ void __launch_bounds__(128) update(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ flux, float dt, int nx, int ny, int nz, u32 periodic) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= nx) return;
-    int y = blockIdx.y, z = blockIdx.z;
+    CELL_XYZ
     Flow f = make_flow(c, role, u, 0, 1u, dt, nx, ny, nz, periodic);
     u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
     if (role[cell] != OPEN) {
@@ -147,15 +150,10 @@ extern "C" __global__ void __launch_bounds__(128) update(const float* __restrict
     next[cell] = (float)((double)c[cell] - (double)dt * net);
 }
 
-// transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t per cell.
-extern "C" __global__ void __launch_bounds__(128) eddy(const unsigned char* __restrict__ role, const float* __restrict__ u, int nx, int ny, int nz, u32 periodic, float smagorinsky, float schmidt_turbulent, float molecular, float* __restrict__ out) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= nx) return;
-    int y = blockIdx.y, z = blockIdx.z;
-    Flow f = make_flow(0, role, u, 0, 1u, 0.0f, nx, ny, nz, periodic);
-    u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
-    out[cell] = molecular;
-    if (role[cell] == CLOSED) return;
+// transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t at a cell
+// (at (x, y, z)).
+__device__ __forceinline__ float eddy_at(const Flow& f, u32 cell, int x, int y, int z, float smagorinsky, float schmidt_turbulent, float molecular) {
+    if (f.role[cell] == CLOSED) return molecular;
     int p[3] = {x, y, z};
     float g[3][3];
 #pragma unroll
@@ -166,8 +164,8 @@ extern "C" __global__ void __launch_bounds__(128) eddy(const unsigned char* __re
     for (int a = 0; a < 3; a++) {
         u32 hi = step(f, cell, p[a], a, 1);
         u32 lo = step(f, cell, p[a], a, -1);
-        bool h = hi != NONE && role[hi] != CLOSED;
-        bool l = lo != NONE && role[lo] != CLOSED;
+        bool h = hi != NONE && f.role[hi] != CLOSED;
+        bool l = lo != NONE && f.role[lo] != CLOSED;
         if (!h && !l) continue;
         // The CPU divides by the span (2 or 1 cells): halving is exact, so
         // a product gives the same bits without a division.
@@ -186,23 +184,37 @@ extern "C" __global__ void __launch_bounds__(128) eddy(const unsigned char* __re
             ss += s * s;
         }
     float strain = sqrtf(2.0f * ss);
-    out[cell] = molecular + smagorinsky * smagorinsky * strain / schmidt_turbulent;
+    return molecular + smagorinsky * smagorinsky * strain / schmidt_turbulent;
 }
 
-// The largest |ux| + |uy| + |uz| over the open cells into out[0] and, with
-// `eddy`, the largest diffusivity into out[1], as float bits (all values are
-// at least +0, where the bits order as the floats); out is zeroed first. A
-// NaN is skipped, as f32::max skips it on the CPU.
-extern "C" __global__ void __launch_bounds__(256) largest(const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ diff, u32 eddy, u64 n, u32* __restrict__ out) {
+// As a transport step begins, one pass over its velocity: with `eddy`, each
+// cell's diffusivity into `diff`; and the largest |ux| + |uy| + |uz| over the
+// open cells into out[0] and, with `eddy`, the largest diffusivity into
+// out[1], as float bits (all values are at least +0, where the bits order
+// as the floats); out is zeroed first. A NaN is skipped, as f32::max skips
+// it on the CPU. Each thread takes MAXIMA_LAYERS layers of its column, so
+// that few warps meet at the two atomics (one a warp over the whole grid
+// cost 0.75 ms at 256³).
+#define MAXIMA_LAYERS 32
+extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned char* __restrict__ role, const float* __restrict__ u, int nx, int ny, int nz, u32 periodic, u32 eddy, float smagorinsky, float schmidt_turbulent, float molecular, float* __restrict__ diff, u32* __restrict__ out) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int z0 = (blockIdx.z * blockDim.z + threadIdx.z) * MAXIMA_LAYERS;
     float m = 0.0f, dm = 0.0f;
-    for (u64 c = blockIdx.x * (u64)blockDim.x + threadIdx.x; c < n; c += (u64)gridDim.x * blockDim.x) {
-        if (role[c] == OPEN) {
-            float v = fabsf(u[c]) + fabsf(u[n + c]) + fabsf(u[2 * n + c]);
-            if (v > m) m = v;
-        }
-        if (eddy) {
-            float d = diff[c];
-            if (d > dm) dm = d;
+    // Threads past the grid take part in the warp's reduction with zeros.
+    if (x < nx && y < ny) {
+        Flow f = make_flow(0, role, u, 0, 1u, 0.0f, nx, ny, nz, periodic);
+        for (int z = z0; z < min(z0 + MAXIMA_LAYERS, nz); z++) {
+            const u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
+            if (eddy) {
+                const float d = eddy_at(f, cell, x, y, z, smagorinsky, schmidt_turbulent, molecular);
+                diff[cell] = d;
+                if (d > dm) dm = d;
+            }
+            if (role[cell] == OPEN) {
+                const float v = fabsf(vel(f, cell, 0)) + fabsf(vel(f, cell, 1)) + fabsf(vel(f, cell, 2));
+                if (v > m) m = v;
+            }
         }
     }
 #pragma unroll
@@ -210,7 +222,8 @@ extern "C" __global__ void __launch_bounds__(256) largest(const unsigned char* _
         m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
         dm = fmaxf(dm, __shfl_down_sync(0xffffffffu, dm, o));
     }
-    if ((threadIdx.x & 31u) == 0u) {
+    const u32 t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    if ((t & 31u) == 0u) {
         atomicMax(out, __float_as_uint(m));
         atomicMax(out + 1, __float_as_uint(dm));
     }

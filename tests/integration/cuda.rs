@@ -107,7 +107,12 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
         .find(|l| l.starts_with("transport:"))
         .expect("a line for the transport kernels");
     for kernel in [
-        "fluxes", "update", "eddy", "largest", "release", "doses", "gather",
+        "fluxes",
+        "update",
+        "eddy_maxima",
+        "release",
+        "doses",
+        "gather",
     ] {
         assert!(
             line.split_whitespace().any(|w| w == kernel),

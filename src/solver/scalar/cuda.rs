@@ -26,8 +26,7 @@ const SOURCE: &str = include_str!("../../../kernels/scalar/transport.cu");
 struct Kernels {
     fluxes: CudaFunction,
     update: CudaFunction,
-    eddy: CudaFunction,
-    largest: CudaFunction,
+    eddy_maxima: CudaFunction,
     release: CudaFunction,
     doses: CudaFunction,
     gather: CudaFunction,
@@ -94,7 +93,7 @@ pub struct DeviceDispersion {
     gathered: CudaSlice<f32>,
     /// The velocity of the transport step under way (three planes).
     velocity: CudaSlice<f32>,
-    /// The `largest` kernel's two maxima, as float bits, and their copy on
+    /// The `eddy_maxima` kernel's two maxima, as float bits, and their copy on
     /// the host.
     largest: CudaSlice<u32>,
     largest_host: PinnedHostSlice<u32>,
@@ -162,8 +161,7 @@ impl DeviceDispersion {
             Ok(Kernels {
                 fluxes: load("fluxes")?,
                 update: load("update")?,
-                eddy: load("eddy")?,
-                largest: load("largest")?,
+                eddy_maxima: load("eddy_maxima")?,
                 release: load("release")?,
                 doses: load("doses")?,
                 gather: load("gather")?,
@@ -194,7 +192,8 @@ impl DeviceDispersion {
                 gathered: stream.alloc_zeros(MAX_FIELDS * slots)?,
                 velocity: stream.alloc_zeros(3 * n)?,
                 largest: stream.alloc_zeros(2)?,
-                // SAFETY: written by the copy of `largest` before each read.
+                // SAFETY: each read (`maxima`) waits for the copy of
+                // `largest` queued before it.
                 largest_host: unsafe { ctx.alloc_pinned(2)? },
                 begun: None,
                 host: Vec::new(),
@@ -213,10 +212,15 @@ impl DeviceDispersion {
     }
 
     fn lattice_config(&self) -> LaunchConfig {
-        let [nx, ny, nz] = self.grid.size;
+        let [nx, ny, nz] = self.grid.size.map(|s| s as u32);
+        // Four rows to a block: the faces' and the strain's neighbours along
+        // y are in the same block. H100, urban release moved every step:
+        // +79.5% against +85.8% with blocks of one row of 128 (BENCHMARKS.md,
+        // eighth session).
+        let [bx, by, bz] = [32, 4, 1];
         LaunchConfig {
-            grid_dim: ((nx as u32).div_ceil(128), ny as u32, nz as u32),
-            block_dim: (128, 1, 1),
+            grid_dim: (nx.div_ceil(bx), ny.div_ceil(by), nz.div_ceil(bz)),
+            block_dim: (bx, by, bz),
             shared_mem_bytes: 0,
         }
     }
@@ -243,23 +247,6 @@ impl DeviceDispersion {
         let periodic = self.periodic();
         let molecular = begun.molecular;
         if begun.eddy {
-            let sct = self.setup.schmidt_turbulent;
-            let cfg = self.lattice_config();
-            let mut b = self.stream.launch_builder(&self.kernels.eddy);
-            b.arg(&self.role)
-                .arg(&self.velocity)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&periodic)
-                .arg(&smagorinsky)
-                .arg(&sct)
-                .arg(&molecular)
-                .arg(&mut self.diffusivity);
-            // SAFETY: eddy(const u8*, const float*, int, int, int, u32, float,
-            // float, float, float*): roles and diffusivities of n cells, the
-            // velocity 3n floats.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
             self.uploaded = None;
         } else if self.uploaded != Some(molecular) {
             // Once per value: a copy from the host waits for the stream.
@@ -269,22 +256,27 @@ impl DeviceDispersion {
             self.uploaded = Some(molecular);
         }
         self.stream.memset_zeros(&mut self.largest).map_err(dev)?;
-        let n = self.grid.cells() as u64;
-        let eddy32 = begun.eddy as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(256).min(1024) as u32, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = self.stream.launch_builder(&self.kernels.largest);
+        let (eddy, sct) = (begun.eddy as u32, self.setup.schmidt_turbulent);
+        // MAXIMA_LAYERS layers per thread.
+        let mut cfg = self.lattice_config();
+        cfg.grid_dim.2 = (self.grid.size[2] as u32).div_ceil(32 * cfg.block_dim.2);
+        let mut b = self.stream.launch_builder(&self.kernels.eddy_maxima);
         b.arg(&self.role)
             .arg(&self.velocity)
-            .arg(&self.diffusivity)
-            .arg(&eddy32)
-            .arg(&n)
+            .arg(&nx)
+            .arg(&ny)
+            .arg(&nz)
+            .arg(&periodic)
+            .arg(&eddy)
+            .arg(&smagorinsky)
+            .arg(&sct)
+            .arg(&molecular)
+            .arg(&mut self.diffusivity)
             .arg(&mut self.largest);
-        // SAFETY: largest(const u8*, const float*, const float*, u32, u64,
-        // u32*): n cells, two outputs.
+        // SAFETY: eddy_maxima(const u8*, const float*, int, int, int, u32,
+        // u32, float, float, float, float*, u32*): roles and diffusivities
+        // of n cells, the velocity 3n floats, two outputs; the grid covers
+        // the cells.
         unsafe { b.launch(cfg) }.map_err(dev)?;
         self.stream
             .memcpy_dtoh(&self.largest, &mut self.largest_host)
