@@ -50,6 +50,12 @@ impl Carried {
         (Carried::new(flow, setup), why)
     }
 
+    /// The largest Courant-number sum and diffusivity of the last transport
+    /// step, which set its sub-steps.
+    pub fn maxima(&self) -> (f32, f32) {
+        self.engine.maxima()
+    }
+
     /// Where the contaminants move: "on the host", "on the GPU".
     pub fn place(&self) -> &'static str {
         self.engine.place()

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 
 use super::engine::{not_begun, Engine};
@@ -97,6 +97,12 @@ pub struct DeviceDispersion {
     /// the host.
     largest: CudaSlice<u32>,
     largest_host: PinnedHostSlice<u32>,
+    /// Recorded after each copy into `largest_host`: the flow solver turns
+    /// cudarc's own event tracking off, so the pinned slice's event is
+    /// never recorded and its reads would not wait.
+    largest_copied: CudaEvent,
+    /// What the last transport step read back.
+    last_maxima: (f32, f32),
     /// What the transport step under way began with.
     begun: Option<Begun>,
     /// The fields copied to the host, when asked for.
@@ -193,8 +199,10 @@ impl DeviceDispersion {
                 velocity: stream.alloc_zeros(3 * n)?,
                 largest: stream.alloc_zeros(2)?,
                 // SAFETY: each read (`maxima`) waits for the copy of
-                // `largest` queued before it.
-                largest_host: unsafe { ctx.alloc_pinned(2)? },
+                // `largest` queued before it (`largest_copied`).
+                largest_host: unsafe { ctx.alloc_pinned_with_flags(2, 0)? },
+                largest_copied: ctx.new_event(None)?,
+                last_maxima: (0.0, 0.0),
                 begun: None,
                 host: Vec::new(),
                 uploaded: None,
@@ -280,12 +288,14 @@ impl DeviceDispersion {
         unsafe { b.launch(cfg) }.map_err(dev)?;
         self.stream
             .memcpy_dtoh(&self.largest, &mut self.largest_host)
-            .map_err(dev)
+            .map_err(dev)?;
+        self.largest_copied.record(&self.stream).map_err(dev)
     }
 
     /// Waits for the maxima [`Self::queue_maxima`] queued: the largest
     /// Courant-number sum and diffusivity of the open cells.
     fn maxima(&self, begun: Begun) -> Result<(f32, f32), SolverError> {
+        self.largest_copied.synchronize().map_err(dev)?;
         let out = self.largest_host.as_slice().map_err(dev)?;
         let courant = f32::from_bits(out[0]);
         let diffusivity = if begun.eddy {
@@ -402,6 +412,7 @@ impl Engine for DeviceDispersion {
     fn transport(&mut self, _flow: &dyn Solver, first: u64, span: u32) -> Result<(), SolverError> {
         let begun = self.begun.take().ok_or_else(not_begun)?;
         let (courant, diffusivity) = self.maxima(begun)?;
+        self.last_maxima = (courant, diffusivity);
         let n = Setup::substeps(span, courant, diffusivity);
         for k in 0..self.setup.fields {
             self.substeps(k, begun.eddy, first, span, n)?;
@@ -411,6 +422,10 @@ impl Engine for DeviceDispersion {
 
     fn under_way(&self) -> bool {
         self.begun.is_some()
+    }
+
+    fn maxima(&self) -> (f32, f32) {
+        self.last_maxima
     }
 
     fn add_doses(&mut self) -> Result<(), SolverError> {

@@ -25,6 +25,9 @@ pub trait Engine: Send {
     fn transport(&mut self, flow: &dyn Solver, first: u64, span: u32) -> Result<(), SolverError>;
     /// Whether a transport step has begun and not yet moved the fields.
     fn under_way(&self) -> bool;
+    /// The largest Courant-number sum and diffusivity of the last transport
+    /// step (they set its sub-steps; `check-cuda` compares them).
+    fn maxima(&self) -> (f32, f32);
     /// Adds one flow step of the current concentrations to the doses.
     fn add_doses(&mut self) -> Result<(), SolverError>;
     /// The concentration fields (copied to the host where they are not).
@@ -92,6 +95,10 @@ impl Engine for Host {
 
     fn under_way(&self) -> bool {
         self.begun.is_some()
+    }
+
+    fn maxima(&self) -> (f32, f32) {
+        self.dispersion.maxima()
     }
 
     fn add_doses(&mut self) -> Result<(), SolverError> {

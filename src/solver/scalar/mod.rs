@@ -150,6 +150,9 @@ pub struct Dispersion {
     doses: Vec<[f64; MAX_FIELDS]>,
     /// Sub-steps of the last flow step.
     substeps: u32,
+    /// The largest Courant-number sum and diffusivity of the last
+    /// transport step.
+    maxima: (f32, f32),
 }
 
 impl Dispersion {
@@ -161,6 +164,7 @@ impl Dispersion {
             diffusivity: Vec::new(),
             doses: vec![[0.0; MAX_FIELDS]; setup.receptors.len()],
             substeps: 0,
+            maxima: (0.0, 0.0),
             setup,
         };
         d.reset(flags);
@@ -198,6 +202,12 @@ impl Dispersion {
         &self.doses
     }
 
+    /// The largest Courant-number sum and diffusivity of the last
+    /// transport step (they set its sub-steps).
+    pub fn maxima(&self) -> (f32, f32) {
+        self.maxima
+    }
+
     /// Sub-steps the last flow step took.
     pub fn substeps(&self) -> u32 {
         self.substeps
@@ -232,7 +242,9 @@ impl Dispersion {
             self.diffusivity.push(molecular);
             molecular
         };
-        let n = Setup::substeps(span, transport::largest_courant(flags, velocity), largest);
+        let courant = transport::largest_courant(flags, velocity);
+        self.maxima = (courant, largest);
+        let n = Setup::substeps(span, courant, largest);
         self.substeps = n;
         let flow = transport::Flow {
             grid,
