@@ -456,8 +456,16 @@ pub trait Solver: Send {
     /// Force on each obstacle tag (index 0 is unused) by momentum exchange on the
     /// bounce-back links at the current step, in lattice units.
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError>;
-    /// Raw shifted populations in storage order (for checkpoints), as FP32.
+    /// Raw shifted populations in storage order (for checkpoints), as FP32:
+    /// the whole state of the flow ([`Solver::state_len`] values; another
+    /// method's, such as the projection method's velocities and pressure,
+    /// in its own layout).
     fn populations(&mut self) -> Result<Vec<f32>, SolverError>;
+    /// How many values [`Solver::populations`] hands over: Q per cell for
+    /// the lattice Boltzmann solvers.
+    fn state_len(&self) -> usize {
+        lbm::lattice::Q * self.grid().cells()
+    }
     /// Hands the raw populations to `visit` in storage order, a piece at a
     /// time, as FP32 (checkpoints): solvers that can, hand over pieces of
     /// their own storage instead of a copy of the whole lattice.

@@ -33,40 +33,61 @@ fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
     )
     .unwrap();
     let d = dir.path();
-    // Odd split point: the AA layout differs between even and odd steps.
-    let o = flowscope(&args(&["--steps", "301", "--checkpoint", "whole.ckpt"]), d);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = flowscope(&args(&["--steps", "157", "--checkpoint", "half.ckpt"]), d);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = flowscope(
-        &args(&[
+    for method in ["lbm", "projection"] {
+        let run = |extra: &[&str]| {
+            let mut a = args(&["--method", method]);
+            a.extend_from_slice(extra);
+            let o = flowscope(&a, d);
+            assert!(o.status.success(), "{method}: {}", stderr(&o));
+            o
+        };
+        // Odd split point: the AA layout differs between even and odd steps.
+        run(&["--steps", "301", "--checkpoint", "whole.ckpt"]);
+        run(&["--steps", "157", "--checkpoint", "half.ckpt"]);
+        let o = run(&[
             "--steps",
             "301",
             "--resume",
             "half.ckpt",
             "--checkpoint",
             "resumed.ckpt",
-        ]),
-        d,
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("resumed from half.ckpt at step 157"),
-        "{}",
-        stderr(&o)
-    );
-    let whole = std::fs::read(d.join("whole.ckpt")).unwrap();
-    let resumed = std::fs::read(d.join("resumed.ckpt")).unwrap();
-    assert_eq!(whole.len(), resumed.len());
-    assert!(
-        whole == resumed,
-        "resumed run differs from the uninterrupted one"
-    );
-    // And the library sees the same step and populations.
-    let s = load("cylinder.toml", SMALL);
-    let solver = cpu(&s);
-    let c = checkpoint::load(&d.join("resumed.ckpt"), s.size, solver.flags()).unwrap();
-    assert_eq!(c.step, 301);
+        ]);
+        assert!(
+            stderr(&o).contains("resumed from half.ckpt at step 157"),
+            "{method}: {}",
+            stderr(&o)
+        );
+        let whole = std::fs::read(d.join("whole.ckpt")).unwrap();
+        let resumed = std::fs::read(d.join("resumed.ckpt")).unwrap();
+        assert_eq!(whole.len(), resumed.len(), "{method}");
+        assert!(
+            whole == resumed,
+            "{method}: resumed run differs from the uninterrupted one"
+        );
+        let s = load("cylinder.toml", SMALL);
+        let solver = cpu(&s);
+        let lbm = checkpoint::load(
+            &d.join("resumed.ckpt"),
+            s.size,
+            solver.flags(),
+            solver.state_len(),
+        );
+        if method == "lbm" {
+            // The library sees the same step and populations.
+            assert_eq!(lbm.unwrap().step, 301);
+        } else {
+            // The other method's state is refused with the cause, by the
+            // library and on the command line.
+            assert!(lbm.is_err());
+            let o = flowscope(&args(&["--steps", "310", "--resume", "whole.ckpt"]), d);
+            assert!(!o.status.success());
+            assert!(
+                stderr(&o).contains("another solution method"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
 }
 
 #[test]

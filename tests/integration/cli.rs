@@ -115,7 +115,13 @@ fn a_blow_up_keeps_the_last_good_checkpoint_and_writes_its_state_apart() {
         ],
     );
     let solver = cpu(&s);
-    let c = flowscope::io::checkpoint::load(&d.join("good.ckpt"), s.size, solver.flags()).unwrap();
+    let c = flowscope::io::checkpoint::load(
+        &d.join("good.ckpt"),
+        s.size,
+        solver.flags(),
+        solver.state_len(),
+    )
+    .unwrap();
     assert!(
         c.step < blown && c.step.is_multiple_of(50),
         "{} {blown}",

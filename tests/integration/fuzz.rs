@@ -209,7 +209,7 @@ fn mutated_checkpoints_are_refused_never_trusted() {
         }
         std::fs::write(&path, &b).unwrap();
         let loaded = catch_unwind(AssertUnwindSafe(|| {
-            checkpoint::load(&path, s.size, solver.flags())
+            checkpoint::load(&path, s.size, solver.flags(), solver.state_len())
         }));
         let loaded = loaded.unwrap_or_else(|_| panic!("round {round}: panicked"));
         // A flipped bit anywhere is caught by the file's hash.

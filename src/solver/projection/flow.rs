@@ -23,6 +23,9 @@ use super::multigrid::{Pcg, Solve};
 use super::poisson::{Face, Operator};
 use crate::solver::Fields;
 
+/// Values of [`Flow::state`] after its seven planes.
+const STATE_EXTRA: usize = 5;
+
 /// What a cell is to the flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -365,6 +368,56 @@ impl Flow {
         let advective = cfl / speed.max(self.fastest_wall).max(1e-12);
         let viscous = 0.9 / (12.0 * self.nu.max(1e-12));
         advective.min(viscous)
+    }
+
+    /// Values in [`Flow::state`].
+    pub fn state_len(&self) -> usize {
+        7 * self.cells() + STATE_EXTRA
+    }
+
+    /// Everything the next steps depend on, as FP32 values: the face
+    /// velocities, the pressure (the next solve starts from it), the last
+    /// step's explicit terms (Adams–Bashforth), then whether there are any,
+    /// the time (f64) and the sub-steps taken (u64), as their bits.
+    pub fn state(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.state_len());
+        for plane in self.u.iter().chain([&self.p]).chain(&self.previous) {
+            out.extend_from_slice(plane);
+        }
+        let [t, s] = [self.time.to_bits(), self.steps];
+        out.push(f32::from_bits(self.has_previous as u32));
+        for word in [t, s] {
+            out.push(f32::from_bits((word >> 32) as u32));
+            out.push(f32::from_bits(word as u32));
+        }
+        out
+    }
+
+    /// Restores [`Flow::state`].
+    pub fn set_state(&mut self, state: &[f32]) -> Result<(), String> {
+        let n = self.cells();
+        if state.len() != self.state_len() {
+            return Err(format!(
+                "{} values for the projection method's state of {}",
+                state.len(),
+                self.state_len()
+            ));
+        }
+        let mut planes = state.chunks_exact(n);
+        for plane in self
+            .u
+            .iter_mut()
+            .chain([&mut self.p])
+            .chain(&mut self.previous)
+        {
+            plane.copy_from_slice(planes.next().expect("length checked"));
+        }
+        let rest = &state[7 * n..];
+        let word = |k: usize| (rest[k].to_bits() as u64) << 32 | rest[k + 1].to_bits() as u64;
+        self.has_previous = rest[0].to_bits() != 0;
+        self.time = f64::from_bits(word(1));
+        self.steps = word(3);
+        Ok(())
     }
 
     /// One step of length `dt`: Adams–Bashforth (Euler on the first), then

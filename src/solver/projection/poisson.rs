@@ -274,16 +274,22 @@ impl Operator {
     /// each from its neighbours' newest values.
     pub fn smooth(&self, x: &mut [f32], b: &[f32], sweeps: usize, reverse: bool) {
         let plane = self.plane();
+        let nz = self.size[2];
+        // Across a periodic z face of odd length the first and last planes
+        // hold neighbours of one colour: the last goes after the others, so
+        // that what it reads does not depend on the threads.
+        let last_apart = nz > 1 && nz % 2 == 1 && self.faces[2][0] == Face::Periodic;
         for _ in 0..sweeps {
             for colour in [reverse as usize, !reverse as usize] {
                 let shared = SharedMut(x.as_mut_ptr(), x.len());
-                (0..self.size[2]).into_par_iter().for_each(|z| {
+                let sweep_plane = |z: usize| {
                     // SAFETY: the tasks write only cells of this colour in
                     // their own plane, and read only cells of the other
                     // colour (every neighbour of a cell has the other
                     // colour, also across a periodic face of even length;
-                    // across an odd one the neighbour's old value may be
-                    // read, which a smoother tolerates) and their own cell.
+                    // across an odd one along x or y the neighbour is in
+                    // the same plane, and along z the last plane is swept
+                    // alone) and their own cell.
                     let x = unsafe { shared.slice() };
                     for y in 0..self.size[1] {
                         let start = (colour + y + z) % 2;
@@ -296,18 +302,34 @@ impl Operator {
                             }
                         }
                     }
-                });
+                };
+                (0..nz - last_apart as usize)
+                    .into_par_iter()
+                    .for_each(sweep_plane);
+                if last_apart {
+                    sweep_plane(nz - 1);
+                }
             }
         }
     }
 
-    /// Σ v over the cells that take part, and their count.
+    /// Σ v over the cells that take part, and their count; in the same
+    /// order whatever the threads (see [`dot`]).
     pub fn sum(&self, v: &[f32]) -> (f64, usize) {
-        v.par_iter()
+        let parts: Vec<(f64, usize)> = v
+            .par_chunks(REDUCTION_CHUNK)
             .enumerate()
-            .filter(|&(c, _)| self.active(c))
-            .map(|(_, &v)| (v as f64, 1usize))
-            .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+            .map(|(k, part)| {
+                let first = k * REDUCTION_CHUNK;
+                part.iter()
+                    .enumerate()
+                    .filter(|&(i, _)| self.active(first + i))
+                    .fold((0.0, 0), |(s, n), (_, &v)| (s + v as f64, n + 1))
+            })
+            .collect();
+        parts
+            .iter()
+            .fold((0.0, 0), |(s, n), &(ps, pn)| (s + ps, n + pn))
     }
 
     /// Subtracts v's mean over the cells that take part (for a singular
@@ -381,12 +403,24 @@ pub(super) fn neighbour(
     Some(q[0] + size[0] * (q[1] + size[1] * q[2]))
 }
 
-/// Σ a·b in double precision.
+/// Cells per piece of a reduction: each piece is summed in order on one
+/// thread, then the pieces in order, so that the sum does not depend on how
+/// rayon shares the work (a resumed run repeats the uninterrupted one bit
+/// for bit).
+const REDUCTION_CHUNK: usize = 1 << 12;
+
+/// Σ a·b in double precision, in the same order whatever the threads.
 pub fn dot(a: &[f32], b: &[f32]) -> f64 {
-    a.par_iter()
-        .zip(b.par_iter())
-        .map(|(&a, &b)| a as f64 * b as f64)
-        .sum()
+    let parts: Vec<f64> = a
+        .par_chunks(REDUCTION_CHUNK)
+        .zip(b.par_chunks(REDUCTION_CHUNK))
+        .map(|(a, b)| {
+            a.iter()
+                .zip(b)
+                .fold(0.0, |s, (&a, &b)| s + a as f64 * b as f64)
+        })
+        .collect();
+    parts.iter().sum()
 }
 
 /// y += k x.

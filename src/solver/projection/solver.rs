@@ -227,11 +227,20 @@ impl Solver for ProjectionSolver {
     }
 
     fn populations(&mut self) -> Result<Vec<f32>, SolverError> {
-        Err(unsupported("checkpoints"))
+        Ok(self.flow.state())
     }
 
-    fn set_populations(&mut self, _step: u64, _populations: &[f32]) -> Result<(), SolverError> {
-        Err(unsupported("checkpoints"))
+    fn state_len(&self) -> usize {
+        self.flow.state_len()
+    }
+
+    fn set_populations(&mut self, step: u64, state: &[f32]) -> Result<(), SolverError> {
+        self.flow
+            .set_state(state)
+            .map_err(SolverError::StateMismatch)?;
+        self.step = step;
+        self.snapshot = None;
+        Ok(())
     }
 
     fn memory_bytes(&self) -> u64 {

@@ -187,6 +187,10 @@ impl Solver for Carried {
         self.flow.populations()
     }
 
+    fn state_len(&self) -> usize {
+        self.flow.state_len()
+    }
+
     fn visit_populations(&mut self, visit: &mut dyn FnMut(&[f32])) -> Result<(), SolverError> {
         self.flow.visit_populations(visit)
     }

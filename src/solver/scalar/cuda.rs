@@ -224,7 +224,7 @@ impl DeviceDispersion {
         // Four rows to a block: the faces' and the strain's neighbours along
         // y are in the same block. H100, urban release moved every step:
         // +79.5% against +85.8% with blocks of one row of 128 (BENCHMARKS.md,
-        // eighth session).
+        // 2026-11-24 (late)).
         let [bx, by, bz] = [32, 4, 1];
         LaunchConfig {
             grid_dim: (nx.div_ceil(bx), ny.div_ceil(by), nz.div_ceil(bz)),

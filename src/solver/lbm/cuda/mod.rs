@@ -846,11 +846,11 @@ impl Solver for CudaSolver {
                 self.grid.cells()
             )));
         }
+        // The planes are used on this stream only (the context's event
+        // tracking is off, so the guard records nothing).
         let stream = self.stream.clone();
-        let (address, record) = planes.device_ptr_mut(&stream);
+        let (address, _guard) = planes.device_ptr_mut(&stream);
         self.launch_step_leaving_velocity(address)?;
-        // The write is queued: the planes' next users on other streams wait.
-        drop(record);
         self.sample_if_due()?;
         Ok(true)
     }
