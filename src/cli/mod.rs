@@ -83,6 +83,9 @@ pub enum Command {
         /// Override a scenario key, e.g. --set fluid.reynolds=400.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// The solution method (default: the scenario's [run] method, else lbm).
+        #[arg(long, value_enum)]
+        method: Option<crate::scenario::Method>,
     },
     /// Run a scenario headless and write the requested outputs.
     Run(Box<run::RunArgs>),
@@ -123,7 +126,11 @@ pub fn main() -> i32 {
     }));
     let result = match command {
         Command::Gui(args) => gui(args, tuning).map(|_| exit::OK),
-        Command::Info { scenario, set } => info(&scenario, &set).map(|_| exit::OK),
+        Command::Info {
+            scenario,
+            set,
+            method,
+        } => info(&scenario, &set, method).map(|_| exit::OK),
         Command::Run(args) => run::run(*args, &tuning),
         Command::Bench(args) => bench::bench(args, &tuning).map(|_| exit::OK),
         Command::Render(args) => render::render(*args, &tuning).map(|_| exit::OK),
@@ -278,8 +285,16 @@ fn face_name(f: &Face) -> String {
     }
 }
 
-fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
-    let s = Scenario::load(path, set)?;
+fn info(
+    path: &std::path::Path,
+    set: &[String],
+    method: Option<crate::scenario::Method>,
+) -> anyhow::Result<()> {
+    use crate::scenario::Method;
+    let mut s = Scenario::load(path, set)?;
+    if let Some(method) = method {
+        s.run.method = method;
+    }
     let u = &s.units;
     // `info` stays quick: cells are counted (a pass over the grid) only up to
     // a size that takes well under a second; `run` checks the rest.
@@ -299,6 +314,14 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
         .map_or("not counted above 64 M cells".into(), |v| {
             v.fluid_cells.to_string()
         });
+    println!(
+        "method          {}",
+        match s.run.method {
+            Method::Lbm => "lattice Boltzmann (D3Q19; CPU and CUDA)",
+            Method::Projection =>
+                "projection (staggered grid, Adams–Bashforth, pressure by multigrid-preconditioned CG; CPU)",
+        }
+    );
     println!(
         "grid            {} x {} x {} = {} cells ({fluid} fluid)",
         s.size[0],
@@ -410,15 +433,27 @@ fn info(path: &std::path::Path, set: &[String]) -> anyhow::Result<()> {
         println!("physical units  none given (add a [physical] section to see them)");
     }
     let bytes = |p: Precision| human_bytes(s.cells() * p.bytes_per_cell() as u64);
-    println!(
-        "memory          CPU (FP32) {}, CUDA FP32 {}, CUDA 16-bit {}",
-        bytes(Precision::Fp32),
-        bytes(Precision::Fp32),
-        bytes(Precision::Fp16)
-    );
+    let (per_cell, solver) = match s.run.method {
+        Method::Lbm => {
+            println!(
+                "memory          CPU (FP32) {}, CUDA FP32 {}, CUDA 16-bit {}",
+                bytes(Precision::Fp32),
+                bytes(Precision::Fp32),
+                bytes(Precision::Fp16)
+            );
+            (Precision::Fp32.bytes_per_cell(), "the CPU solver")
+        }
+        Method::Projection => {
+            let per_cell = crate::solver::projection::solver::BYTES_PER_CELL;
+            println!(
+                "memory          CPU (FP32) {}",
+                human_bytes(s.cells() * per_cell as u64)
+            );
+            (per_cell, "the projection method")
+        }
+    };
     if let Some(available) = available_memory() {
-        let per_cell = Precision::Fp32.bytes_per_cell() as f64;
-        if let Err(e) = s.check_memory(per_cell, available, "the CPU solver") {
+        if let Err(e) = s.check_memory(per_cell as f64, available, solver) {
             println!("warning: {}", e.message);
             println!("         {}", e.help);
         }

@@ -2,7 +2,7 @@
 //! `[run] method` or `--method`, the same cells and units as the lattice
 //! Boltzmann method, clear errors for what it does not handle yet.
 
-use crate::common::{flowscope, scenario_path, stderr};
+use crate::common::{flowscope, scenario_path, stderr, stdout};
 use flowscope::scenario::{Method, Scenario};
 use flowscope::session::select::{build, Backend};
 
@@ -99,6 +99,25 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
         "{err}"
     );
     assert!(err.contains("--method lbm"), "{err}");
+    // `info` names the method and its memory.
+    let info = |extra: &[&str]| {
+        let mut args = vec!["info", cavity.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = flowscope(&args, dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let lbm = info(&[]);
+    assert!(lbm.contains("method          lattice Boltzmann"), "{lbm}");
+    assert!(lbm.contains("CUDA 16-bit"), "{lbm}");
+    for extra in [
+        &["--method", "projection"][..],
+        &["--set", "run.method=\"projection\""][..],
+    ] {
+        let out = info(extra);
+        assert!(out.contains("method          projection"), "{out}");
+        assert!(!out.contains("CUDA 16-bit"), "{out}");
+    }
     // An unknown method is refused by name.
     let o = run(&["--set", "run.method=\"spectral\""]);
     assert!(!o.status.success());

@@ -13,6 +13,10 @@ use crate::solver::{
     MAX_STABLE_SPEED,
 };
 
+/// Memory per cell: three velocity components, their explicit terms, the
+/// pressure and the multigrid's vectors (about twice the finest grid's).
+pub const BYTES_PER_CELL: usize = 4 * (3 + 3 + 1 + 8);
+
 /// The advective CFL number the sub-steps keep to.
 const CFL: f32 = 0.5;
 /// The pressure solve's relative residual.
@@ -244,9 +248,7 @@ impl Solver for ProjectionSolver {
     }
 
     fn memory_bytes(&self) -> u64 {
-        // Three velocity components, their explicit terms, the pressure and
-        // the multigrid's vectors (about twice the finest grid's).
-        (self.grid.cells() * 4 * (3 + 3 + 1 + 8)) as u64
+        (self.grid.cells() * BYTES_PER_CELL) as u64
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
