@@ -2,11 +2,14 @@
 //!
 //! Layout (little endian): the 16-byte magic, a format version, the grid, the
 //! step, a hash of the cell flags (so a file from other geometry is refused), the
-//! storage precision, then the raw shifted populations in storage order, then
-//! the state the run carries besides the flow (contaminant concentrations and
-//! doses; version 2 on, its length in the header), then an FNV-1a hash of
-//! everything before it. A resumed run continues bit for bit: the populations
-//! and the step are the whole state of the AA scheme.
+//! length of the flow's state, then that state ([`Solver::populations`]: the
+//! lattice Boltzmann solvers' raw shifted populations in storage order, the
+//! projection method's velocities, pressure and last explicit terms; a file
+//! of the other method is refused by its length), then the state the run
+//! carries besides the flow (contaminant concentrations and doses; version 2
+//! on, its length in the header), then an FNV-1a hash of everything before
+//! it. A resumed run continues bit for bit: the populations and the step are
+//! the whole state of the AA scheme.
 
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
