@@ -314,14 +314,14 @@ fn info(
         .map_or("not counted above 64 M cells".into(), |v| {
             v.fluid_cells.to_string()
         });
-    println!(
-        "method          {}",
-        match s.run.method {
-            Method::Lbm => "lattice Boltzmann (D3Q19; CPU and CUDA)",
-            Method::Projection =>
-                "projection (staggered grid, Adams–Bashforth, pressure by multigrid-preconditioned CG; CPU)",
-        }
-    );
+    match s.run.method {
+        Method::Lbm => println!("method          lattice Boltzmann (D3Q19; CPU and CUDA)"),
+        Method::Projection => println!(
+            "method          projection (staggered grid, Adams–Bashforth, pressure by \
+             multigrid-preconditioned CG; CPU), CFL {}",
+            s.run.cfl
+        ),
+    }
     println!(
         "grid            {} x {} x {} = {} cells ({fluid} fluid)",
         s.size[0],

@@ -426,6 +426,14 @@ pub struct RunSection {
     /// The solution method.
     #[serde(default)]
     pub method: Method,
+    /// The projection method's advective CFL number: its sub-steps keep
+    /// the largest |u| Δt / Δx to it (and the viscous limit).
+    #[serde(default = "default_cfl")]
+    pub cfl: f64,
+}
+
+fn default_cfl() -> f64 {
+    0.5
 }
 
 /// How the flow is solved.
@@ -449,6 +457,7 @@ impl Default for RunSection {
             steps: default_steps(),
             until_steady: None,
             method: Method::Lbm,
+            cfl: default_cfl(),
         }
     }
 }
@@ -1351,6 +1360,16 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
             ));
         }
         obstacles.push(shape.clone());
+    }
+    if !(file.run.cfl > 0.0 && file.run.cfl <= 1.0) {
+        return Err(ctx.err(
+            None,
+            format!(
+                "run.cfl = {}: the projection method's CFL number goes from above 0 to 1",
+                file.run.cfl
+            ),
+            "use 0.5 (the default) or less",
+        ));
     }
     if let Some(tol) = file.run.until_steady {
         if !(tol > 0.0) {

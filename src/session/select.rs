@@ -305,7 +305,8 @@ fn projection(
     }
     let (flags, _links, geometry) = split(voxels_with_fluid(scenario)?);
     let params = scenario.params(&geometry.slots);
-    let solver = ProjectionSolver::new(scenario.grid(), flags, params, scenario.initial())?;
+    let solver = ProjectionSolver::new(scenario.grid(), flags, params, scenario.initial())?
+        .with_cfl(scenario.run.cfl as f32);
     let reason = format!("{} (the method has no CUDA solver yet)", solver.describe());
     Ok(Selected {
         solver: Box::new(solver),

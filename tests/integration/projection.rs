@@ -116,7 +116,18 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
     ] {
         let out = info(extra);
         assert!(out.contains("method          projection"), "{out}");
+        assert!(out.contains("CFL 0.5"), "{out}");
         assert!(!out.contains("CUDA 16-bit"), "{out}");
+    }
+    // `[run] cfl` sets its sub-steps' CFL number, said where the run starts;
+    // outside (0, 1] it is refused with the range.
+    let o = run(&["--method", "projection", "--set", "run.cfl=0.25"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CFL 0.25"), "{}", stderr(&o));
+    for bad in ["run.cfl=0", "run.cfl=1.5"] {
+        let o = run(&["--method", "projection", "--set", bad]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains("from above 0 to 1"), "{}", stderr(&o));
     }
     // An unknown method is refused by name.
     let o = run(&["--set", "run.method=\"spectral\""]);

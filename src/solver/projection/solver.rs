@@ -17,7 +17,8 @@ use crate::solver::{
 /// pressure and the multigrid's vectors (about twice the finest grid's).
 pub const BYTES_PER_CELL: usize = 4 * (3 + 3 + 1 + 8);
 
-/// The advective CFL number the sub-steps keep to.
+/// The advective CFL number the sub-steps keep to, unless set
+/// ([`ProjectionSolver::with_cfl`], `[run] cfl`).
 const CFL: f32 = 0.5;
 /// The pressure solve's relative residual.
 const TOLERANCE: f64 = 1e-6;
@@ -31,6 +32,8 @@ pub struct ProjectionSolver {
     step: u64,
     /// The fields and step of the last steadiness check.
     snapshot: Option<(Fields, u64)>,
+    /// The advective CFL number of the sub-steps.
+    cfl: f32,
 }
 
 impl ProjectionSolver {
@@ -49,7 +52,14 @@ impl ProjectionSolver {
             flow,
             step: 0,
             snapshot: None,
+            cfl: CFL,
         })
+    }
+
+    /// The same with sub-steps that keep the advective CFL number to `cfl`
+    /// (0 < cfl ≤ 1, as the scenario checks).
+    pub fn with_cfl(self, cfl: f32) -> ProjectionSolver {
+        ProjectionSolver { cfl, ..self }
     }
 
     fn flow(
@@ -89,7 +99,7 @@ impl ProjectionSolver {
     /// The sub-steps per lattice time unit the flow needs at its largest
     /// velocity `speed`.
     fn substeps(&self, speed: f32) -> u32 {
-        let dt = self.flow.stable_dt_at(CFL, speed);
+        let dt = self.flow.stable_dt_at(self.cfl, speed);
         (1.0 / dt).ceil().clamp(1.0, 1e6) as u32
     }
 }
@@ -119,8 +129,9 @@ fn unsupported(what: &str) -> SolverError {
 impl Solver for ProjectionSolver {
     fn describe(&self) -> String {
         format!(
-            "projection method, CPU (rayon, {} threads; staircase walls)",
-            rayon::current_num_threads()
+            "projection method, CPU (rayon, {} threads; staircase walls; CFL {})",
+            rayon::current_num_threads(),
+            self.cfl
         )
     }
 
@@ -296,5 +307,26 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_cfl_number_sets_the_sub_steps() {
+        let grid = Grid {
+            size: [8, 8, 4],
+            periodic: [true; 3],
+        };
+        // τ = 0.55: the viscous limit is far above the advective one here.
+        let s = ProjectionSolver::new(
+            grid,
+            vec![0; grid.cells()],
+            Params::new(0.55, Collision::Bgk),
+            Initial::Uniform([0.0; 3]),
+        )
+        .unwrap();
+        let half = s.substeps(0.9);
+        let s = s.with_cfl(0.25);
+        assert_eq!(s.substeps(0.9), 2 * half, "{half}");
+        assert!(half >= 2);
+        assert!(s.describe().contains("CFL 0.25"));
     }
 }
