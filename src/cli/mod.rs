@@ -478,7 +478,7 @@ fn compile_kernels(
         .flat_map(|(p, m)| [(p, m, false), (p, m, true)]);
     for (precision, model, velocity) in variants {
         let defines = if velocity {
-            format!("{} WRITE_VELOCITY", tuning.kernel_defines)
+            crate::solver::lbm::cuda::leaving_velocity(&tuning.kernel_defines)
         } else {
             tuning.kernel_defines.clone()
         };

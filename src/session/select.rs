@@ -301,7 +301,8 @@ fn projection(
         .into());
     }
     if let Some(bytes) = available {
-        scenario.check_memory(60.0, bytes, "the projection solver")?;
+        let per_cell = crate::solver::projection::solver::BYTES_PER_CELL;
+        scenario.check_memory(per_cell as f64, bytes, "the projection solver")?;
     }
     let (flags, _links, geometry) = split(voxels_with_fluid(scenario)?);
     let params = scenario.params(&geometry.slots);

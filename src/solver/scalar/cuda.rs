@@ -23,6 +23,9 @@ use crate::solver::{Grid, Params, Solver, SolverError};
 
 const SOURCE: &str = include_str!("../../../kernels/scalar/transport.cu");
 
+/// Layers per thread of `eddy_maxima` (its MAXIMA_LAYERS).
+const MAXIMA_LAYERS: u32 = 32;
+
 struct Kernels {
     fluxes: CudaFunction,
     update: CudaFunction,
@@ -265,9 +268,8 @@ impl DeviceDispersion {
         }
         self.stream.memset_zeros(&mut self.largest).map_err(dev)?;
         let (eddy, sct) = (begun.eddy as u32, self.setup.schmidt_turbulent);
-        // MAXIMA_LAYERS layers per thread.
         let mut cfg = self.lattice_config();
-        cfg.grid_dim.2 = (self.grid.size[2] as u32).div_ceil(32 * cfg.block_dim.2);
+        cfg.grid_dim.2 = (self.grid.size[2] as u32).div_ceil(MAXIMA_LAYERS * cfg.block_dim.2);
         let mut b = self.stream.launch_builder(&self.kernels.eddy_maxima);
         b.arg(&self.role)
             .arg(&self.velocity)

@@ -133,7 +133,6 @@ impl Engine for Host {
         if !velocity.is_empty() {
             let n = velocity.len() / 3;
             let v = &mut self.velocity;
-            v.rho = vec![1.0; n];
             v.ux = velocity[..n].to_vec();
             v.uy = velocity[n..2 * n].to_vec();
             v.uz = velocity[2 * n..].to_vec();

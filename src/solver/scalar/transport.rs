@@ -8,8 +8,8 @@
 //! about numerical diffusion) nor over- or undershoots (c stays within [0,
 //! the source's value]). The update is unsplit (every face's flux from the
 //! same values, which is what a GPU kernel wants), with sub-steps keeping
-//! the sum of the three Courant
-//! numbers at or below [`CFL`], where the scheme is bounded. Diffusion is the
+//! the sum of the three Courant numbers at or below [`CFL`], where the
+//! scheme is bounded. Diffusion is the
 //! explicit 7-point Laplacian with face diffusivities averaged from the
 //! cells'. Every face flux is a function of the face's two cells alone, so
 //! what leaves one cell enters its neighbour exactly: the total is conserved

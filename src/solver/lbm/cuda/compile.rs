@@ -22,6 +22,12 @@ pub fn kernel_source(precision: Precision, defines_text: &str, model: bool) -> S
     format!("{}{define}{model}{KERNEL_SOURCE}", defines(defines_text))
 }
 
+/// The `#define` words of the module whose step kernels also leave the
+/// velocity they read (a contaminant's transport steps), after `defines`.
+pub fn leaving_velocity(defines: &str) -> String {
+    format!("{defines} WRITE_VELOCITY")
+}
+
 /// `#define` lines for a developer's tuning string such as `ODD_PAIR_BLOCKS=3`
 /// ([`crate::system::Tuning::kernel_defines`], for benchmarks of kernel variants without a
 /// rebuild).

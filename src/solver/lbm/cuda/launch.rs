@@ -239,6 +239,19 @@ pub enum StepKernel {
     Odd4,
 }
 
+/// The module of a step's kernels: `velocity`, compiled with
+/// `WRITE_VELOCITY`, with `leave_velocity` (once loaded), else `plain`.
+fn step_kernels<'a>(
+    plain: &'a Kernels,
+    velocity: &'a Option<Kernels>,
+    leave_velocity: bool,
+) -> &'a Kernels {
+    match (velocity, leave_velocity) {
+        (Some(k), true) => k,
+        _ => plain,
+    }
+}
+
 impl Kernels {
     pub(super) fn step(&self, kernel: StepKernel) -> &CudaFunction {
         match kernel {
@@ -395,11 +408,8 @@ impl CudaSolver {
             self.block,
             self.odd_quads,
         );
-        let kernels = match (&self.velocity_kernels, leave_velocity) {
-            (Some(k), true) => k,
-            _ => &self.kernels,
-        };
-        let function = kernels.step(kernel);
+        let function =
+            step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity).step(kernel);
         let (mut n, mut c0, mut c1, mut z0) = (n, c0, c1, layers.start as u32);
         let mut args = [
             (&raw mut f).cast::<c_void>(),
@@ -470,10 +480,7 @@ impl CudaSolver {
                 shared_mem_bytes: 0,
             };
             let cells = self.near_dev.slice(a..z);
-            let kernels = match (&self.velocity_kernels, leave_velocity) {
-                (Some(k), true) => k,
-                _ => &self.kernels,
-            };
+            let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
             let mut b = self.stream.launch_builder(&kernels.boundary);
             self.lattice.arg_mut(&mut b);
             let first = a as u32;

@@ -25,7 +25,7 @@ use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 
-pub use compile::{compile, compile_options, kernel_source, KERNEL_SOURCE};
+pub use compile::{compile, compile_options, kernel_source, leaving_velocity, KERNEL_SOURCE};
 pub(crate) use device::guarded;
 pub use device::{
     availability, check_fits, device_count, largest_cube, probe, probe_device, CudaUnavailable,
@@ -159,7 +159,7 @@ impl KernelBuild {
     /// The same with `WRITE_VELOCITY`: step kernels that leave the velocity.
     fn leaving_velocity(&self) -> KernelBuild {
         KernelBuild {
-            defines: format!("{} WRITE_VELOCITY", self.defines),
+            defines: compile::leaving_velocity(&self.defines),
             ..self.clone()
         }
     }
