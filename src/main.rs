@@ -1,5 +1,6 @@
 //! The `flowscope` binary: see `flowscope --help`.
 
 fn main() {
-    std::process::exit(flowscope::cli::main());
+    // Through `ranks::exit`: under `mpirun` the ranks end together.
+    flowscope::system::ranks::exit(flowscope::cli::main());
 }

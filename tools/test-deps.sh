@@ -5,6 +5,9 @@
 # - Mesa's lavapipe software Vulkan adapter: the GPU render tests run on it
 #   and fail without it (they never skip).
 # - Xvfb: the window test runs under it.
+# - Open MPI and libclang: the tests build with `--features mpi` (the `mpi`
+#   crate's bindings are generated against the system's mpi.h) and run
+#   `mpirun -n 2` and `-n 3`.
 # - Python with `vtk` (the .vti files are read back by an independent reader)
 #   and NVRTC 13.0 from `nvidia-cuda-nvrtc` (the CUDA kernels are compiled in
 #   the tests, no GPU needed; the GPU machine has CUDA 13.0). Where the
@@ -19,6 +22,11 @@ apt_packages=()
 ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || apt_packages+=(mesa-vulkan-drivers libvulkan1)
 command -v Xvfb >/dev/null || apt_packages+=(xvfb)
 command -v python3 >/dev/null || apt_packages+=(python3)
+command -v mpirun >/dev/null || apt_packages+=(openmpi-bin)
+[ -e /usr/include/x86_64-linux-gnu/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] \
+    || apt_packages+=(libopenmpi-dev)
+# (libclang.so itself: libclang-cpp is another library.)
+ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || apt_packages+=(libclang-dev)
 
 has_python_packages() {
     python3 - 2>/dev/null <<'PY'

@@ -111,6 +111,10 @@ pub enum Command {
 pub fn main() -> i32 {
     crate::system::tune_allocator();
     let cli = Cli::parse();
+    if let Err(e) = crate::system::ranks::init() {
+        eprintln!("error: {e}");
+        return exit::ERROR;
+    }
     // The only place the environment's developer knobs are read.
     let tuning = Tuning::from_env();
     crate::system::set_portable_simd(tuning.portable_simd);
@@ -124,6 +128,17 @@ pub fn main() -> i32 {
         display_limit: None,
         smoke_frames: None,
     }));
+    if let (Some(w), false) = (
+        crate::system::ranks::world(),
+        matches!(command, Command::Run(_)),
+    ) {
+        crate::system::ranks::report(&format!(
+            "error: only `flowscope run` spreads over MPI processes; start this command \
+             without mpirun (it was started as one of {} processes)",
+            w.size()
+        ));
+        return exit::ERROR;
+    }
     let result = match command {
         Command::Gui(args) => gui(args, tuning).map(|_| exit::OK),
         Command::Info {
@@ -144,10 +159,12 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Through `ranks::report`: a rank other than 0 prints nothing else.
+            let mut message = format!("error: {e}");
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                message.push_str(&format!("\n  caused by: {cause}"));
             }
+            crate::system::ranks::report(&message);
             exit::ERROR
         }
     }

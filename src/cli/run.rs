@@ -16,7 +16,7 @@ use crate::scenario::Scenario;
 use crate::session::select;
 use crate::solver::average::welford;
 use crate::solver::{Averages, Fields, Schedule, Solver};
-use crate::system::Tuning;
+use crate::system::{ranks, Tuning};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -139,8 +139,12 @@ impl Outputs<'_> {
             return Ok(());
         }
         let step = solver.time_step();
+        // Every rank gathers (the call is collective); rank 0 writes.
         let fields = solver.fields()?;
         let averages = solver.averages()?;
+        if !ranks::is_root() {
+            return Ok(());
+        }
         if let Some(path) = &args.vti {
             self.write_vti(
                 &place(path, step),
@@ -292,6 +296,17 @@ fn save_checkpoint(solver: &mut dyn Solver, path: &Path) -> anyhow::Result<()> {
     Ok(checkpoint::save(path, solver)?)
 }
 
+/// Creates a CSV that grows row by row, on rank 0 alone.
+fn growing_csv(path: &Path, header: &str) -> anyhow::Result<Option<GrowingFile>> {
+    if !ranks::is_root() {
+        return Ok(None);
+    }
+    let mut f =
+        GrowingFile::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_line(header)?;
+    Ok(Some(f))
+}
+
 fn install_interrupt() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();
@@ -376,15 +391,12 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
 
     let mut forces_file = match &args.forces {
         Some(path) => {
-            let mut f = GrowingFile::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
             let mut header = String::from("step");
             for o in &obstacles {
                 let tag = o.name.replace([' ', '(', ')'], "");
                 header.push_str(&format!(",cd_{tag},cl_{tag}"));
             }
-            f.write_line(&header)?;
-            Some(f)
+            growing_csv(path, &header)?
         }
         None => None,
     };
@@ -397,10 +409,7 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
                     path.display()
                 );
             }
-            let mut f = GrowingFile::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            f.write_line(&receptor_header(&names))?;
-            Some(f)
+            growing_csv(path, &receptor_header(&names))?
         }
         None => None,
     };
@@ -471,9 +480,10 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
             eprintln!("error: {err}");
             return Ok(exit::UNSTABLE);
         }
-        if let Some(f) = forces_file.as_mut() {
-            if t % args.every == 0 || t == target {
-                let forces = solver.obstacle_forces()?;
+        if args.forces.is_some() && (t % args.every == 0 || t == target) {
+            // Every rank reduces the forces; rank 0 has the file.
+            let forces = solver.obstacle_forces()?;
+            if let Some(f) = forces_file.as_mut() {
                 let mut row = format!("{t}");
                 let mut coefficients = Vec::with_capacity(2 * obstacles.len());
                 for (k, o) in obstacles.iter().enumerate() {
@@ -489,9 +499,10 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
                 }
             }
         }
-        if let Some(f) = receptors_file.as_mut() {
-            if t % args.every == 0 || t == target {
-                f.write_line(&receptor_row(t, &solver.receptors()))?;
+        if args.receptors.is_some() && (t % args.every == 0 || t == target) {
+            let readings = solver.receptors();
+            if let Some(f) = receptors_file.as_mut() {
+                f.write_line(&receptor_row(t, &readings))?;
             }
         }
         if (until_steady.is_some() || !args.quiet) && t % args.every == 0 {
@@ -508,9 +519,11 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
             if t % vti_every == 0 {
                 let fields = solver.fields()?;
                 let averages = solver.averages()?;
-                series
-                    .write(t, &fields, averages.as_ref(), solver.flags())
-                    .with_context(|| format!("cannot write {}", series.member(t).display()))?;
+                if ranks::is_root() {
+                    series
+                        .write(t, &fields, averages.as_ref(), solver.flags())
+                        .with_context(|| format!("cannot write {}", series.member(t).display()))?;
+                }
             }
         }
         let secs = step_time.as_secs_f64().max(1e-9);
@@ -542,7 +555,9 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
                 break;
             }
         }
-        if interrupted.load(Ordering::SeqCst) {
+        // A signal may reach the ranks at different steps: they stop together.
+        let stop = interrupted.load(Ordering::SeqCst);
+        if ranks::world().map_or(stop, |w| w.any(stop)) {
             bar.suspend(|| eprintln!("interrupted at step {t}; writing outputs"));
             code = exit::INTERRUPTED;
             break;

@@ -119,6 +119,12 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
     if let Some(e) = solver.stats()?.instability() {
         return Err(e.into());
     }
+    if !crate::system::ranks::is_root() {
+        // Under MPI rank 0 writes the whole state; the others take part in
+        // gathering it, in the order rank 0 asks for it below.
+        solver.carried_state()?;
+        return Ok(solver.visit_populations(&mut |_| {})?);
+    }
     let size = solver.grid().size;
     let count = solver.state_len() as u64;
     let (step, hash) = (solver.time_step(), flags_hash(solver.flags()));

@@ -11,6 +11,7 @@ use crate::solver::lbm::slabs::{Partition, SlabSolver};
 use crate::solver::projection::ProjectionSolver;
 use crate::solver::scalar::Carried;
 use crate::solver::{Fields, Initial, Precision, Solver, SolverError};
+use crate::system::ranks::Peers;
 use crate::system::Tuning;
 
 /// How many GPUs to spread one domain over.
@@ -210,6 +211,109 @@ fn cuda_slabs(
         Ok(slab)
     })?;
     Ok((solver, geometry))
+}
+
+/// This process's slab of a run over MPI ranks: the CPU solver, or CUDA on
+/// GPU `rank % GPUs` (ranks may share a GPU), with the halos through the host.
+fn on_ranks(
+    scenario: &Scenario,
+    backend: &Backend,
+    peers: &'static dyn Peers,
+) -> Result<Selected, SelectError> {
+    let ranks = peers.size();
+    if scenario.run.method == Method::Projection {
+        return Err(SolverError::InvalidParams(format!(
+            "the projection method does not split over MPI processes yet: run it without \
+             mpirun (one process), or use the lattice Boltzmann method (--method lbm) with \
+             mpirun -n {ranks}"
+        ))
+        .into());
+    }
+    if backend.gpus != Gpus::One {
+        return Err(SolverError::InvalidParams(
+            "--gpus with mpirun: each MPI process drives one slab on one GPU; start one \
+             process per GPU instead (mpirun -n <GPUs>)"
+                .into(),
+        )
+        .into());
+    }
+    let cuda = match backend.choice {
+        Choice::Cpu => false,
+        Choice::Cuda => true,
+        Choice::Auto => cuda::probe().is_ok(),
+    };
+    let partition = Partition::new(scenario.grid(), ranks).map_err(|e| {
+        SolverError::InvalidParams(format!("mpirun -n {ranks}, one slab per process: {e}"))
+    })?;
+    let (flags, links, geometry) = split(if cuda {
+        voxels_on_gpu(scenario)?
+    } else {
+        voxels_with_fluid(scenario)?
+    });
+    let params = scenario.params(&geometry.slots);
+    let initial = scenario.initial();
+    let p = partition.clone();
+    let solver: Box<dyn Solver> = if cuda {
+        let gpus = cuda::device_count().map_err(SelectError::CudaUnavailable)?;
+        let gpu = peers.rank() % gpus.max(1);
+        let local = p.local_grid(peers.rank());
+        let info = cuda::probe_device(gpu).map_err(SelectError::CudaUnavailable)?;
+        cuda::check_fits(local.size, backend.precision, info.free_bytes).map_err(|e| {
+            SelectError::Scenario(ScenarioError {
+                file: scenario.path.clone(),
+                line: None,
+                message: format!("rank {} (GPU {gpu}): {e}", peers.rank()),
+                help: "make domain.size smaller or start more processes".into(),
+            })
+        })?;
+        Box::new(SlabSolver::on_ranks(
+            partition,
+            flags,
+            params,
+            Some(peers),
+            |s, grid, flags, owned, params| {
+                let mut slab = CudaSolver::on_device(
+                    Placement {
+                        ordinal: gpu,
+                        owned: Some(owned),
+                    },
+                    grid,
+                    flags,
+                    params,
+                    slab_initial(&p, s, &initial),
+                    backend.precision,
+                    &backend.tuning,
+                )?;
+                let local = p.local_links(s, &links);
+                if !local.is_empty() {
+                    slab.set_links(local)?;
+                }
+                Ok(slab)
+            },
+        )?)
+    } else {
+        Box::new(SlabSolver::on_ranks(
+            partition,
+            flags,
+            params,
+            Some(peers),
+            |s, grid, flags, owned, params| {
+                let mut slab =
+                    CpuSolver::slab(grid, flags, params, slab_initial(&p, s, &initial), owned)?;
+                let local = p.local_links(s, &links);
+                if !local.is_empty() {
+                    slab.set_links(local)?;
+                }
+                Ok(slab)
+            },
+        )?)
+    };
+    let reason = solver.describe();
+    Ok(Selected {
+        solver,
+        reason,
+        geometry,
+    })
 }
 
 /// CUDA on one GPU or as slabs over several.
@@ -433,6 +537,9 @@ fn build_flow(
             geometry,
         })
     };
+    if let Some(peers) = crate::system::ranks::world() {
+        return on_ranks(scenario, backend, peers);
+    }
     if scenario.run.method == Method::Projection {
         return projection(scenario, backend, available);
     }

@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+pub mod ranks;
+
 /// Memory the system can give us now (Linux `MemAvailable`), if known.
 pub fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;

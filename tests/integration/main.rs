@@ -13,6 +13,8 @@ mod dispersion;
 mod forces;
 mod fuzz;
 mod mesh;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod panel;
 mod physics;
 mod projection;

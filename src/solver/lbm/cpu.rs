@@ -956,23 +956,38 @@ impl SlabLattice for CpuSolver {
         _after_even: bool,
     ) -> Result<(), SolverError> {
         for t in transfers {
-            let (from, to) = (&slabs[t.from], &slabs[t.to]);
-            let nxy = from.grid.size[0] * from.grid.size[1];
-            let (n_from, n_to) = (from.grid.cells(), to.grid.cells());
-            // The five planes as the wire would carry them.
-            let mut planes = Vec::with_capacity(5 * nxy);
-            for &k in &t.slots {
-                let src = k * n_from + t.from_layer * nxy;
-                planes.extend_from_slice(&slabs[t.from].f[src..src + nxy]);
-            }
-            let dst = |p: usize| t.slots[p / nxy] * n_to + t.to_layer * nxy + p % nxy;
-            let f = &mut slabs[t.to].f;
-            match &t.mask {
-                None => (0..planes.len()).for_each(|p| f[dst(p)] = planes[p]),
-                Some(mask) => mask
-                    .iter()
-                    .for_each(|&p| f[dst(p as usize)] = planes[p as usize]),
-            }
+            let planes = slabs[t.from].read_planes(t.from_layer, &t.slots)?;
+            slabs[t.to].write_planes(t.to_layer, &t.slots, &planes, t.mask.as_deref())?;
+        }
+        Ok(())
+    }
+
+    fn read_planes(&mut self, layer: usize, slots: &[usize; 5]) -> Result<Vec<f32>, SolverError> {
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        let n = self.grid.cells();
+        let mut planes = Vec::with_capacity(5 * nxy);
+        for &k in slots {
+            let at = k * n + layer * nxy;
+            planes.extend_from_slice(&self.f[at..at + nxy]);
+        }
+        Ok(planes)
+    }
+
+    fn write_planes(
+        &mut self,
+        layer: usize,
+        slots: &[usize; 5],
+        planes: &[f32],
+        mask: Option<&[u32]>,
+    ) -> Result<(), SolverError> {
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        let n = self.grid.cells();
+        let at = |p: usize| slots[p / nxy] * n + layer * nxy + p % nxy;
+        match mask {
+            None => (0..planes.len()).for_each(|p| self.f[at(p)] = planes[p]),
+            Some(mask) => mask
+                .iter()
+                .for_each(|&p| self.f[at(p as usize)] = planes[p as usize]),
         }
         Ok(())
     }

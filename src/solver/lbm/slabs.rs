@@ -35,6 +35,7 @@ use super::links::WallLinks;
 use crate::solver::{
     average, Averages, ChangeSums, Fields, Grid, Params, Schedule, Solver, SolverError, Stats,
 };
+use crate::system::ranks::Peers;
 
 /// Directions crossing a face upwards (e_z = +1), in index order.
 pub const UP: [usize; 5] = crossing(1);
@@ -172,6 +173,12 @@ impl Partition {
             });
         }
         Ok(Partition { grid, slabs })
+    }
+
+    /// Global coordinates of a cell of slab `s`'s lattice.
+    pub fn global_cell(&self, s: usize, local: [usize; 3]) -> [usize; 3] {
+        let layers = self.slabs[s].global_layers();
+        [local[0], local[1], layers[local[2].min(layers.len() - 1)]]
     }
 
     fn plane(&self) -> usize {
@@ -359,6 +366,18 @@ pub trait SlabLattice: Solver + Sized {
         transfers: &[Transfer],
         after_even: bool,
     ) -> Result<(), SolverError>;
+    /// The populations of `slots` in local layer `layer`, as five planes: what
+    /// crosses to a slab of another process (once the edges are updated).
+    fn read_planes(&mut self, layer: usize, slots: &[usize; 5]) -> Result<Vec<f32>, SolverError>;
+    /// Writes five planes of [`SlabLattice::read_planes`] into local layer
+    /// `layer`: only the entries of `mask` (as in [`Transfer::mask`]) when given.
+    fn write_planes(
+        &mut self,
+        layer: usize,
+        slots: &[usize; 5],
+        planes: &[f32],
+        mask: Option<&[u32]>,
+    ) -> Result<(), SolverError>;
     /// Ends the current step.
     fn advance(&mut self);
     /// Waits until every exchange started has landed.
@@ -373,13 +392,48 @@ pub trait SlabLattice: Solver + Sized {
     fn add_sample(&mut self) -> Result<(), SolverError>;
 }
 
-/// One domain as slabs on several devices, behaving as one [`Solver`].
+/// The transfers of one exchange (after an even step, or an odd one), as this
+/// process makes them.
+#[derive(Default)]
+struct Exchange {
+    /// Between slabs this process holds, in their local numbering.
+    local: Vec<Transfer>,
+    /// To or from a slab of another process, in the partition's numbering,
+    /// each with its message tag (its place in the whole list, the same on
+    /// both sides).
+    remote: Vec<(i32, Transfer)>,
+}
+
+impl Exchange {
+    fn split(all: Vec<Transfer>, held: &Range<usize>) -> Exchange {
+        let mut out = Exchange::default();
+        for (tag, t) in all.into_iter().enumerate() {
+            match (held.contains(&t.from), held.contains(&t.to)) {
+                (true, true) => out.local.push(Transfer {
+                    from: t.from - held.start,
+                    to: t.to - held.start,
+                    ..t
+                }),
+                (false, false) => {}
+                _ => out.remote.push((tag as i32, t)),
+            }
+        }
+        out
+    }
+}
+
+/// One domain as slabs on several devices, behaving as one [`Solver`]; under
+/// MPI each process holds some of the slabs and the others' travel as messages
+/// ([`crate::system::ranks`]).
 pub struct SlabSolver<S: SlabLattice> {
     partition: Partition,
+    /// The slabs of this process: `held` of the partition.
     slabs: Vec<S>,
+    held: Range<usize>,
+    peers: Option<&'static dyn Peers>,
     link: S::Link,
-    fill: Vec<Transfer>,
-    write_back: Vec<Transfer>,
+    fill: Exchange,
+    write_back: Exchange,
     flags: Vec<u8>,
     /// The parameters of the whole grid (each slab gets
     /// [`Partition::local_params`]).
@@ -398,12 +452,34 @@ impl<S: SlabLattice> SlabSolver<S> {
         partition: Partition,
         cell_flags: Vec<u8>,
         params: Params,
+        build: impl FnMut(usize, Grid, Vec<u8>, Range<usize>, Params) -> Result<S, SolverError>,
+    ) -> Result<SlabSolver<S>, SolverError> {
+        Self::on_ranks(partition, cell_flags, params, None, build)
+    }
+
+    /// As [`SlabSolver::new`], with the slabs shared among the processes of
+    /// `peers` in rank order (an equal number each); `build` is called for
+    /// this process's slabs only.
+    pub fn on_ranks(
+        partition: Partition,
+        cell_flags: Vec<u8>,
+        params: Params,
+        peers: Option<&'static dyn Peers>,
         mut build: impl FnMut(usize, Grid, Vec<u8>, Range<usize>, Params) -> Result<S, SolverError>,
     ) -> Result<SlabSolver<S>, SolverError> {
+        let count = partition.slabs.len();
+        let (ranks, rank) = peers.map_or((1, 0), |p| (p.size(), p.rank()));
+        if !count.is_multiple_of(ranks) {
+            return Err(SolverError::InvalidParams(format!(
+                "{count} slabs cannot be shared equally by {ranks} processes"
+            )));
+        }
+        let per_rank = count / ranks;
+        let held = rank * per_rank..(rank + 1) * per_rank;
         let mut flags = cell_flags;
         crate::solver::flags::mark_near_cells(&partition.grid, &mut flags);
-        let mut slabs = Vec::with_capacity(partition.slabs.len());
-        for s in 0..partition.slabs.len() {
+        let mut slabs = Vec::with_capacity(per_rank);
+        for s in held.clone() {
             let local = partition.scatter(s, &flags, 1);
             slabs.push(build(
                 s,
@@ -413,15 +489,18 @@ impl<S: SlabLattice> SlabSolver<S> {
                 partition.local_params(s, &params),
             )?);
         }
-        let fill = partition.transfers(true);
+        let fill = Exchange::split(partition.transfers(true), &held);
         let mut write_back = partition.transfers(false);
         partition.mask_write_back(&mut write_back, &flags);
-        let link = S::link(&mut slabs, &fill, &write_back)?;
+        let write_back = Exchange::split(write_back, &held);
+        let link = S::link(&mut slabs, &fill.local, &write_back.local)?;
         Ok(SlabSolver {
             fill,
             write_back,
             partition,
             slabs,
+            held,
+            peers,
             link,
             flags,
             params,
@@ -443,12 +522,6 @@ impl<S: SlabLattice> SlabSolver<S> {
         &self.link
     }
 
-    /// Global coordinates of a cell of slab `s`'s lattice.
-    fn global_coords(&self, s: usize, local: [usize; 3]) -> [usize; 3] {
-        let layers = self.partition.slabs[s].global_layers();
-        [local[0], local[1], layers[local[2].min(layers.len() - 1)]]
-    }
-
     /// Samples the time averages of every slab if one is due now.
     fn sample_if_due(&mut self) -> Result<(), SolverError> {
         let Some((schedule, samples)) = self.averages.as_mut() else {
@@ -465,28 +538,136 @@ impl<S: SlabLattice> SlabSolver<S> {
         Ok(())
     }
 
+    /// Every slab's `get`, in the partition's order: this process's computed
+    /// here, the others' gathered from their processes (every process calls
+    /// this together). Slab `s` gives `len(s)` values.
+    fn each_slab<T: Copy>(
+        &mut self,
+        len: impl Fn(usize) -> usize,
+        gather: fn(&dyn Peers, &[T]) -> Vec<T>,
+        mut get: impl FnMut(usize, &mut S) -> Result<Vec<T>, SolverError>,
+    ) -> Result<Vec<Vec<T>>, SolverError> {
+        let mut mine = Vec::with_capacity(self.slabs.len());
+        for (s, slab) in self.held.clone().zip(&mut self.slabs) {
+            let values = get(s, slab)?;
+            if values.len() != len(s) {
+                return Err(SolverError::StateMismatch(format!(
+                    "slab {s} gave {} values where {} were expected",
+                    values.len(),
+                    len(s)
+                )));
+            }
+            mine.push(values);
+        }
+        let Some(peers) = self.peers else {
+            return Ok(mine);
+        };
+        let all = gather(peers, &mine.concat());
+        let mut at = 0;
+        Ok((0..self.partition.slabs.len())
+            .map(|s| {
+                let part = all[at..at + len(s)].to_vec();
+                at += len(s);
+                part
+            })
+            .collect())
+    }
+
     fn gather_planes(
         &mut self,
         planes: usize,
         get: impl Fn(&mut S) -> Result<Vec<f32>, SolverError>,
     ) -> Result<Vec<f32>, SolverError> {
         let n = self.partition.grid.cells();
+        let p = self.partition.clone();
+        let all = self.each_slab(
+            |s| planes * p.local_grid(s).cells(),
+            |peers, v| peers.all_gather_f32(v),
+            |_, slab| get(slab),
+        )?;
         let mut out = vec![0.0f32; planes * n];
-        for s in 0..self.slabs.len() {
-            let local = get(&mut self.slabs[s])?;
-            self.partition.gather(s, &local, planes, &mut out);
+        for (s, local) in all.iter().enumerate() {
+            self.partition.gather(s, local, planes, &mut out);
         }
         Ok(out)
+    }
+
+    /// [`SlabSolver::each_slab`] of f64 values (sums stay exact on the wire).
+    fn each_slab_f64(
+        &mut self,
+        len: usize,
+        get: impl FnMut(usize, &mut S) -> Result<Vec<f64>, SolverError>,
+    ) -> Result<Vec<Vec<f64>>, SolverError> {
+        self.each_slab(|_| len, |peers, v| peers.all_gather_f64(v), get)
+    }
+
+    /// The interior of the current step on every slab of this process, with
+    /// the transfers to and from other processes' slabs in flight meanwhile.
+    fn update_interior(
+        &mut self,
+        interior: &[Vec<Range<usize>>],
+        after_even: bool,
+    ) -> Result<(), SolverError> {
+        let update = |slabs: &mut [S]| -> Result<(), SolverError> {
+            for (slab, layers) in slabs.iter_mut().zip(interior) {
+                slab.update(Part::Interior, layers)?;
+                slab.advance();
+            }
+            Ok(())
+        };
+        let exchange = if after_even {
+            &self.fill
+        } else {
+            &self.write_back
+        };
+        let peers = match self.peers {
+            Some(p) if !self.skip_exchange && !exchange.remote.is_empty() => p,
+            _ => return update(&mut self.slabs),
+        };
+        let held = self.held.clone();
+        let rank_of = |s: usize| s / held.len();
+        let nxy = self.partition.plane();
+        let mut sends = Vec::new();
+        let mut receives = Vec::new();
+        let mut landing = Vec::new();
+        for (tag, t) in &exchange.remote {
+            if held.contains(&t.from) {
+                let planes = self.slabs[t.from - held.start].read_planes(t.from_layer, &t.slots)?;
+                sends.push((rank_of(t.to), *tag, planes));
+            } else {
+                receives.push((rank_of(t.from), *tag, vec![0.0f32; 5 * nxy]));
+                landing.push(t);
+            }
+        }
+        let sends: Vec<(usize, i32, &[f32])> =
+            sends.iter().map(|(r, tag, v)| (*r, *tag, &v[..])).collect();
+        let mut result = Ok(());
+        let slabs = &mut self.slabs;
+        peers.exchange(&sends, &mut receives, &mut || result = update(slabs));
+        result?;
+        for ((_, _, planes), t) in receives.iter().zip(landing) {
+            self.slabs[t.to - held.start].write_planes(
+                t.to_layer,
+                &t.slots,
+                planes,
+                t.mask.as_deref(),
+            )?;
+        }
+        Ok(())
     }
 }
 
 impl<S: SlabLattice> Solver for SlabSolver<S> {
     fn describe(&self) -> String {
-        format!(
-            "{} slabs along z, each: {}",
-            self.slabs.len(),
-            self.slabs[0].describe()
-        )
+        let count = self.partition.slabs.len();
+        match self.peers {
+            Some(p) => format!(
+                "{count} slabs along z over {} MPI processes, each: {}",
+                p.size(),
+                self.slabs[0].describe()
+            ),
+            None => format!("{count} slabs along z, each: {}", self.slabs[0].describe()),
+        }
     }
 
     fn grid(&self) -> &Grid {
@@ -502,7 +683,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
-        for (k, s) in self.slabs.iter_mut().enumerate() {
+        for (k, s) in self.held.clone().zip(&mut self.slabs) {
             s.set_params(self.partition.local_params(k, &params))?;
         }
         self.params = params;
@@ -522,23 +703,21 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             .iter()
             .map(|s| s.part(Part::Interior))
             .collect();
+        let (edges, interior) = (&edges[self.held.clone()], &interior[self.held.clone()]);
         for _ in 0..n {
-            for (slab, layers) in self.slabs.iter_mut().zip(&edges) {
+            for (slab, layers) in self.slabs.iter_mut().zip(edges) {
                 slab.update(Part::Edges, layers)?;
             }
+            let after_even = self.t.is_multiple_of(2);
             if !self.skip_exchange {
-                let after_even = self.t.is_multiple_of(2);
                 let transfers = if after_even {
-                    &self.fill
+                    &self.fill.local
                 } else {
-                    &self.write_back
+                    &self.write_back.local
                 };
                 S::exchange(&mut self.link, &mut self.slabs, transfers, after_even)?;
             }
-            for (slab, layers) in self.slabs.iter_mut().zip(&interior) {
-                slab.update(Part::Interior, layers)?;
-                slab.advance();
-            }
+            self.update_interior(interior, after_even)?;
             self.t += 1;
             self.sample_if_due()?;
         }
@@ -628,6 +807,20 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn stats(&mut self) -> Result<Stats, SolverError> {
+        let p = self.partition.clone();
+        let global = |s: usize, c: [usize; 3]| p.global_cell(s, c).map(|v| v as f64);
+        // Each slab's numbers as exact f64s: mass, cells, momentum (3),
+        // largest speed and its cell (3), whether and where it is non-finite (4).
+        let all = self.each_slab_f64(13, |s, slab| {
+            let st = slab.stats()?;
+            let mut v = vec![st.mass, st.cells as f64];
+            v.extend(st.mean_velocity.map(|m| m * st.cells as f64));
+            v.push(st.max_speed as f64);
+            v.extend(global(s, st.max_speed_cell));
+            v.push(st.non_finite_cell.is_some() as u8 as f64);
+            v.extend(global(s, st.non_finite_cell.unwrap_or_default()));
+            Ok(v)
+        })?;
         let mut total = Stats {
             step: self.t,
             mass: 0.0,
@@ -640,19 +833,20 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
         let mut momentum = [0.0f64; 3];
         let grid = self.partition.grid;
         let mut first_bad: Option<usize> = None;
-        for s in 0..self.slabs.len() {
-            let st = self.slabs[s].stats()?;
-            total.mass += st.mass;
-            total.cells += st.cells;
+        let cell = |v: &[f64]| [v[0] as usize, v[1] as usize, v[2] as usize];
+        for v in &all {
+            total.mass += v[0];
+            total.cells += v[1] as u64;
             for d in 0..3 {
-                momentum[d] += st.mean_velocity[d] * st.cells as f64;
+                momentum[d] += v[2 + d];
             }
-            if st.max_speed > total.max_speed {
-                total.max_speed = st.max_speed;
-                total.max_speed_cell = self.global_coords(s, st.max_speed_cell);
+            let max_speed = v[5] as f32;
+            if max_speed > total.max_speed {
+                total.max_speed = max_speed;
+                total.max_speed_cell = cell(&v[6..9]);
             }
-            if let Some(c) = st.non_finite_cell {
-                let [x, y, z] = self.global_coords(s, c);
+            if v[9] != 0.0 {
+                let [x, y, z] = cell(&v[10..13]);
                 let index = grid.index(x, y, z);
                 if first_bad.is_none_or(|b| index < b) {
                     first_bad = Some(index);
@@ -666,9 +860,13 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
-        let mut total = vec![[0.0f64; 3]; crate::solver::flags::MAX_TAG as usize + 1];
-        for s in &mut self.slabs {
-            for (acc, f) in total.iter_mut().zip(s.obstacle_forces()?) {
+        let tags = crate::solver::flags::MAX_TAG as usize + 1;
+        let all = self.each_slab_f64(3 * tags, |_, slab| {
+            Ok(slab.obstacle_forces()?.into_iter().flatten().collect())
+        })?;
+        let mut total = vec![[0.0f64; 3]; tags];
+        for forces in &all {
+            for (acc, f) in total.iter_mut().zip(forces.chunks_exact(3)) {
                 for d in 0..3 {
                     acc[d] += f[d];
                 }
@@ -690,9 +888,9 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             )));
         }
         // Halos get their neighbours' whole layers: right for either parity.
-        for s in 0..self.slabs.len() {
+        for (s, slab) in self.held.clone().zip(&mut self.slabs) {
             let local = self.partition.scatter(s, populations, Q);
-            self.slabs[s].set_populations(step, &local)?;
+            slab.set_populations(step, &local)?;
         }
         self.averages = None;
         self.t = step;
@@ -704,16 +902,21 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
+        // Per slab: whether it has sums yet, its steps, and the two sums.
+        let all = self.each_slab_f64(4, |_, slab| {
+            Ok(match slab.change_sums()? {
+                Some(c) => vec![1.0, c.steps as f64, c.diff, c.norm],
+                None => vec![0.0; 4],
+            })
+        })?;
         let mut total: Option<ChangeSums> = None;
-        for s in &mut self.slabs {
-            if let Some(c) = s.change_sums()? {
-                let t = total.get_or_insert(ChangeSums {
-                    steps: c.steps,
-                    ..Default::default()
-                });
-                t.diff += c.diff;
-                t.norm += c.norm;
-            }
+        for v in all.iter().filter(|v| v[0] != 0.0) {
+            let t = total.get_or_insert(ChangeSums {
+                steps: v[1] as u64,
+                ..Default::default()
+            });
+            t.diff += v[2];
+            t.norm += v[3];
         }
         Ok(total.map(|t| t.ratio()))
     }

@@ -116,6 +116,32 @@ impl CudaSolver {
     }
 }
 
+/// A plane's bytes as populations on the wire: FP32 values, or 16-bit
+/// patterns carried in the low half of an f32's bits.
+fn populations_of(bytes: &[u8], precision: crate::solver::Precision) -> Vec<f32> {
+    match precision.bytes_per_population() {
+        4 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        _ => bytes
+            .chunks_exact(2)
+            .map(|b| f32::from_bits(u16::from_ne_bytes([b[0], b[1]]) as u32))
+            .collect(),
+    }
+}
+
+/// The inverse of [`populations_of`].
+fn bytes_of(populations: &[f32], precision: crate::solver::Precision) -> Vec<u8> {
+    match precision.bytes_per_population() {
+        4 => populations.iter().flat_map(|v| v.to_ne_bytes()).collect(),
+        _ => populations
+            .iter()
+            .flat_map(|v| (v.to_bits() as u16).to_ne_bytes())
+            .collect(),
+    }
+}
+
 impl SlabLattice for CudaSolver {
     type Link = CudaLink;
 
@@ -332,6 +358,55 @@ impl SlabLattice for CudaSolver {
             let l = s.link.as_mut().expect("a slab solver has a link");
             l.comm_done.record(&l.comm).map_err(dev)?;
             l.pending = true;
+        }
+        Ok(())
+    }
+
+    /// Through the host (MPI without CUDA awareness): the planes of a 16-bit
+    /// lattice travel as their bit patterns, one per f32.
+    fn read_planes(&mut self, layer: usize, slots: &[usize; 5]) -> Result<Vec<f32>, SolverError> {
+        self.ctx.bind_to_thread().map_err(dev)?;
+        self.stream.synchronize().map_err(dev)?;
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        let mut out = Vec::with_capacity(5 * nxy);
+        for &slot in slots {
+            let (src, bytes) = self.plane(slot, layer);
+            let mut host = vec![0u8; bytes];
+            // SAFETY: the plane lies inside the lattice; the copy is synchronous.
+            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut host[..], src) }.map_err(dev)?;
+            out.extend(populations_of(&host, self.precision));
+        }
+        Ok(out)
+    }
+
+    fn write_planes(
+        &mut self,
+        layer: usize,
+        slots: &[usize; 5],
+        planes: &[f32],
+        mask: Option<&[u32]>,
+    ) -> Result<(), SolverError> {
+        self.ctx.bind_to_thread().map_err(dev)?;
+        let nxy = self.grid.size[0] * self.grid.size[1];
+        // A masked write keeps the entries outside the mask: read, merge, write.
+        let merged;
+        let planes = match mask {
+            None => planes,
+            Some(mask) => {
+                let mut now = self.read_planes(layer, slots)?;
+                for &p in mask {
+                    now[p as usize] = planes[p as usize];
+                }
+                merged = now;
+                &merged[..]
+            }
+        };
+        self.stream.synchronize().map_err(dev)?;
+        for (k, &slot) in slots.iter().enumerate() {
+            let (dst, _) = self.plane(slot, layer);
+            let host = bytes_of(&planes[k * nxy..(k + 1) * nxy], self.precision);
+            // SAFETY: the plane lies inside the lattice; the copy is synchronous.
+            unsafe { cudarc::driver::result::memcpy_htod_sync(dst, &host[..]) }.map_err(dev)?;
         }
         Ok(())
     }
