@@ -15,7 +15,7 @@ use crate::io::{checkpoint, probe, vti, GrowingFile};
 use crate::scenario::Scenario;
 use crate::session::select;
 use crate::solver::average::welford;
-use crate::solver::{Averages, Fields, Schedule, Solver};
+use crate::solver::{Averages, Fields, Piece, Schedule, Solver};
 use crate::system::{ranks, Tuning};
 
 #[derive(clap::Args, Debug)]
@@ -40,6 +40,9 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub method: Option<crate::scenario::Method>,
     /// Write the final fields as VTK image data (.vti, opens in ParaView).
+    /// Under mpirun a .pvti name has each process write its own piece
+    /// (out_0.vti, …) and rank 0 the collection that ParaView opens, for grids
+    /// too large to gather on one machine.
     #[arg(long, value_name = "FILE")]
     pub vti: Option<PathBuf>,
     /// Sample ρ, u, p on a line: X0,Y0,Z0:X1,Y1,Z1:N (cell coordinates).
@@ -76,6 +79,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "K", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub average_every: u64,
     /// Save the full solver state to FILE at the end (and every --checkpoint-every steps).
+    /// A .ckpt holds it whole (under mpirun gathered on rank 0: it resumes on
+    /// any number of processes); a .pckpt names one piece per process
+    /// (FILE_0.ckpt, …), for grids too large to gather, and resumes on as many.
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     #[arg(long, value_name = "N", requires = "checkpoint", value_parser = clap::value_parser!(u64).range(1..))]
@@ -99,11 +105,11 @@ impl Outputs<'_> {
     /// not throw a computation away at its end.
     fn check(args: &RunArgs) -> anyhow::Result<()> {
         let outputs = [
-            (&args.vti, "--vti", &["vti"][..]),
+            (&args.vti, "--vti", &["vti", "pvti"][..]),
             (&args.probe_out, "--probe-out", &["csv"][..]),
             (&args.receptors, "--receptors", &["csv"][..]),
             (&args.forces, "--forces", &["csv"][..]),
-            (&args.checkpoint, "--checkpoint", &["ckpt"][..]),
+            (&args.checkpoint, "--checkpoint", &["ckpt", "pckpt"][..]),
         ];
         for (path, option, extensions) in outputs {
             if let Some(path) = path {
@@ -111,6 +117,13 @@ impl Outputs<'_> {
             }
         }
         if let (Some(vti), Some(_)) = (&args.vti, args.vti_every) {
+            if is_pvti(vti) {
+                bail!(
+                    "--vti-every writes a series of .vti files: name --vti {} with the .vti \
+                     extension (a .pvti is written once, at the end)",
+                    vti.display()
+                );
+            }
             let pvd = vti.with_extension("pvd");
             crate::io::check_output(&pvd, "--vti-every", &["pvd"]).map_err(anyhow::Error::msg)?;
         }
@@ -135,17 +148,24 @@ impl Outputs<'_> {
         place: impl Fn(&Path, u64) -> PathBuf,
     ) -> anyhow::Result<()> {
         let args = self.args;
-        if args.vti.is_none() && args.probe.is_none() {
+        let step = solver.time_step();
+        let (pieces, whole) = match &args.vti {
+            Some(path) if is_pvti(path) => (Some(path), None),
+            vti => (None, vti.as_ref()),
+        };
+        if let Some(path) = pieces {
+            self.write_pieces(solver, &place(path, step))?;
+        }
+        if whole.is_none() && args.probe.is_none() {
             return Ok(());
         }
-        let step = solver.time_step();
         // Every rank gathers (the call is collective); rank 0 writes.
         let fields = solver.fields()?;
         let averages = solver.averages()?;
         if !ranks::is_root() {
             return Ok(());
         }
-        if let Some(path) = &args.vti {
+        if let Some(path) = whole {
             self.write_vti(
                 &place(path, step),
                 &fields,
@@ -175,6 +195,46 @@ impl Outputs<'_> {
                     "no checkpoint written: no good state was saved before the blow-up (a blown-up state cannot be resumed)"
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// A `.pvti` and its pieces: each process writes its own (one piece in
+    /// one process), rank 0 the collection.
+    fn write_pieces(&self, solver: &mut dyn Solver, path: &Path) -> anyhow::Result<()> {
+        let piece = match solver.piece()? {
+            Some(piece) => piece,
+            None => {
+                let fields = solver.fields()?;
+                let last = fields.size[2] - 1;
+                Piece {
+                    first_layer: 0,
+                    averages: solver.averages()?,
+                    flags: solver.flags().to_vec(),
+                    fields,
+                    extents: vec![[0, last]],
+                }
+            }
+        };
+        let own = vti::piece_path(path, ranks::rank());
+        vti::write_at(
+            &own,
+            &piece.fields,
+            piece.averages.as_ref(),
+            &piece.flags,
+            self.physical.as_ref(),
+            piece.first_layer,
+        )
+        .with_context(|| format!("cannot write {}", own.display()))?;
+        if ranks::is_root() {
+            vti::write_pvti(path, &piece, self.physical.as_ref())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!(
+                "wrote {} ({} piece{} beside it)",
+                path.display(),
+                piece.extents.len(),
+                if piece.extents.len() == 1 { "" } else { "s" }
+            );
         }
         Ok(())
     }
@@ -209,6 +269,15 @@ impl Outputs<'_> {
         eprintln!("wrote {}", path.display());
         Ok(())
     }
+}
+
+fn has_extension(path: &Path, ext: &str) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case(ext))
+}
+
+fn is_pvti(path: &Path) -> bool {
+    has_extension(path, "pvti")
 }
 
 /// Mean and RMS of the force coefficients over the rows of the averaging
@@ -292,8 +361,14 @@ fn receptor_row(t: u64, receptors: &[(String, Vec<crate::solver::scalar::Reading
     row
 }
 
+/// A `.pckpt` is saved in pieces, one per process; a `.ckpt` whole, gathered
+/// on rank 0 under MPI.
 fn save_checkpoint(solver: &mut dyn Solver, path: &Path) -> anyhow::Result<()> {
-    Ok(checkpoint::save(path, solver)?)
+    if has_extension(path, "pckpt") {
+        Ok(checkpoint::save_pieces(path, solver)?)
+    } else {
+        Ok(checkpoint::save_gathered(path, solver)?)
+    }
 }
 
 /// Creates a CSV that grows row by row, on rank 0 alone.
@@ -357,7 +432,11 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
     let obstacles = selected.geometry.obstacles;
 
     if let Some(path) = &args.resume {
-        let step = checkpoint::restore(path, solver.as_mut())?;
+        let step = if has_extension(path, "pckpt") {
+            checkpoint::restore_pieces(path, solver.as_mut())?
+        } else {
+            checkpoint::restore(path, solver.as_mut())?
+        };
         eprintln!("resumed from {} at step {step}", path.display());
     }
 
@@ -601,6 +680,9 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         stats.mean_velocity[1],
         stats.mean_velocity[2]
     );
+    if let Some(note) = solver.exchange_note() {
+        eprintln!("{note}");
+    }
     outputs.write(solver.as_mut())?;
     Ok(code)
 }

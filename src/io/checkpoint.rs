@@ -49,6 +49,14 @@ pub enum CheckpointError {
         found: u64,
         expected: u64,
     },
+    #[error("{path} was written by {found} processes, and this run has {expected}: resume it with mpirun -n {found} (or write a .ckpt, which resumes on any number)")]
+    Processes {
+        path: PathBuf,
+        found: usize,
+        expected: usize,
+    },
+    #[error("checkpoint {path}: {why}")]
+    Pieces { path: PathBuf, why: String },
 }
 
 /// What a checkpoint holds.
@@ -118,12 +126,6 @@ impl Hashing<'_> {
 pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError> {
     if let Some(e) = solver.stats()?.instability() {
         return Err(e.into());
-    }
-    if !crate::system::ranks::is_root() {
-        // Under MPI rank 0 writes the whole state; the others take part in
-        // gathering it, in the order rank 0 asks for it below.
-        solver.carried_state()?;
-        return Ok(solver.visit_populations(&mut |_| {})?);
     }
     let size = solver.grid().size;
     let count = solver.state_len() as u64;
@@ -304,6 +306,136 @@ pub fn load(
         populations,
         carried,
     })
+}
+
+/// [`save`] under MPI: rank 0 writes the whole state, the other processes take
+/// part in gathering it (in the order `save` asks for it).
+pub fn save_gathered(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError> {
+    if crate::system::ranks::is_root() {
+        return save(path, solver);
+    }
+    if let Some(e) = solver.stats()?.instability() {
+        return Err(e.into());
+    }
+    solver.carried_state()?;
+    Ok(solver.visit_populations(&mut |_| {})?)
+}
+
+/// First line of a checkpoint written in pieces.
+const PIECES_MAGIC: &str = "flowscope checkpoint in pieces, format 1";
+
+/// The file of process `k`'s piece of the checkpoint `path` (`run.pckpt` →
+/// `run_0.ckpt`), beside it.
+pub fn piece_path(path: &Path, k: usize) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!("{stem}_{k}.ckpt"))
+}
+
+/// A checkpoint per process, for grids too large to gather on one machine:
+/// each process saves its own lattice ([`Solver::own_lattice`], halos
+/// included; the whole in one process) as a plain checkpoint,
+/// [`piece_path`]`(path, rank)`; once every piece is written, rank 0 writes
+/// `path`, which names how many there are and the step they hold. It resumes
+/// on the same number of processes ([`restore_pieces`]).
+pub fn save_pieces(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError> {
+    use crate::system::ranks;
+    if solver.carried_state()?.is_some() {
+        return Err(CheckpointError::Pieces {
+            path: path.into(),
+            why: "a run with contaminants is saved whole: name the checkpoint .ckpt".into(),
+        });
+    }
+    let (size, step) = (solver.grid().size, solver.time_step());
+    let piece = piece_path(path, ranks::rank());
+    let written = match solver.own_lattice() {
+        Some(own) => save(&piece, own),
+        None => save(&piece, solver),
+    };
+    // No manifest names a piece that is missing.
+    let failed = ranks::world().map_or(written.is_err(), |w| w.any(written.is_err()));
+    written?;
+    if failed {
+        return Err(CheckpointError::Pieces {
+            path: path.into(),
+            why: "another process could not write its piece (its message says why)".into(),
+        });
+    }
+    if !ranks::is_root() {
+        return Ok(());
+    }
+    let processes = ranks::world().map_or(1, |w| w.size());
+    let [nx, ny, nz] = size;
+    let text = format!("{PIECES_MAGIC}\nprocesses {processes}\nsize {nx} {ny} {nz}\nstep {step}\n");
+    super::write_atomically(path, |f| f.write_all(text.as_bytes())).map_err(|source| {
+        CheckpointError::Io {
+            what: "write",
+            path: path.into(),
+            source,
+        }
+    })
+}
+
+/// Resumes [`save_pieces`]' checkpoint: each process loads its own piece.
+pub fn restore_pieces(path: &Path, solver: &mut dyn Solver) -> Result<u64, CheckpointError> {
+    use crate::system::ranks;
+    let text = std::fs::read_to_string(path).map_err(|source| CheckpointError::Io {
+        what: "read",
+        path: path.into(),
+        source,
+    })?;
+    let not_one = |why: &str| CheckpointError::NotACheckpoint {
+        path: path.into(),
+        why: why.into(),
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(PIECES_MAGIC) {
+        return Err(not_one(
+            "its first line does not name a checkpoint in pieces",
+        ));
+    }
+    let mut field = |key: &str| -> Result<Vec<u64>, CheckpointError> {
+        lines
+            .next()
+            .and_then(|l| l.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().map(|w| w.parse().ok()).collect())
+            .ok_or_else(|| not_one(&format!("no line `{key} …`")))
+    };
+    let (processes, size, step) = match (field("processes")?, field("size")?, field("step")?) {
+        (p, s, t) if p.len() == 1 && s.len() == 3 && t.len() == 1 => {
+            (p[0] as usize, [s[0], s[1], s[2]].map(|v| v as usize), t[0])
+        }
+        _ => return Err(not_one("a line holds the wrong number of values")),
+    };
+    let expected = ranks::world().map_or(1, |w| w.size());
+    if processes != expected {
+        return Err(CheckpointError::Processes {
+            path: path.into(),
+            found: processes,
+            expected,
+        });
+    }
+    if size != solver.grid().size {
+        return Err(CheckpointError::Grid {
+            path: path.into(),
+            found: format!("{size:?}"),
+            expected: format!("{:?}", solver.grid().size),
+        });
+    }
+    let piece = piece_path(path, ranks::rank());
+    let resumed = match solver.own_lattice() {
+        Some(own) => restore(&piece, own)?,
+        None => restore(&piece, solver)?,
+    };
+    if resumed != step {
+        return Err(CheckpointError::Pieces {
+            path: path.into(),
+            why: format!(
+                "{} holds step {resumed} but the checkpoint step {step}: a piece of another checkpoint",
+                piece.display()
+            ),
+        });
+    }
+    Ok(step)
 }
 
 /// Loads a checkpoint for `solver`'s scenario and puts its state in

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::scenario::units::Units;
 use crate::solver::flags::NEAR;
-use crate::solver::{Averages, Fields};
+use crate::solver::{Averages, Fields, Piece};
 
 /// Scales from lattice to SI units (from a scenario's `[physical]` section).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,6 +51,35 @@ pub fn write(
     flags: &[u8],
     physical: Option<&Physical>,
 ) -> std::io::Result<()> {
+    write_at(path, fields, averages, flags, physical, 0)
+}
+
+/// One array of the file: name, VTK type, components, values.
+type Block = (String, &'static str, usize, Values);
+
+/// An array's values, kept in their own type (no copy to bytes).
+enum Values {
+    F32(Vec<f32>),
+    U8(Vec<u8>),
+}
+
+impl Values {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Values::F32(v) => bytemuck::cast_slice(v),
+            Values::U8(v) => v,
+        }
+    }
+}
+
+/// The arrays of a file, in order, and the name of the vector array shown
+/// first.
+fn blocks(
+    fields: &Fields,
+    averages: Option<&Averages>,
+    flags: &[u8],
+    physical: Option<&Physical>,
+) -> (Vec<Block>, &'static str) {
     let [nx, ny, nz] = fields.size;
     let n = nx * ny * nz;
     let pressure: Vec<f32> = (0..n).map(|c| fields.pressure(c)).collect();
@@ -126,23 +155,59 @@ pub fn write(
             to_si.map(|(scale, name)| (name, *comps, scaled(values, scale)))
         })
         .collect();
-    let mut blocks: Vec<(&str, &str, usize, &[u8])> =
-        vec![("rho", "Float32", 1, bytemuck::cast_slice(&fields.rho))];
-    for (name, comps, values, _) in &arrays {
-        blocks.push((name, "Float32", *comps, bytemuck::cast_slice(values)));
+    let float = |name: &str, comps: usize, values: Vec<f32>| -> Block {
+        (name.to_string(), "Float32", comps, Values::F32(values))
+    };
+    let mut blocks = vec![float("rho", 1, fields.rho.clone())];
+    for (name, comps, values, _) in arrays {
+        blocks.push(float(name, comps, values));
     }
-    for (name, comps, values) in &si {
-        blocks.push((name, "Float32", *comps, bytemuck::cast_slice(values)));
+    for (name, comps, values) in si {
+        blocks.push(float(name, comps, values));
     }
-    blocks.push(("flags", "UInt8", 1, &geometry));
-    let (spacing, vectors) = match physical {
+    blocks.push(("flags".into(), "UInt8", 1, Values::U8(geometry)));
+    let vectors = match physical {
+        Some(_) => "velocity_m_s",
+        None => "velocity",
+    };
+    (blocks, vectors)
+}
+
+fn spacing(physical: Option<&Physical>) -> String {
+    match physical {
         Some(p) => {
             let d = p.cell_size_m;
-            (format!("{d:e} {d:e} {d:e}"), "velocity_m_s")
+            format!("{d:e} {d:e} {d:e}")
         }
-        None => ("1 1 1".to_string(), "velocity"),
-    };
-    let extent = format!("0 {} 0 {} 0 {}", nx - 1, ny - 1, nz - 1);
+        None => "1 1 1".to_string(),
+    }
+}
+
+/// The extent of `size` points starting at global layer `first_layer`.
+fn extent(size: [usize; 3], first_layer: usize) -> String {
+    let [nx, ny, nz] = size;
+    format!(
+        "0 {} 0 {} {first_layer} {}",
+        nx - 1,
+        ny - 1,
+        first_layer + nz - 1
+    )
+}
+
+/// As [`write`], for fields whose first layer is the grid's layer
+/// `first_layer`: one piece of a [`write_pvti`] collection, itself a
+/// complete file.
+pub fn write_at(
+    path: &Path,
+    fields: &Fields,
+    averages: Option<&Averages>,
+    flags: &[u8],
+    physical: Option<&Physical>,
+    first_layer: usize,
+) -> std::io::Result<()> {
+    let (blocks, vectors) = blocks(fields, averages, flags, physical);
+    let spacing = spacing(physical);
+    let extent = extent(fields.size, first_layer);
     let mut xml = String::new();
     xml.push_str("<?xml version=\"1.0\"?>\n");
     xml.push_str("<VTKFile type=\"ImageData\" version=\"1.0\" byte_order=\"LittleEndian\" header_type=\"UInt64\">\n");
@@ -150,23 +215,70 @@ pub fn write(
         "  <ImageData WholeExtent=\"{extent}\" Origin=\"0 0 0\" Spacing=\"{spacing}\">\n    <Piece Extent=\"{extent}\">\n      <PointData Scalars=\"rho\" Vectors=\"{vectors}\">\n"
     ));
     let mut offset = 0usize;
-    for (name, ty, comps, bytes) in &blocks {
+    for (name, ty, comps, values) in &blocks {
         xml.push_str(&format!(
             "        <DataArray type=\"{ty}\" Name=\"{name}\" NumberOfComponents=\"{comps}\" format=\"appended\" offset=\"{offset}\"/>\n"
         ));
-        offset += 8 + bytes.len();
+        offset += 8 + values.bytes().len();
     }
     xml.push_str(
         "      </PointData>\n    </Piece>\n  </ImageData>\n  <AppendedData encoding=\"raw\">\n   _",
     );
     super::write_atomically(path, |file| {
         file.write_all(xml.as_bytes())?;
-        for (_, _, _, bytes) in &blocks {
+        for (_, _, _, values) in &blocks {
+            let bytes = values.bytes();
             file.write_all(&(bytes.len() as u64).to_le_bytes())?;
             file.write_all(bytes)?;
         }
         file.write_all(b"\n  </AppendedData>\n</VTKFile>\n")
     })
+}
+
+/// The file name of piece `k` of the collection `path` (`out.pvti` →
+/// `out_0.vti`), beside it.
+pub fn piece_path(path: &Path, k: usize) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!("{stem}_{k}.vti"))
+}
+
+/// A ParaView parallel image file (`.pvti`) tying together the pieces
+/// [`piece_path`]`(path, k)` of layers `extents[k]` (first and last,
+/// inclusive) of a grid `nx × ny` in the plane; `piece` is any one of them,
+/// for the list of arrays.
+pub fn write_pvti(path: &Path, piece: &Piece, physical: Option<&Physical>) -> std::io::Result<()> {
+    let (blocks, vectors) = blocks(
+        &piece.fields,
+        piece.averages.as_ref(),
+        &piece.flags,
+        physical,
+    );
+    let [nx, ny, _] = piece.fields.size;
+    let last = piece.extents.last().map_or(0, |e| e[1]);
+    let whole = extent([nx, ny, last + 1], 0);
+    let spacing = spacing(physical);
+    let mut xml = String::new();
+    xml.push_str("<?xml version=\"1.0\"?>\n");
+    xml.push_str("<VTKFile type=\"PImageData\" version=\"1.0\" byte_order=\"LittleEndian\" header_type=\"UInt64\">\n");
+    xml.push_str(&format!(
+        "  <PImageData WholeExtent=\"{whole}\" GhostLevel=\"0\" Origin=\"0 0 0\" Spacing=\"{spacing}\">\n    <PPointData Scalars=\"rho\" Vectors=\"{vectors}\">\n"
+    ));
+    for (name, ty, comps, _) in &blocks {
+        xml.push_str(&format!(
+            "      <PDataArray type=\"{ty}\" Name=\"{name}\" NumberOfComponents=\"{comps}\"/>\n"
+        ));
+    }
+    xml.push_str("    </PPointData>\n");
+    for (k, [first, last]) in piece.extents.iter().enumerate() {
+        let source = piece_path(path, k);
+        let source = source.file_name().unwrap_or_default().to_string_lossy();
+        let extent = extent([nx, ny, last - first + 1], *first);
+        xml.push_str(&format!(
+            "    <Piece Extent=\"{extent}\" Source=\"{source}\"/>\n"
+        ));
+    }
+    xml.push_str("  </PImageData>\n</VTKFile>\n");
+    super::write_atomically(path, |file| file.write_all(xml.as_bytes()))
 }
 
 /// A numbered series of `.vti` files beside `base` (`out.vti` →

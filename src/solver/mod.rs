@@ -378,6 +378,20 @@ pub struct Stats {
     pub non_finite_cell: Option<[usize; 3]>,
 }
 
+/// One process's part of the fields (the pieces of a ParaView `.pvti`):
+/// its layers along z and the first layer of the next process's, since the
+/// pieces of point data share their boundary points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Piece {
+    /// Global layer of the piece's first layer.
+    pub first_layer: usize,
+    pub fields: Fields,
+    pub averages: Option<Averages>,
+    pub flags: Vec<u8>,
+    /// Every process's first and last layer (inclusive), in rank order.
+    pub extents: Vec<[usize; 2]>,
+}
+
 /// Largest lattice speed we accept before calling a run unstable.
 pub const MAX_STABLE_SPEED: f32 = 0.5;
 
@@ -538,6 +552,22 @@ pub trait Solver: Send {
     /// this UUID can import ([`display::SharedFrame`]), or (`None`) no more.
     /// Solvers that cannot (another device, no CUDA) ignore it.
     fn share_display(&mut self, _device: Option<[u8; 16]>) {}
+    /// Where a solver spread over processes spent its halo exchange (rank 0's
+    /// view), once it has stepped.
+    fn exchange_note(&self) -> Option<String> {
+        None
+    }
+    /// This process's own lattice when the solver is spread over processes
+    /// (MPI): its slab, halos included, for a checkpoint per process; `None`
+    /// in one process.
+    fn own_lattice(&mut self) -> Option<&mut dyn Solver> {
+        None
+    }
+    /// This process's part of the fields when the solver is spread over
+    /// processes (MPI); `None` in one process (see [`Piece`]).
+    fn piece(&mut self) -> Result<Option<Piece>, SolverError> {
+        Ok(None)
+    }
 
     /// State beyond the flow that a checkpoint keeps (the contaminants of
     /// [`scalar::carried::Carried`]), as FP32 values; `None` without any.

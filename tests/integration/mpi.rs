@@ -169,3 +169,112 @@ fn commands_other_than_run_are_refused_under_mpirun() {
         "{e}"
     );
 }
+
+/// Reads a `.pvti` and a `.vti` with Python's vtk and says whether every
+/// array is equal.
+const SAME_AS_VTI: &str = r#"
+import sys
+import numpy as np
+from vtkmodules.vtkIOXML import vtkXMLImageDataReader, vtkXMLPImageDataReader
+from vtkmodules.util.numpy_support import vtk_to_numpy
+def read(reader, path):
+    reader.SetFileName(path)
+    reader.Update()
+    return reader.GetOutput()
+pieces = read(vtkXMLPImageDataReader(), sys.argv[1])
+whole = read(vtkXMLImageDataReader(), sys.argv[2])
+assert pieces.GetDimensions() == whole.GetDimensions(), (pieces.GetDimensions(), whole.GetDimensions())
+a, b = pieces.GetPointData(), whole.GetPointData()
+names = sorted(b.GetArrayName(i) for i in range(b.GetNumberOfArrays()))
+assert sorted(a.GetArrayName(i) for i in range(a.GetNumberOfArrays())) == names, names
+for name in names:
+    x, y = vtk_to_numpy(a.GetArray(name)), vtk_to_numpy(b.GetArray(name))
+    assert x.shape == y.shape and np.array_equal(x, y), name
+print("same", len(names), "arrays", pieces.GetDimensions())
+"#;
+
+#[test]
+fn pieces_written_by_three_processes_open_in_vtk_as_the_single_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let path = scenario_path("cube.toml");
+    let s = path.to_str().unwrap();
+    let averages = [
+        "--steps",
+        "20",
+        "--average-from",
+        "10",
+        "--average-every",
+        "2",
+    ];
+    let with = |out: &'static str| [&averages[..], &["--vti", out]].concat();
+    let o = flowscope(&run_args(s, &with("whole.vti")), d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = mpirun(3, &run_args(s, &with("parts.pvti")), d);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("parts.pvti (3 pieces beside it)"), "{e}");
+    // One process writes a collection of one piece.
+    let o = flowscope(&run_args(s, &with("one.pvti")), d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (pvti, pieces) in [("parts.pvti", 3), ("one.pvti", 1)] {
+        for k in 0..pieces {
+            let stem = pvti.trim_end_matches(".pvti");
+            assert!(d.join(format!("{stem}_{k}.vti")).exists());
+        }
+        let out = Command::new("python3")
+            .args(["-c", SAME_AS_VTI, pvti, "whole.vti"])
+            .current_dir(d)
+            .output()
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.starts_with("same"),
+            "{pvti}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_checkpoint_in_pieces_resumes_on_as_many_processes_and_refuses_another_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let path = scenario_path("cylinder.toml");
+    let s = path.to_str().unwrap();
+    let o = flowscope(&run_args(s, &["--steps", "21", "--vti", "straight.vti"]), d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = mpirun(
+        2,
+        &run_args(s, &["--steps", "11", "--checkpoint", "c.pckpt"]),
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(d.join("c_0.ckpt").exists() && d.join("c_1.ckpt").exists());
+    let resume = [
+        "--steps",
+        "21",
+        "--resume",
+        "c.pckpt",
+        "--vti",
+        "resumed.vti",
+    ];
+    let o = mpirun(2, &run_args(s, &resume), d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(bytes(&d.join("resumed.vti")) == bytes(&d.join("straight.vti")));
+    for n in [1, 3] {
+        let o = if n == 1 {
+            flowscope(&run_args(s, &resume), d)
+        } else {
+            mpirun(n, &run_args(s, &resume), d)
+        };
+        let e = stderr(&o);
+        assert!(!o.status.success(), "{e}");
+        assert!(
+            e.contains(&format!(
+                "was written by 2 processes, and this run has {n}: resume it with mpirun -n 2"
+            )),
+            "{e}"
+        );
+    }
+}

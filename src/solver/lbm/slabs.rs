@@ -33,7 +33,8 @@ use std::ops::Range;
 use super::lattice::{E, Q};
 use super::links::WallLinks;
 use crate::solver::{
-    average, Averages, ChangeSums, Fields, Grid, Params, Schedule, Solver, SolverError, Stats,
+    average, Averages, ChangeSums, Fields, Grid, Params, Piece, Schedule, Solver, SolverError,
+    Stats,
 };
 use crate::system::ranks::Peers;
 
@@ -440,9 +441,24 @@ pub struct SlabSolver<S: SlabLattice> {
     params: Params,
     /// When the time averages sample, while they are kept.
     averages: Option<(Schedule, u64)>,
-    t: u64,
     /// Skip the exchange (benchmarks only: measures what it costs; results are wrong).
     pub skip_exchange: bool,
+    /// Where the exchange with other processes took its time.
+    spent: ExchangeTime,
+}
+
+/// Seconds of the exchange with other processes, by phase.
+#[derive(Clone, Copy, Debug, Default)]
+struct ExchangeTime {
+    steps: u64,
+    /// Reading the planes that leave (from a GPU: waiting for the edges too).
+    read: f64,
+    /// Updating the interior while the messages travel.
+    interior: f64,
+    /// Waiting for messages after the interior was done.
+    wait: f64,
+    /// Writing the planes that arrived.
+    write: f64,
 }
 
 impl<S: SlabLattice> SlabSolver<S> {
@@ -505,8 +521,8 @@ impl<S: SlabLattice> SlabSolver<S> {
             flags,
             params,
             averages: None,
-            t: 0,
             skip_exchange: false,
+            spent: ExchangeTime::default(),
         })
     }
 
@@ -527,7 +543,7 @@ impl<S: SlabLattice> SlabSolver<S> {
         let Some((schedule, samples)) = self.averages.as_mut() else {
             return Ok(());
         };
-        if !schedule.due(self.t) {
+        if !schedule.due(self.slabs[0].time_step()) {
             return Ok(());
         }
         *samples += 1;
@@ -627,6 +643,7 @@ impl<S: SlabLattice> SlabSolver<S> {
         let held = self.held.clone();
         let rank_of = |s: usize| s / held.len();
         let nxy = self.partition.plane();
+        let began = std::time::Instant::now();
         let mut sends = Vec::new();
         let mut receives = Vec::new();
         let mut landing = Vec::new();
@@ -641,10 +658,17 @@ impl<S: SlabLattice> SlabSolver<S> {
         }
         let sends: Vec<(usize, i32, &[f32])> =
             sends.iter().map(|(r, tag, v)| (*r, *tag, &v[..])).collect();
+        let read = began.elapsed().as_secs_f64();
         let mut result = Ok(());
+        let mut interior = 0.0;
         let slabs = &mut self.slabs;
-        peers.exchange(&sends, &mut receives, &mut || result = update(slabs));
+        peers.exchange(&sends, &mut receives, &mut || {
+            let began = std::time::Instant::now();
+            result = update(slabs);
+            interior = began.elapsed().as_secs_f64();
+        });
         result?;
+        let exchanged = began.elapsed().as_secs_f64();
         for ((_, _, planes), t) in receives.iter().zip(landing) {
             self.slabs[t.to - held.start].write_planes(
                 t.to_layer,
@@ -653,6 +677,12 @@ impl<S: SlabLattice> SlabSolver<S> {
                 t.mask.as_deref(),
             )?;
         }
+        let spent = &mut self.spent;
+        spent.steps += 1;
+        spent.read += read;
+        spent.interior += interior;
+        spent.wait += exchanged - read - interior;
+        spent.write += began.elapsed().as_secs_f64() - exchanged;
         Ok(())
     }
 }
@@ -708,7 +738,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             for (slab, layers) in self.slabs.iter_mut().zip(edges) {
                 slab.update(Part::Edges, layers)?;
             }
-            let after_even = self.t.is_multiple_of(2);
+            let after_even = self.time_step().is_multiple_of(2);
             if !self.skip_exchange {
                 let transfers = if after_even {
                     &self.fill.local
@@ -717,8 +747,8 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
                 };
                 S::exchange(&mut self.link, &mut self.slabs, transfers, after_even)?;
             }
+            // The slabs count the steps (`advance`).
             self.update_interior(interior, after_even)?;
-            self.t += 1;
             self.sample_if_due()?;
         }
         S::settle(&mut self.slabs)
@@ -733,7 +763,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
                 every: 1,
             })?;
         }
-        let schedule = schedule.from_now(self.t);
+        let schedule = schedule.from_now(self.time_step());
         self.averages = Some((schedule, 0));
         self.sample_if_due()
     }
@@ -777,7 +807,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn time_step(&self) -> u64 {
-        self.t
+        self.slabs[0].time_step()
     }
 
     fn reset(&mut self) -> Result<(), SolverError> {
@@ -785,7 +815,6 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             s.reset()?;
         }
         self.averages = None;
-        self.t = 0;
         Ok(())
     }
 
@@ -822,7 +851,7 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             Ok(v)
         })?;
         let mut total = Stats {
-            step: self.t,
+            step: self.time_step(),
             mass: 0.0,
             cells: 0,
             mean_velocity: [0.0; 3],
@@ -893,12 +922,122 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
             slab.set_populations(step, &local)?;
         }
         self.averages = None;
-        self.t = step;
         Ok(())
     }
 
     fn memory_bytes(&self) -> u64 {
         self.slabs.iter().map(|s| s.memory_bytes()).sum()
+    }
+
+    fn exchange_note(&self) -> Option<String> {
+        let s = self.spent;
+        (s.steps > 0).then(|| {
+            let ms = |v: f64| v * 1e3 / s.steps as f64;
+            format!(
+                "halo exchange with the other processes, per step: reading the planes {:.3} ms, \
+                 interior (messages in flight) {:.3} ms, waiting beyond it {:.3} ms, writing \
+                 {:.3} ms",
+                ms(s.read),
+                ms(s.interior),
+                ms(s.wait),
+                ms(s.write)
+            )
+        })
+    }
+
+    fn own_lattice(&mut self) -> Option<&mut dyn Solver> {
+        match (self.peers, &mut self.slabs[..]) {
+            (Some(_), [slab]) => Some(slab),
+            _ => None,
+        }
+    }
+
+    fn piece(&mut self) -> Result<Option<Piece>, SolverError> {
+        let Some(peers) = self.peers else {
+            return Ok(None);
+        };
+        let p = self.partition.clone();
+        let averages = self
+            .averages
+            .map(|(schedule, samples)| (schedule.from_step, samples));
+        let nxy = p.plane();
+        // Each quantity's owned layers, slab after slab: ρ, u (3), and the
+        // averages' ū (3), p̄, u_rms (3), p_rms.
+        let mut planes: Vec<Vec<f32>> = Vec::new();
+        for (s, slab) in self.held.clone().zip(&mut self.slabs) {
+            let f = slab.fields()?;
+            let mut local = vec![f.rho, f.ux, f.uy, f.uz];
+            if averages.is_some() {
+                let a = slab
+                    .averages()?
+                    .ok_or_else(|| SolverError::StateMismatch("a slab lost its averages".into()))?;
+                let [u0, u1, u2] = a.velocity_mean;
+                let [r0, r1, r2] = a.velocity_rms;
+                local.extend([u0, u1, u2, a.pressure_mean, r0, r1, r2, a.pressure_rms]);
+            }
+            let owned = p.slabs[s].owned();
+            planes.resize(local.len(), Vec::new());
+            for (out, v) in planes.iter_mut().zip(local) {
+                out.extend_from_slice(&v[owned.start * nxy..owned.end * nxy]);
+            }
+        }
+        // The next process's first layer completes this piece.
+        let (rank, ranks) = (peers.rank(), peers.size());
+        let first_layer = p.slabs[self.held.start].layers.start;
+        let mut sends = Vec::new();
+        if rank > 0 {
+            let first: Vec<f32> = planes.iter().flat_map(|v| &v[..nxy]).copied().collect();
+            sends.push((rank - 1, 0, first));
+        }
+        let mut receives = Vec::new();
+        if rank + 1 < ranks {
+            receives.push((rank + 1, 0, vec![0.0f32; planes.len() * nxy]));
+        }
+        let sends: Vec<(usize, i32, &[f32])> =
+            sends.iter().map(|(r, tag, v)| (*r, *tag, &v[..])).collect();
+        peers.exchange(&sends, &mut receives, &mut || {});
+        if let Some((_, _, next)) = receives.first() {
+            for (out, layer) in planes.iter_mut().zip(next.chunks_exact(nxy)) {
+                out.extend_from_slice(layer);
+            }
+        }
+        let layers = planes[0].len() / nxy;
+        let size = [p.grid.size[0], p.grid.size[1], layers];
+        let mut q = planes.into_iter();
+        let mut next = || q.next().expect("counted above");
+        let fields = Fields {
+            size,
+            rho: next(),
+            ux: next(),
+            uy: next(),
+            uz: next(),
+            concentration: Vec::new(),
+        };
+        let averages = averages.map(|(from_step, samples)| Averages {
+            size,
+            from_step,
+            samples,
+            velocity_mean: [next(), next(), next()],
+            pressure_mean: next(),
+            velocity_rms: [next(), next(), next()],
+            pressure_rms: next(),
+            concentration_mean: Vec::new(),
+        });
+        let per_rank = self.held.len();
+        let extents = (0..ranks)
+            .map(|r| {
+                let first = p.slabs[r * per_rank].layers.start;
+                let last = p.slabs[(r + 1) * per_rank - 1].layers.end;
+                [first, last.min(p.grid.size[2] - 1)]
+            })
+            .collect();
+        Ok(Some(Piece {
+            first_layer,
+            flags: self.flags[first_layer * nxy..(first_layer + layers) * nxy].to_vec(),
+            fields,
+            averages,
+            extents,
+        }))
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {

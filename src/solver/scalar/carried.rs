@@ -296,6 +296,10 @@ impl Solver for Carried {
 
     fn share_display(&mut self, _device: Option<[u8; 16]>) {}
 
+    fn exchange_note(&self) -> Option<String> {
+        self.flow.exchange_note()
+    }
+
     fn receptors(&self) -> Vec<(String, Vec<Reading>)> {
         self.engine
             .setup()
