@@ -367,6 +367,35 @@ pub trait SlabLattice: Solver + Sized {
         transfers: &[Transfer],
         after_even: bool,
     ) -> Result<(), SolverError>;
+    /// Sets up the transfers to and from other processes' slabs (of `count`,
+    /// this process holding `held`) on the device itself, e.g. NCCL; false
+    /// where the lattice cannot, and [`SlabLattice::read_planes`] and
+    /// [`SlabLattice::write_planes`] carry them through the host. Every
+    /// process must decide alike.
+    fn link_remote(
+        _link: &mut Self::Link,
+        _slabs: &mut [Self],
+        _held: Range<usize>,
+        _count: usize,
+        _peers: &dyn Peers,
+        _write_back: &[(i32, Transfer)],
+    ) -> Result<bool, SolverError> {
+        Ok(false)
+    }
+    /// Starts the transfers to and from other processes set up by
+    /// [`SlabLattice::link_remote`], once the edges are updated, as
+    /// [`SlabLattice::exchange`] does between this process's slabs.
+    fn exchange_remote(
+        _link: &mut Self::Link,
+        _slabs: &mut [Self],
+        _held: Range<usize>,
+        _transfers: &[(i32, Transfer)],
+        _after_even: bool,
+    ) -> Result<(), SolverError> {
+        Err(SolverError::Device(
+            "this solver passes halos to other processes through the host only".into(),
+        ))
+    }
     /// The populations of `slots` in local layer `layer`, as five planes: what
     /// crosses to a slab of another process (once the edges are updated).
     fn read_planes(&mut self, layer: usize, slots: &[usize; 5]) -> Result<Vec<f32>, SolverError>;
@@ -432,6 +461,9 @@ pub struct SlabSolver<S: SlabLattice> {
     slabs: Vec<S>,
     held: Range<usize>,
     peers: Option<&'static dyn Peers>,
+    /// The transfers to and from other processes go device to device
+    /// ([`SlabLattice::link_remote`]), not through the host.
+    on_device: bool,
     link: S::Link,
     fill: Exchange,
     write_back: Exchange,
@@ -509,7 +541,18 @@ impl<S: SlabLattice> SlabSolver<S> {
         let mut write_back = partition.transfers(false);
         partition.mask_write_back(&mut write_back, &flags);
         let write_back = Exchange::split(write_back, &held);
-        let link = S::link(&mut slabs, &fill.local, &write_back.local)?;
+        let mut link = S::link(&mut slabs, &fill.local, &write_back.local)?;
+        let on_device = match peers {
+            Some(p) => S::link_remote(
+                &mut link,
+                &mut slabs,
+                held.clone(),
+                count,
+                p,
+                &write_back.remote,
+            )?,
+            None => false,
+        };
         Ok(SlabSolver {
             fill,
             write_back,
@@ -517,6 +560,7 @@ impl<S: SlabLattice> SlabSolver<S> {
             slabs,
             held,
             peers,
+            on_device,
             link,
             flags,
             params,
@@ -640,6 +684,16 @@ impl<S: SlabLattice> SlabSolver<S> {
             Some(p) if !self.skip_exchange && !exchange.remote.is_empty() => p,
             _ => return update(&mut self.slabs),
         };
+        if self.on_device {
+            S::exchange_remote(
+                &mut self.link,
+                &mut self.slabs,
+                self.held.clone(),
+                &exchange.remote,
+                after_even,
+            )?;
+            return update(&mut self.slabs);
+        }
         let held = self.held.clone();
         let rank_of = |s: usize| s / held.len();
         let nxy = self.partition.plane();
@@ -692,8 +746,13 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
         let count = self.partition.slabs.len();
         match self.peers {
             Some(p) => format!(
-                "{count} slabs along z over {} MPI processes, each: {}",
+                "{count} slabs along z over {} MPI processes (halos {}), each: {}",
                 p.size(),
+                if self.on_device {
+                    "device to device"
+                } else {
+                    "through the host"
+                },
                 self.slabs[0].describe()
             ),
             None => format!("{count} slabs along z, each: {}", self.slabs[0].describe()),

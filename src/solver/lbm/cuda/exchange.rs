@@ -13,6 +13,7 @@ use super::launch::REDUCTION_BLOCKS;
 use super::{dev, CudaSolver};
 use crate::solver::lbm::slabs::{Part, SlabLattice, Transfer};
 use crate::solver::{ChangeSums, SolverError};
+use crate::system::ranks::Peers;
 
 /// A slab's side of the halo exchange (see [`super::slabs`]): its own stream,
 /// so that the exchange overlaps the update of the slab's interior.
@@ -47,6 +48,19 @@ struct Staging {
 pub struct CudaLink {
     pub transport: Transport,
     /// One per write-back transfer, in order (None: unmasked).
+    staging: Vec<Option<Staging>>,
+    /// NCCL with the slabs of other processes (MPI), where each has a GPU of
+    /// its own.
+    remote: Option<RemoteLink>,
+}
+
+/// NCCL between processes: one communicator over every slab of the run
+/// (ranks in slab order), bootstrapped over MPI.
+struct RemoteLink {
+    /// One per slab of this process.
+    comms: Vec<NcclComm>,
+    /// One per transfer to or from another process after an odd step, in
+    /// order (Some: a masked write-back landing here).
     staging: Vec<Option<Staging>>,
 }
 
@@ -107,6 +121,54 @@ impl CudaSolver {
         (self.lattice_ptr() + offset as u64, nxy * bytes)
     }
 
+    /// Scatters a masked write-back's staged planes into the lattice, on the
+    /// exchange stream.
+    fn unpack(&mut self, st: &Staging, t: &Transfer) -> Result<(), SolverError> {
+        if st.count == 0 {
+            return Ok(());
+        }
+        let n = self.grid.cells() as u64;
+        let nxy = (self.grid.size[0] * self.grid.size[1]) as u32;
+        let layer = t.to_layer as u32;
+        let s = t.slots.map(|v| v as u32);
+        let cfg = LaunchConfig {
+            grid_dim: (st.count.div_ceil(256), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let comm = self.link().comm.clone();
+        let mut b = comm.launch_builder(&self.kernels.unpack);
+        self.lattice.arg_mut(&mut b);
+        b.arg(&st.planes)
+            .arg(&st.positions)
+            .arg(&st.count)
+            .arg(&n)
+            .arg(&nxy)
+            .arg(&layer)
+            .arg(&s[0])
+            .arg(&s[1])
+            .arg(&s[2])
+            .arg(&s[3])
+            .arg(&s[4]);
+        // SAFETY: signature of unpack_planes; positions index the five
+        // staged planes and land inside the lattice.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// Staging planes for a masked write-back landing in this slab.
+    fn staging(&self, mask: &[u32]) -> Result<Staging, SolverError> {
+        let (_, bytes) = self.plane(0, 0);
+        Ok(Staging {
+            planes: self.stream.alloc_zeros::<u8>(5 * bytes).map_err(dev)?,
+            positions: self
+                .stream
+                .clone_htod(if mask.is_empty() { &[0u32][..] } else { mask })
+                .map_err(dev)?,
+            count: mask.len() as u32,
+        })
+    }
+
     pub(super) fn link(&self) -> &SlabLink {
         self.link.as_ref().expect("a slab solver has a link")
     }
@@ -154,22 +216,7 @@ impl SlabLattice for CudaSolver {
         for t in write_back {
             staging.push(match &t.mask {
                 None => None,
-                Some(mask) => {
-                    let to = &slabs[t.to];
-                    let (_, bytes) = to.plane(0, 0);
-                    let stream = &to.stream;
-                    Some(Staging {
-                        planes: stream.alloc_zeros::<u8>(5 * bytes).map_err(dev)?,
-                        positions: stream
-                            .clone_htod(if mask.is_empty() {
-                                &[0u32][..]
-                            } else {
-                                &mask[..]
-                            })
-                            .map_err(dev)?,
-                        count: mask.len() as u32,
-                    })
-                }
+                Some(mask) => Some(slabs[t.to].staging(mask)?),
             });
         }
         for s in slabs.iter() {
@@ -195,6 +242,7 @@ impl SlabLattice for CudaSolver {
             return Ok(CudaLink {
                 transport: Transport::Peer,
                 staging,
+                remote: None,
             });
         }
         // NVLink multicast (NVLS) stays off: this program never needs it, and the
@@ -214,7 +262,195 @@ impl SlabLattice for CudaSolver {
         Ok(CudaLink {
             transport: Transport::Nccl(comms.into_iter().map(NcclComm).collect()),
             staging,
+            remote: None,
         })
+    }
+
+    /// NCCL where every process has GPUs of its own (told apart by UUID, so
+    /// that processes seeing one GPU each as device 0 still count as
+    /// distinct) and the library loads everywhere; `FLOWSCOPE_EXCHANGE=nccl`
+    /// insists, `=peer` keeps the host. Every process decides alike.
+    fn link_remote(
+        link: &mut CudaLink,
+        slabs: &mut [Self],
+        held: Range<usize>,
+        count: usize,
+        peers: &dyn Peers,
+        write_back: &[(i32, Transfer)],
+    ) -> Result<bool, SolverError> {
+        let forced = slabs.first().and_then(|s| s.exchange.clone());
+        // SAFETY: only tries to open the library.
+        let present = unsafe { cudarc::nccl::sys::is_culib_present() };
+        let missing = peers.any(!present);
+        let mut mine = Vec::new();
+        for s in slabs.iter() {
+            let uuid = s.ctx.uuid().map_err(dev)?;
+            mine.extend(uuid.bytes.chunks_exact(4).map(|b| {
+                f32::from_bits(u32::from_ne_bytes([
+                    b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8,
+                ]))
+            }));
+        }
+        let all: Vec<u32> = peers
+            .all_gather_f32(&mine)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        let gpus: Vec<&[u32]> = all.chunks_exact(4).collect();
+        let shared = (0..gpus.len()).find_map(|a| {
+            (a + 1..gpus.len())
+                .find(|&b| gpus[a] == gpus[b])
+                .map(|b| (a, b))
+        });
+        let nccl = match (forced.as_deref(), missing, shared) {
+            (Some("peer"), ..) => false,
+            (Some("nccl"), true, _) => {
+                return Err(SolverError::Device(
+                    "FLOWSCOPE_EXCHANGE=nccl, but a process did not find the NCCL library \
+                     (libnccl.so.2); install NCCL on every machine or unset FLOWSCOPE_EXCHANGE \
+                     to pass the halos through the host"
+                        .into(),
+                ))
+            }
+            (Some("nccl"), false, Some((a, b))) => {
+                return Err(SolverError::Device(format!(
+                    "FLOWSCOPE_EXCHANGE=nccl, but slabs {a} and {b} share one GPU, which NCCL \
+                     cannot serve twice; start one process per GPU, or unset \
+                     FLOWSCOPE_EXCHANGE to pass the halos through the host"
+                )))
+            }
+            (_, missing, shared) => !missing && shared.is_none(),
+        };
+        if !nccl {
+            return Ok(false);
+        }
+        // The run's NCCL id comes from rank 0.
+        let id: Vec<f32> = if peers.rank() == 0 {
+            let id = cudarc::nccl::result::get_uniqueid().map_err(nccl_err)?;
+            id.internal
+                .chunks_exact(4)
+                .map(|b| {
+                    f32::from_bits(u32::from_ne_bytes([
+                        b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8,
+                    ]))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let id = peers.all_gather_f32(&id);
+        let mut unique = cudarc::nccl::sys::ncclUniqueId { internal: [0; 128] };
+        for (k, v) in id.iter().enumerate() {
+            for (j, byte) in v.to_bits().to_ne_bytes().into_iter().enumerate() {
+                unique.internal[4 * k + j] = byte as _;
+            }
+        }
+        std::env::set_var("NCCL_NVLS_ENABLE", "0");
+        let mut comms = Vec::with_capacity(slabs.len());
+        cudarc::nccl::result::group_start().map_err(nccl_err)?;
+        for (s, slab) in held.clone().zip(slabs.iter()) {
+            slab.ctx.bind_to_thread().map_err(dev)?;
+            let mut comm = std::ptr::null_mut();
+            // SAFETY: one communicator per slab, ranks in slab order.
+            unsafe {
+                cudarc::nccl::result::comm_init_rank(&mut comm, count as i32, unique, s as i32)
+            }
+            .map_err(nccl_err)?;
+            comms.push(comm);
+        }
+        cudarc::nccl::result::group_end().map_err(nccl_err)?;
+        let mut staging = Vec::with_capacity(write_back.len());
+        for (_, t) in write_back {
+            staging.push(match &t.mask {
+                Some(mask) if held.contains(&t.to) => Some(slabs[t.to - held.start].staging(mask)?),
+                _ => None,
+            });
+        }
+        link.remote = Some(RemoteLink {
+            comms: comms.into_iter().map(NcclComm).collect(),
+            staging,
+        });
+        Ok(true)
+    }
+
+    fn exchange_remote(
+        link: &mut CudaLink,
+        slabs: &mut [Self],
+        held: Range<usize>,
+        transfers: &[(i32, Transfer)],
+        after_even: bool,
+    ) -> Result<(), SolverError> {
+        use cudarc::nccl::{result, sys::ncclDataType_t::ncclUint8};
+        let remote = link
+            .remote
+            .as_ref()
+            .ok_or_else(|| SolverError::Device("no NCCL link with the other processes".into()))?;
+        for s in slabs.iter() {
+            let l = s.link();
+            l.edges_done.record(&s.stream).map_err(dev)?;
+            l.comm.wait(&l.edges_done).map_err(dev)?;
+        }
+        result::group_start().map_err(nccl_err)?;
+        for (i, (_, t)) in transfers.iter().enumerate() {
+            let staged = remote
+                .staging
+                .get(i)
+                .and_then(|s| s.as_ref())
+                .filter(|_| !after_even);
+            for k in 0..5 {
+                if held.contains(&t.from) {
+                    let from = &slabs[t.from - held.start];
+                    let (src, bytes) = from.plane(t.slots[k], t.from_layer);
+                    // SAFETY: the plane lies inside the lattice; the operation
+                    // runs on this slab's exchange stream.
+                    unsafe {
+                        result::send(
+                            src as *const _,
+                            bytes,
+                            ncclUint8,
+                            t.to as i32,
+                            remote.comms[t.from - held.start].0,
+                            from.link().comm.cu_stream() as _,
+                        )
+                    }
+                    .map_err(nccl_err)?;
+                }
+                if held.contains(&t.to) {
+                    let to = &slabs[t.to - held.start];
+                    let (plane, bytes) = to.plane(t.slots[k], t.to_layer);
+                    let dst = match staged {
+                        Some(st) => st.planes.device_ptr(&to.stream).0 + (k * bytes) as u64,
+                        None => plane,
+                    };
+                    // SAFETY: as above, into the lattice or its staging planes.
+                    unsafe {
+                        result::recv(
+                            dst as *mut _,
+                            bytes,
+                            ncclUint8,
+                            t.from as i32,
+                            remote.comms[t.to - held.start].0,
+                            to.link().comm.cu_stream() as _,
+                        )
+                    }
+                    .map_err(nccl_err)?;
+                }
+            }
+        }
+        result::group_end().map_err(nccl_err)?;
+        if !after_even {
+            for (i, (_, t)) in transfers.iter().enumerate() {
+                if let Some(st) = remote.staging.get(i).and_then(|s| s.as_ref()) {
+                    slabs[t.to - held.start].unpack(st, t)?;
+                }
+            }
+        }
+        for s in slabs.iter_mut() {
+            let l = s.link.as_mut().expect("a slab solver has a link");
+            l.comm_done.record(&l.comm).map_err(dev)?;
+            l.pending = true;
+        }
+        Ok(())
     }
 
     fn update(&mut self, part: Part, layers: &[Range<usize>]) -> Result<(), SolverError> {
@@ -321,37 +557,9 @@ impl SlabLattice for CudaSolver {
         }
         if !after_even {
             for (t, st) in transfers.iter().zip(&link.staging) {
-                let Some(st) = st else { continue };
-                if st.count == 0 {
-                    continue;
+                if let Some(st) = st {
+                    slabs[t.to].unpack(st, t)?;
                 }
-                let to = &mut slabs[t.to];
-                let n = to.grid.cells() as u64;
-                let nxy = (to.grid.size[0] * to.grid.size[1]) as u32;
-                let layer = t.to_layer as u32;
-                let s = t.slots.map(|v| v as u32);
-                let cfg = LaunchConfig {
-                    grid_dim: (st.count.div_ceil(256), 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let comm = to.link().comm.clone();
-                let mut b = comm.launch_builder(&to.kernels.unpack);
-                to.lattice.arg_mut(&mut b);
-                b.arg(&st.planes)
-                    .arg(&st.positions)
-                    .arg(&st.count)
-                    .arg(&n)
-                    .arg(&nxy)
-                    .arg(&layer)
-                    .arg(&s[0])
-                    .arg(&s[1])
-                    .arg(&s[2])
-                    .arg(&s[3])
-                    .arg(&s[4]);
-                // SAFETY: signature of unpack_planes; positions index the five
-                // staged planes and land inside the lattice.
-                unsafe { b.launch(cfg) }.map_err(dev)?;
             }
         }
         for s in slabs.iter_mut() {
