@@ -213,8 +213,10 @@ fn cuda_slabs(
     Ok((solver, geometry))
 }
 
-/// This process's slab of a run over MPI ranks: the CPU solver, or CUDA on
-/// GPU `rank % GPUs` (ranks may share a GPU), with the halos through the host.
+/// This process's slabs of a run over MPI processes: one on the CPU, or with
+/// CUDA one per `--gpus` (default 1), dealt out by the rank on the machine
+/// (local rank k takes GPUs k·g … k·g + g − 1, wrapping where the machine has
+/// fewer, so that processes may share one).
 fn on_ranks(
     scenario: &Scenario,
     backend: &Backend,
@@ -229,21 +231,32 @@ fn on_ranks(
         ))
         .into());
     }
-    if backend.gpus != Gpus::One {
-        return Err(SolverError::InvalidParams(
-            "--gpus with mpirun: each MPI process drives one slab on one GPU; start one \
-             process per GPU instead (mpirun -n <GPUs>)"
-                .into(),
-        )
-        .into());
-    }
     let cuda = match backend.choice {
         Choice::Cpu => false,
         Choice::Cuda => true,
         Choice::Auto => cuda::probe().is_ok(),
     };
-    let partition = Partition::new(scenario.grid(), ranks).map_err(|e| {
-        SolverError::InvalidParams(format!("mpirun -n {ranks}, one slab per process: {e}"))
+    let gpus = if cuda {
+        cuda::device_count().map_err(SelectError::CudaUnavailable)?
+    } else {
+        0
+    };
+    let per_process = match (cuda, backend.gpus) {
+        (_, Gpus::One) => 1,
+        (false, _) => {
+            return Err(SolverError::InvalidParams(
+                "--gpus is for the CUDA solver; CPU processes hold one slab each".into(),
+            )
+            .into())
+        }
+        (true, Gpus::Count(n)) => n,
+        (true, Gpus::All) => gpus.max(1),
+    };
+    let count = ranks * per_process;
+    let partition = Partition::new(scenario.grid(), count).map_err(|e| {
+        SolverError::InvalidParams(format!(
+            "mpirun -n {ranks} with {per_process} slab(s) per process: {e}"
+        ))
     })?;
     let (flags, links, geometry) = split(if cuda {
         voxels_on_gpu(scenario)?
@@ -253,19 +266,29 @@ fn on_ranks(
     let params = scenario.params(&geometry.slots);
     let initial = scenario.initial();
     let p = partition.clone();
+    if cuda && per_process > gpus {
+        eprintln!(
+            "note: {per_process} slabs per process on {gpus} GPU(s): some share a GPU \
+             (FLOWSCOPE_EXCHANGE=peer lets slabs of one process share one)"
+        );
+    }
     let solver: Box<dyn Solver> = if cuda {
-        let gpus = cuda::device_count().map_err(SelectError::CudaUnavailable)?;
-        let gpu = peers.rank() % gpus.max(1);
-        let local = p.local_grid(peers.rank());
-        let info = cuda::probe_device(gpu).map_err(SelectError::CudaUnavailable)?;
-        cuda::check_fits(local.size, backend.precision, info.free_bytes).map_err(|e| {
-            SelectError::Scenario(ScenarioError {
-                file: scenario.path.clone(),
-                line: None,
-                message: format!("rank {} (GPU {gpu}): {e}", peers.rank()),
-                help: "make domain.size smaller or start more processes".into(),
-            })
-        })?;
+        let first = peers.rank() * per_process;
+        let gpu =
+            |s: usize| (crate::system::ranks::local_rank() * per_process + s - first) % gpus.max(1);
+        for s in first..first + per_process {
+            let info = cuda::probe_device(gpu(s)).map_err(SelectError::CudaUnavailable)?;
+            cuda::check_fits(p.local_grid(s).size, backend.precision, info.free_bytes).map_err(
+                |e| {
+                    SelectError::Scenario(ScenarioError {
+                        file: scenario.path.clone(),
+                        line: None,
+                        message: format!("rank {}, slab {s} (GPU {}): {e}", peers.rank(), gpu(s)),
+                        help: "make domain.size smaller or start more processes".into(),
+                    })
+                },
+            )?;
+        }
         Box::new(SlabSolver::on_ranks(
             partition,
             flags,
@@ -274,7 +297,7 @@ fn on_ranks(
             |s, grid, flags, owned, params| {
                 let mut slab = CudaSolver::on_device(
                     Placement {
-                        ordinal: gpu,
+                        ordinal: gpu(s),
                         owned: Some(owned),
                     },
                     grid,

@@ -58,6 +58,19 @@ pub fn launched_size() -> usize {
         .unwrap_or(1)
 }
 
+/// This process's rank among those on its machine, from the launcher's
+/// variables (Open MPI, MPICH, Slurm), else its rank: GPUs are dealt out by it.
+pub fn local_rank() -> usize {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "SLURM_LOCALID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .unwrap_or_else(rank)
+}
+
 /// Joins the other ranks when a launcher started several processes. Without
 /// the `mpi` feature that is an error naming the fix: N copies of the same run
 /// would each write the same files.
