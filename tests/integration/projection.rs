@@ -134,3 +134,39 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("spectral"), "{}", stderr(&o));
 }
+
+/// The drag and lift on the cylinder of a quasi-2D channel (D 8 cells,
+/// Re 20, steady) after `steps` steps by `method`.
+fn cylinder_forces(method: Method, steps: u64) -> [f64; 3] {
+    let sets = [
+        "domain.size=[64,32,3]",
+        "obstacles.0.center=[20,15.5,0]",
+        "obstacles.0.radius=4",
+        "fluid.length_cells=8",
+        "fluid.reynolds=20",
+        "fluid.velocity=0.05",
+    ]
+    .map(String::from);
+    let mut scenario = Scenario::load(&scenario_path("cylinder.toml"), &sets).unwrap();
+    scenario.run.method = method;
+    let mut selected = build(&Backend::cpu(), &scenario, None).unwrap();
+    selected.solver.step(steps).unwrap();
+    selected.solver.obstacle_forces().unwrap()[1]
+}
+
+#[test]
+fn both_methods_put_the_same_drag_on_a_cylinder() {
+    let (lbm, projection) = (
+        cylinder_forces(Method::Lbm, 2500),
+        cylinder_forces(Method::Projection, 2500),
+    );
+    // Drag coefficient: force over ½ U² D per layer (three of them).
+    let cd = |f: [f64; 3]| f[0] / (0.5 * 0.05f64.powi(2) * 8.0 * 3.0);
+    let (a, b) = (cd(lbm), cd(projection));
+    assert!(
+        a > 1.0 && (b / a - 1.0).abs() < 0.1,
+        "C_d: lbm {a}, projection {b}"
+    );
+    // Half a cell off the centre line: little lift either way.
+    assert!(projection[1].abs() < 0.1 * projection[0], "{projection:?}");
+}

@@ -341,6 +341,76 @@ impl Flow {
         });
     }
 
+    /// The force per unit density the fluid exerts on the walls, summed into
+    /// `group(wall cell)` of `groups` (`None`: not counted): the momentum the
+    /// scheme itself takes out at the walls, so that at rest it balances
+    /// what drives the flow (up to the advective form's small imbalance). The
+    /// pressure of each fluid cell on a wall face next to it (the projection's
+    /// pressure differences along a line of open faces add up to the end
+    /// cells' pressures), and the viscous flux ν (u − u_neighbour) from each
+    /// open face into every neighbour face its stencil holds fixed: a wall's
+    /// face, or the ghost value behind a wall ([`Flow::across`]).
+    pub fn wall_forces(
+        &self,
+        groups: usize,
+        group: impl Fn(usize) -> Option<usize>,
+    ) -> Vec<[f64; 3]> {
+        let mut total = vec![[0.0f64; 3]; groups];
+        for c in 0..self.cells() {
+            let p = self.coords(c);
+            for a in 0..3 {
+                if self.fluid[c] {
+                    for d in [-1i64, 1] {
+                        let Some(w) = self.step_to(p, a, d).map(|w| self.index(w)) else {
+                            continue;
+                        };
+                        if self.kinds[w] == Kind::Wall {
+                            if let Some(g) = group(w) {
+                                total[g][a] += self.p[c] as f64 * d as f64;
+                            }
+                        }
+                    }
+                }
+                if !self.open[a][c] {
+                    continue;
+                }
+                let own = self.u[a][c];
+                for b in 0..3 {
+                    for d in [-1i64, 1] {
+                        // The neighbour face of the viscous term, as
+                        // `explicit` takes it; a fixed one is a wall's.
+                        let q = self.step_to(p, b, d);
+                        if q.is_some_and(|q| self.open[a][self.index(q)]) {
+                            continue;
+                        }
+                        let Some(q) = q else {
+                            continue;
+                        };
+                        let value = if b == a {
+                            self.along(a, p, d)
+                        } else {
+                            self.across(a, p, b, d, own)
+                        };
+                        let solid: Vec<usize> = [Some(q), self.step_to(q, a, -1)]
+                            .into_iter()
+                            .flatten()
+                            .map(|s| self.index(s))
+                            .filter(|&s| !self.kinds[s].flows())
+                            .collect();
+                        let flux = self.nu as f64 * (own - value) as f64;
+                        // Shared between the solid cells the face lies between.
+                        for &s in &solid {
+                            if let Some(g) = group(s) {
+                                total[g][a] += flux / solid.len() as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        total
+    }
+
     /// The largest face velocity (a NaN counts as infinite) and its cell.
     pub fn fastest(&self) -> (f32, usize) {
         let mut best = (0.0f32, 0);
@@ -644,6 +714,81 @@ mod tests {
             assert!(flow.u[1][flow.index([1, y, 1])].abs() < 1e-6 * peak);
         }
         assert!(worst < 0.005, "{worst}");
+    }
+
+    /// Runs `flow` under a body force `f` along x until it is steady, and
+    /// returns the force on its walls (one group) against the force the
+    /// fluid takes in, f on each open x face: at rest they balance.
+    fn forces_balance(mut flow: Flow, f: f32, time: f64) -> (f64, f64, [f64; 3]) {
+        flow.force = [f, 0.0, 0.0];
+        let dt = flow.stable_dt(0.5);
+        while flow.time < time {
+            flow.step(dt);
+        }
+        let walls = flow.wall_forces(1, |_| Some(0))[0];
+        let faces = flow.open[0].iter().filter(|&&v| v).count();
+        (walls[0], f as f64 * faces as f64, walls)
+    }
+
+    #[test]
+    fn the_walls_of_a_channel_take_the_force_that_drives_it() {
+        // Shear alone.
+        let n = 16;
+        let size = [4, n + 2, 2];
+        let cells = size[0] * size[1] * size[2];
+        let fluid: Vec<bool> = (0..cells)
+            .map(|c| ![0, n + 1].contains(&super::super::poisson::coords(size, c)[1]))
+            .collect();
+        let nu = 1.0 / 6.0;
+        let flow = Flow::new(
+            size,
+            [true, false, true],
+            kinds(&fluid),
+            vec![[0.0; 3]; cells],
+            nu,
+            1e-6,
+        );
+        let (walls, driven, all) = forces_balance(flow, 1e-4, 6.0 * (n * n) as f64 / nu as f64);
+        assert!(
+            (walls / driven - 1.0).abs() < 1e-3,
+            "walls {walls}, driven {driven}"
+        );
+        assert!(
+            all[1].abs() < 1e-6 * driven && all[2].abs() < 1e-6 * driven,
+            "{all:?}"
+        );
+    }
+
+    #[test]
+    fn an_obstacle_in_a_periodic_box_takes_all_the_force_that_drives_the_flow() {
+        // Pressure and shear together: with no other walls, everything the
+        // body force puts in leaves through the obstacle.
+        let size = [24, 12, 12];
+        let cells = size[0] * size[1] * size[2];
+        let fluid: Vec<bool> = (0..cells)
+            .map(|c| {
+                let [x, y, z] = super::super::poisson::coords(size, c);
+                !((8..12).contains(&x) && (4..8).contains(&y) && (4..8).contains(&z))
+            })
+            .collect();
+        let nu = 0.1;
+        let flow = Flow::new(
+            size,
+            [true; 3],
+            kinds(&fluid),
+            vec![[0.0; 3]; cells],
+            nu,
+            1e-6,
+        );
+        let (walls, driven, all) = forces_balance(flow, 1e-5, 3.0 * 144.0 / nu as f64);
+        assert!(
+            (walls / driven - 1.0).abs() < 1e-4,
+            "obstacle {walls}, driven {driven}"
+        );
+        assert!(
+            all[1].abs() < 1e-3 * driven && all[2].abs() < 1e-3 * driven,
+            "{all:?}"
+        );
     }
 
     /// The 2D Taylor–Green vortex in a periodic n × n box: the largest

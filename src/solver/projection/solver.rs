@@ -237,8 +237,16 @@ impl Solver for ProjectionSolver {
         Ok(stats)
     }
 
+    /// As the lattice Boltzmann solver's: per obstacle tag, the force on its
+    /// cells in lattice units (ρ = 1), here pressure plus viscous shear over
+    /// the faces the fluid touches ([`Flow::wall_forces`]).
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
-        Err(unsupported("forces on obstacles"))
+        let flags = &self.flags;
+        Ok(self.flow.wall_forces(flags::MAX_TAG as usize + 1, |c| {
+            let f = flags[c];
+            (CellType::of(f) == CellType::Wall && flags::tag(f) > 0)
+                .then_some(flags::tag(f) as usize)
+        }))
     }
 
     fn populations(&mut self) -> Result<Vec<f32>, SolverError> {
