@@ -334,8 +334,12 @@ fn info(
     match s.run.method {
         Method::Lbm => println!("method          lattice Boltzmann (D3Q19; CPU and CUDA)"),
         Method::Projection => println!(
-            "method          projection (staggered grid, Adams–Bashforth, pressure by \
-             multigrid-preconditioned CG; CPU), CFL {}",
+            "method          projection (staggered grid, Adams–Bashforth, pressure by {}; \
+             CPU), CFL {}",
+            match s.run.pressure {
+                crate::scenario::PressureSolver::Multigrid => "multigrid-preconditioned CG",
+                crate::scenario::PressureSolver::Jacobi => "Jacobi iteration",
+            },
             s.run.cfl
         ),
     }

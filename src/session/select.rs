@@ -434,7 +434,9 @@ fn projection(
     let (flags, _links, geometry) = split(voxels_with_fluid(scenario)?);
     let params = scenario.params(&geometry.slots);
     let solver = ProjectionSolver::new(scenario.grid(), flags, params, scenario.initial())?
-        .with_cfl(scenario.run.cfl as f32);
+        .with_cfl(scenario.run.cfl as f32)
+        .with_pressure(scenario.run.pressure)
+        .with_upwind(scenario.run.upwind as f32);
     let reason = format!("{} (the method has no CUDA solver yet)", solver.describe());
     Ok(Selected {
         solver: Box::new(solver),

@@ -81,6 +81,14 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
             stderr(&o)
         );
     }
+    // The seed's pressure solver, kept as the baseline.
+    let o = run(&["--method", "projection", "--set", "run.pressure=\"jacobi\""]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pressure by Jacobi iteration"),
+        "{}",
+        stderr(&o)
+    );
     // No CUDA solver for it yet: said, with the way out.
     let o = run(&["--method", "projection", "--solver", "cuda"]);
     assert!(!o.status.success());
@@ -129,6 +137,17 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
         assert!(!o.status.success());
         assert!(stderr(&o).contains("from above 0 to 1"), "{}", stderr(&o));
     }
+    // `[run] upwind`, the seed's hybrid factor: said, and checked to [0, 1].
+    let o = run(&["--method", "projection", "--set", "run.upwind=0.25"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("0.25 upwind"), "{}", stderr(&o));
+    let o = run(&["--method", "projection", "--set", "run.upwind=1.5"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("from 0 (central) to 1"),
+        "{}",
+        stderr(&o)
+    );
     // An unknown method is refused by name.
     let o = run(&["--set", "run.method=\"spectral\""]);
     assert!(!o.status.success());

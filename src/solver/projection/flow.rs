@@ -69,6 +69,9 @@ pub struct Flow {
     pub nu: f32,
     /// Body force per unit mass.
     pub force: [f32; 3],
+    /// The share of first-order upwind blended into the central
+    /// differences of advection (the seed's hybrid factor, 0 to 1).
+    pub upwind: f32,
     /// The explicit terms of this step and of the last one (Adams–Bashforth;
     /// none before the first step), kept to be written again each step.
     now: [Vec<f32>; 3],
@@ -123,6 +126,7 @@ impl Flow {
             p: vec![0.0; n],
             nu,
             force: [0.0; 3],
+            upwind: 0.0,
             now: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
             previous: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
             has_previous: false,
@@ -334,11 +338,24 @@ impl Flow {
                 } else {
                     self.transverse(a, p, b)
                 };
-                advection += velocity * 0.5 * (hi - lo);
+                let central = 0.5 * (hi - lo);
+                advection += velocity
+                    * if self.upwind == 0.0 {
+                        central
+                    } else {
+                        let upwind = if velocity > 0.0 { own - lo } else { hi - own };
+                        central + self.upwind * (upwind - central)
+                    };
                 diffusion += hi - 2.0 * own + lo;
             }
             *o = -advection + self.nu * diffusion + self.force[a];
         });
+    }
+
+    /// Solves for the pressure by plain Jacobi sweeps (`true`, the seed's
+    /// solver) or by multigrid-preconditioned conjugate gradients.
+    pub fn set_jacobi(&mut self, on: bool) {
+        self.pcg.jacobi = on;
     }
 
     /// The force per unit density the fluid exerts on the walls, summed into
@@ -789,6 +806,53 @@ mod tests {
             all[1].abs() < 1e-3 * driven && all[2].abs() < 1e-3 * driven,
             "{all:?}"
         );
+    }
+
+    /// A step in u_y carried along x by a uniform u_x through a periodic
+    /// box with hardly any viscosity, with `upwind` of the hybrid blend:
+    /// the largest overshoot of u_y above the step and below zero, relative
+    /// to its height.
+    fn step_overshoot(upwind: f32) -> f32 {
+        let size = [64, 4, 4];
+        let cells = size[0] * size[1] * size[2];
+        let mut flow = Flow::new(
+            size,
+            [true; 3],
+            kinds(&vec![true; cells]),
+            vec![[0.0; 3]; cells],
+            1e-5,
+            1e-6,
+        );
+        flow.upwind = upwind;
+        let height = 0.1;
+        for c in 0..cells {
+            let x = super::super::poisson::coords(size, c)[0];
+            flow.u[0][c] = 0.5;
+            flow.u[1][c] = if (16..40).contains(&x) { height } else { 0.0 };
+        }
+        let dt = flow.stable_dt(0.5);
+        while flow.time < 64.0 {
+            flow.step(dt);
+        }
+        let (lo, hi) = flow.u[1]
+            .iter()
+            .fold((0.0f32, 0.0f32), |(l, h), &v| (l.min(v), h.max(v)));
+        (hi - height).max(-lo) / height
+    }
+
+    #[test]
+    fn upwind_in_the_hybrid_blend_keeps_a_step_within_its_bounds() {
+        // Central differences ring at the edges of a step (measured: 86% of
+        // its height); blending in first-order upwind damps the ringing
+        // (half: 0.004%; all: 0.6%, what Adams–Bashforth's own overshoot
+        // leaves), at the price of smearing the step.
+        let (central, half, upwind) = (
+            step_overshoot(0.0),
+            step_overshoot(0.5),
+            step_overshoot(1.0),
+        );
+        assert!(central > 0.5, "{central}");
+        assert!(half < 1e-3 && upwind < 0.01, "{half} {upwind}");
     }
 
     /// The 2D Taylor–Green vortex in a periodic n × n box: the largest

@@ -7,6 +7,7 @@
 //! the explicit terms' stability needs.
 
 use super::flow::{Flow, Kind};
+use crate::scenario::PressureSolver;
 use crate::solver::flags::{self, CellType};
 use crate::solver::{
     check_params, relative_change, Fields, Grid, Initial, Params, Solver, SolverError, Stats,
@@ -34,6 +35,7 @@ pub struct ProjectionSolver {
     snapshot: Option<(Fields, u64)>,
     /// The advective CFL number of the sub-steps.
     cfl: f32,
+    pressure: PressureSolver,
 }
 
 impl ProjectionSolver {
@@ -53,6 +55,7 @@ impl ProjectionSolver {
             step: 0,
             snapshot: None,
             cfl: CFL,
+            pressure: PressureSolver::Multigrid,
         })
     }
 
@@ -60,6 +63,19 @@ impl ProjectionSolver {
     /// (0 < cfl ≤ 1, as the scenario checks).
     pub fn with_cfl(self, cfl: f32) -> ProjectionSolver {
         ProjectionSolver { cfl, ..self }
+    }
+
+    /// The same with `share` of first-order upwind in its advection
+    /// (`[run] upwind`, 0 to 1 as the scenario checks).
+    pub fn with_upwind(mut self, share: f32) -> ProjectionSolver {
+        self.flow.upwind = share;
+        self
+    }
+
+    /// The same with its pressure solved by `pressure` (`[run] pressure`).
+    pub fn with_pressure(mut self, pressure: PressureSolver) -> ProjectionSolver {
+        self.flow.set_jacobi(pressure == PressureSolver::Jacobi);
+        ProjectionSolver { pressure, ..self }
     }
 
     fn flow(
@@ -128,8 +144,16 @@ fn unsupported(what: &str) -> SolverError {
 
 impl Solver for ProjectionSolver {
     fn describe(&self) -> String {
+        let pressure = match self.pressure {
+            PressureSolver::Multigrid => "multigrid-preconditioned CG",
+            PressureSolver::Jacobi => "Jacobi iteration",
+        };
+        let advection = match self.flow.upwind {
+            0.0 => String::new(),
+            share => format!("; {share} upwind"),
+        };
         format!(
-            "projection method, CPU (rayon, {} threads; staircase walls; CFL {})",
+            "projection method, CPU (rayon, {} threads; staircase walls; CFL {}{advection}; pressure by {pressure})",
             rayon::current_num_threads(),
             self.cfl
         )
@@ -184,7 +208,11 @@ impl Solver for ProjectionSolver {
     }
 
     fn reset(&mut self) -> Result<(), SolverError> {
+        let upwind = self.flow.upwind;
         self.flow = Self::flow(&self.grid, &self.flags, &self.params, &self.initial)?;
+        self.flow
+            .set_jacobi(self.pressure == PressureSolver::Jacobi);
+        self.flow.upwind = upwind;
         self.step = 0;
         self.snapshot = None;
         Ok(())
