@@ -427,6 +427,28 @@ fn projection(
         )
         .into());
     }
+    let (solver, geometry) = projection_cpu(scenario, available)?;
+    let reason = format!("{} (the method has no CUDA solver yet)", solver.describe());
+    Ok(Selected {
+        solver: Box::new(solver),
+        reason,
+        geometry,
+    })
+}
+
+/// The projection method's CPU solver for a scenario, as `[run]` sets it up,
+/// after checking it fits in `available` bytes of host memory.
+pub fn build_projection(
+    scenario: &Scenario,
+    available: Option<u64>,
+) -> Result<ProjectionSolver, SelectError> {
+    Ok(projection_cpu(scenario, available)?.0)
+}
+
+fn projection_cpu(
+    scenario: &Scenario,
+    available: Option<u64>,
+) -> Result<(ProjectionSolver, Geometry), SelectError> {
     if let Some(bytes) = available {
         let per_cell = crate::solver::projection::solver::BYTES_PER_CELL;
         scenario.check_memory(per_cell as f64, bytes, "the projection solver")?;
@@ -437,12 +459,7 @@ fn projection(
         .with_cfl(scenario.run.cfl as f32)
         .with_pressure(scenario.run.pressure)
         .with_upwind(scenario.run.upwind as f32);
-    let reason = format!("{} (the method has no CUDA solver yet)", solver.describe());
-    Ok(Selected {
-        solver: Box::new(solver),
-        reason,
-        geometry,
-    })
+    Ok((solver, geometry))
 }
 
 /// Builds the CPU reference solver for a scenario, after checking it fits in

@@ -283,6 +283,44 @@ fn stops_cleanly_on(signal: &str) {
 }
 
 #[test]
+fn bench_breaks_the_projection_methods_step_down_beside_its_jacobi_baseline() {
+    let o = flowscope(
+        &[
+            "bench",
+            "--solver",
+            "cpu",
+            "--method",
+            "projection",
+            "--jacobi",
+            "--size",
+            "12",
+            "--repeats",
+            "1",
+        ],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let row = |name: &str| -> Vec<f64> {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("12 ") && l.contains(name))
+            .unwrap_or_else(|| panic!("a row for {name}: {out}"));
+        line.split_whitespace()
+            .filter_map(|w| w.trim_end_matches('%').parse().ok())
+            .collect()
+    };
+    // size, ms/step, MLUPS, sub-steps, three shares, iterations, LBM MLUPS.
+    let (mg, jacobi) = (row("MG-PCG"), row("Jacobi"));
+    assert_eq!(mg.len(), 9, "{out}");
+    let shares: f64 = mg[4..7].iter().sum();
+    assert!((shares - 100.0).abs() <= 2.0, "{out}");
+    assert!(mg[2] > 0.0 && mg[8] > 0.0, "{out}");
+    // The baseline needs many more iterations per solve.
+    assert!(jacobi[7] > 10.0 * mg[7], "{out}");
+}
+
+#[test]
 fn bench_prints_mlups() {
     let o = flowscope(
         &["bench", "--solver", "cpu", "--size", "24", "--repeats", "1"],

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+mod projection;
 mod render;
 mod scenario;
 mod stream;
@@ -69,6 +70,16 @@ pub struct BenchArgs {
     /// --set fluid.reynolds=1000.
     #[arg(long = "set", value_name = "KEY=VALUE", requires = "scenario")]
     pub set: Vec<String>,
+    /// The solution method to time: `projection` times its CPU solver on
+    /// the cavity at each --size, per step and per part (advection and
+    /// diffusion, pressure, correction), with its pressure solve's
+    /// iterations, beside the lattice Boltzmann CPU solver.
+    #[arg(long, value_enum, default_value = "lbm")]
+    pub method: crate::scenario::Method,
+    /// With --method projection: also time the Jacobi baseline (the
+    /// urban-flow seed's pressure solver).
+    #[arg(long)]
+    pub jacobi: bool,
     /// Seconds to stream per size.
     #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
@@ -229,6 +240,12 @@ pub fn bench(args: BenchArgs, tuning: &Tuning) -> anyhow::Result<()> {
     if let Some(path) = &args.scenario {
         return scenario::bench_scenario(&args, path, use_cuda, tuning);
     }
+    if args.method == crate::scenario::Method::Projection {
+        if use_cuda {
+            println!("the projection method has no CUDA solver yet: timing its CPU solver");
+        }
+        return projection::bench_projection(&args);
+    }
     if use_cuda && !args.gpus.is_empty() {
         bench_gpus(&args, collision, tuning)
     } else if use_cuda {
@@ -263,7 +280,7 @@ fn bench_cpu(args: &BenchArgs, collision: Collider) -> anyhow::Result<()> {
 
 /// MLUPS of a CPU solver: after a warm-up, even step counts lasting ~0.5 s,
 /// median of `repeats`.
-fn time_cpu(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
+pub(super) fn time_cpu(solver: &mut dyn Solver, repeats: usize) -> anyhow::Result<f64> {
     let t0 = Instant::now();
     solver.step(2)?;
     let per_step = t0.elapsed().as_secs_f64() / 2.0;

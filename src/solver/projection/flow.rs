@@ -86,6 +86,23 @@ pub struct Flow {
     pub steps: u64,
     /// The last pressure solve.
     pub last_solve: Solve,
+    /// Where the sub-steps so far spent their time (benchmarks).
+    pub spent: StepTimes,
+}
+
+/// Seconds spent per part of the sub-steps, and the pressure solves'
+/// iterations, summed since the flow began (or was last reset to zero).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepTimes {
+    pub sub_steps: u64,
+    /// Advection, diffusion and the Adams–Bashforth update.
+    pub explicit: f64,
+    /// The pressure equation (its right-hand side and the solve).
+    pub pressure: f64,
+    /// The correction of the velocities and the outlets.
+    pub correction: f64,
+    /// CG iterations (V-cycles), or Jacobi sweeps.
+    pub iterations: u64,
 }
 
 impl Flow {
@@ -139,6 +156,7 @@ impl Flow {
                 iterations: 0,
                 residual: 0.0,
             },
+            spent: StepTimes::default(),
         };
         flow.open = [0, 1, 2].map(|a| {
             (0..n)
@@ -510,6 +528,7 @@ impl Flow {
     /// One step of length `dt`: Adams–Bashforth (Euler on the first), then
     /// the projection.
     pub fn step(&mut self, dt: f32) {
+        let began = std::time::Instant::now();
         let mut now = std::mem::take(&mut self.now);
         for (a, out) in now.iter_mut().enumerate() {
             self.explicit(a, out);
@@ -527,10 +546,14 @@ impl Flow {
         self.now = std::mem::replace(&mut self.previous, now);
         self.has_previous = true;
         self.carry_outflow();
+        self.spent.explicit += began.elapsed().as_secs_f64();
         self.project(dt);
+        let corrected = std::time::Instant::now();
         self.carry_outflow();
         self.time += dt as f64;
         self.steps += 1;
+        self.spent.sub_steps += 1;
+        self.spent.correction += corrected.elapsed().as_secs_f64();
     }
 
     /// Σ_a (u_a at the high face − u_a at the low face) of fluid cell `c`.
@@ -543,6 +566,7 @@ impl Flow {
     /// the pressure is φ (warm start from the last one).
     fn project(&mut self, dt: f32) {
         let n = self.cells();
+        let began = std::time::Instant::now();
         // The operator is −∇² (unit spacing).
         let mut b = std::mem::take(&mut self.rhs);
         for (c, b) in b.iter_mut().enumerate() {
@@ -554,6 +578,9 @@ impl Flow {
         }
         self.last_solve = self.pcg.solve(&b, &mut self.p);
         self.rhs = b;
+        self.spent.iterations += self.last_solve.iterations as u64;
+        let solved = std::time::Instant::now();
+        self.spent.pressure += (solved - began).as_secs_f64();
         for a in 0..3 {
             for c in 0..n {
                 if self.open[a][c] {
@@ -563,6 +590,7 @@ impl Flow {
                 }
             }
         }
+        self.spent.correction += solved.elapsed().as_secs_f64();
     }
 
     /// Density 1 and the cell-centred velocities (the average of each

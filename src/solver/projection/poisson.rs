@@ -313,16 +313,17 @@ impl Operator {
         }
     }
 
-    /// One Jacobi sweep: out = x + (b − A x) / diag in the cells that take
-    /// part (0 elsewhere), every cell from the old values (order-free).
-    pub fn jacobi(&self, x: &[f32], b: &[f32], out: &mut [f32]) {
+    /// One Jacobi sweep, damped by `omega`: out = x + ω (b − A x) / diag in
+    /// the cells that take part (0 elsewhere), every cell from the old values
+    /// (order-free).
+    pub fn jacobi(&self, x: &[f32], b: &[f32], omega: f32, out: &mut [f32]) {
         let plane = self.plane();
         out.par_chunks_mut(plane).enumerate().for_each(|(z, out)| {
             for (i, o) in out.iter_mut().enumerate() {
                 let c = z * plane + i;
                 *o = if self.active(c) {
                     let p = [i % self.size[0], i / self.size[0], z];
-                    x[c] + (b[c] - self.differences(x, c, p)) / self.diag[c]
+                    x[c] + omega * (b[c] - self.differences(x, c, p)) / self.diag[c]
                 } else {
                     0.0
                 };

@@ -65,6 +65,11 @@ impl ProjectionSolver {
         ProjectionSolver { cfl, ..self }
     }
 
+    /// Where the sub-steps so far spent their time (benchmarks).
+    pub fn spent(&self) -> super::flow::StepTimes {
+        self.flow.spent
+    }
+
     /// The same with `share` of first-order upwind in its advection
     /// (`[run] upwind`, 0 to 1 as the scenario checks).
     pub fn with_upwind(mut self, share: f32) -> ProjectionSolver {
