@@ -2,6 +2,8 @@
 //! slabs over several, or the CPU reference, each after checking that the
 //! grid fits, with one voxelisation per build.
 
+use std::ops::Range;
+
 use crate::scenario::geometry::{ObstacleInfo, VelocitySlots, Voxels};
 use crate::scenario::{Method, Scenario, ScenarioError};
 use crate::solver::lbm::cpu::CpuSolver;
@@ -10,7 +12,7 @@ use crate::solver::lbm::links::WallLinks;
 use crate::solver::lbm::slabs::{Partition, SlabSolver};
 use crate::solver::projection::ProjectionSolver;
 use crate::solver::scalar::Carried;
-use crate::solver::{Fields, Initial, Precision, Solver, SolverError};
+use crate::solver::{Fields, Grid, Initial, Params, Precision, Solver, SolverError};
 use crate::system::ranks::Peers;
 use crate::system::Tuning;
 
@@ -146,16 +148,25 @@ pub fn build_cpu_slabs(
         partition,
         flags,
         params,
-        |s, grid, flags, owned, params| {
-            let mut slab =
-                CpuSolver::slab(grid, flags, params, slab_initial(&p, s, &initial), owned)?;
-            let local = p.local_links(s, &links);
-            if !local.is_empty() {
-                slab.set_links(local)?;
-            }
-            Ok(slab)
-        },
+        cpu_slab(&p, &links, &initial),
     )?)
+}
+
+/// What builds slab `s` of partition `p` on the CPU, with its share of the
+/// links and of the initial state.
+fn cpu_slab<'a>(
+    p: &'a Partition,
+    links: &'a WallLinks,
+    initial: &'a Initial,
+) -> impl FnMut(usize, Grid, Vec<u8>, Range<usize>, Params) -> Result<CpuSolver, SolverError> + 'a {
+    move |s, grid, flags, owned, params| {
+        let mut slab = CpuSolver::slab(grid, flags, params, slab_initial(p, s, initial), owned)?;
+        let local = p.local_links(s, links);
+        if !local.is_empty() {
+            slab.set_links(local)?;
+        }
+        Ok(slab)
+    }
 }
 
 /// The CUDA solver over GPUs 0..count, one slab each.
@@ -320,15 +331,7 @@ fn on_ranks(
             flags,
             params,
             Some(peers),
-            |s, grid, flags, owned, params| {
-                let mut slab =
-                    CpuSolver::slab(grid, flags, params, slab_initial(&p, s, &initial), owned)?;
-                let local = p.local_links(s, &links);
-                if !local.is_empty() {
-                    slab.set_links(local)?;
-                }
-                Ok(slab)
-            },
+            cpu_slab(&p, &links, &initial),
         )?)
     };
     let reason = solver.describe();

@@ -145,13 +145,16 @@ pub fn report(message: &str) {
     }
 }
 
-/// Ends the process with `code`: with MPI, after the other ranks (an exit
-/// code other than 0 aborts them all, so that none waits for this one).
-pub fn exit(code: i32) -> ! {
+/// Ends the process with `code`. With MPI: `together` when every rank ends
+/// here with it (a finished run, a blow-up, an interrupt: all ranks saw the
+/// same reduced numbers), after the others; otherwise it is this process's
+/// own failure, which aborts them all so that none waits for it.
+pub fn exit(code: i32, together: bool) -> ! {
     #[cfg(feature = "mpi")]
     if world().is_some() {
-        mpi_world::finish(code);
+        mpi_world::finish(code, together);
     }
+    let _ = together;
     std::process::exit(code)
 }
 
@@ -267,11 +270,10 @@ mod mpi_world {
         }
     }
 
-    /// Finalises MPI and exits; a failing rank aborts the job instead.
-    pub fn finish(code: i32) -> ! {
+    /// Finalises MPI and exits; a rank failing alone aborts the job instead.
+    pub fn finish(code: i32, together: bool) -> ! {
         let universe = UNIVERSE.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if code != 0 && code != crate::cli::exit::UNSTABLE && code != crate::cli::exit::INTERRUPTED
-        {
+        if !together {
             if let Some(u) = &universe {
                 u.world().abort(code);
             }

@@ -178,6 +178,19 @@ impl CudaSolver {
     }
 }
 
+/// Bytes (a GPU's UUID, NCCL's id) as f32 bit patterns, four to a word, for
+/// [`Peers`]' gathers.
+fn words(bytes: &[std::ffi::c_char]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| {
+            f32::from_bits(u32::from_ne_bytes([
+                b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8,
+            ]))
+        })
+        .collect()
+}
+
 /// A plane's bytes as populations on the wire: FP32 values, or 16-bit
 /// patterns carried in the low half of an f32's bits.
 fn populations_of(bytes: &[u8], precision: crate::solver::Precision) -> Vec<f32> {
@@ -284,12 +297,7 @@ impl SlabLattice for CudaSolver {
         let missing = peers.any(!present);
         let mut mine = Vec::new();
         for s in slabs.iter() {
-            let uuid = s.ctx.uuid().map_err(dev)?;
-            mine.extend(uuid.bytes.chunks_exact(4).map(|b| {
-                f32::from_bits(u32::from_ne_bytes([
-                    b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8,
-                ]))
-            }));
+            mine.extend(words(&s.ctx.uuid().map_err(dev)?.bytes));
         }
         let all: Vec<u32> = peers
             .all_gather_f32(&mine)
@@ -326,15 +334,11 @@ impl SlabLattice for CudaSolver {
         }
         // The run's NCCL id comes from rank 0.
         let id: Vec<f32> = if peers.rank() == 0 {
-            let id = cudarc::nccl::result::get_uniqueid().map_err(nccl_err)?;
-            id.internal
-                .chunks_exact(4)
-                .map(|b| {
-                    f32::from_bits(u32::from_ne_bytes([
-                        b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8,
-                    ]))
-                })
-                .collect()
+            words(
+                &cudarc::nccl::result::get_uniqueid()
+                    .map_err(nccl_err)?
+                    .internal,
+            )
         } else {
             Vec::new()
         };
