@@ -217,7 +217,7 @@ impl Outputs<'_> {
             }
         };
         let own = vti::piece_path(path, ranks::rank());
-        vti::write_at(
+        let layout = vti::write_at(
             &own,
             &piece.fields,
             piece.averages.as_ref(),
@@ -227,7 +227,7 @@ impl Outputs<'_> {
         )
         .with_context(|| format!("cannot write {}", own.display()))?;
         if ranks::is_root() {
-            vti::write_pvti(path, &piece, self.physical.as_ref())
+            vti::write_pvti(path, &piece, &layout, self.physical.as_ref())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!(
                 "wrote {} ({} piece{} beside it)",

@@ -51,7 +51,14 @@ pub fn write(
     flags: &[u8],
     physical: Option<&Physical>,
 ) -> std::io::Result<()> {
-    write_at(path, fields, averages, flags, physical, 0)
+    write_at(path, fields, averages, flags, physical, 0).map(|_| ())
+}
+
+/// The arrays a file holds (name, VTK type, components) and the vector array
+/// shown first: what a [`write_pvti`] collection declares of its pieces.
+pub struct Layout {
+    arrays: Vec<(String, &'static str, usize)>,
+    vectors: &'static str,
 }
 
 /// One array of the file: name, VTK type, components, values.
@@ -196,7 +203,7 @@ fn extent(size: [usize; 3], first_layer: usize) -> String {
 
 /// As [`write`], for fields whose first layer is the grid's layer
 /// `first_layer`: one piece of a [`write_pvti`] collection, itself a
-/// complete file.
+/// complete file. Returns the arrays it wrote.
 pub fn write_at(
     path: &Path,
     fields: &Fields,
@@ -204,7 +211,7 @@ pub fn write_at(
     flags: &[u8],
     physical: Option<&Physical>,
     first_layer: usize,
-) -> std::io::Result<()> {
+) -> std::io::Result<Layout> {
     let (blocks, vectors) = blocks(fields, averages, flags, physical);
     let spacing = spacing(physical);
     let extent = extent(fields.size, first_layer);
@@ -232,6 +239,13 @@ pub fn write_at(
             file.write_all(bytes)?;
         }
         file.write_all(b"\n  </AppendedData>\n</VTKFile>\n")
+    })?;
+    Ok(Layout {
+        arrays: blocks
+            .into_iter()
+            .map(|(name, ty, comps, _)| (name, ty, comps))
+            .collect(),
+        vectors,
     })
 }
 
@@ -243,16 +257,16 @@ pub fn piece_path(path: &Path, k: usize) -> PathBuf {
 }
 
 /// A ParaView parallel image file (`.pvti`) tying together the pieces
-/// [`piece_path`]`(path, k)` of layers `extents[k]` (first and last,
-/// inclusive) of a grid `nx × ny` in the plane; `piece` is any one of them,
-/// for the list of arrays.
-pub fn write_pvti(path: &Path, piece: &Piece, physical: Option<&Physical>) -> std::io::Result<()> {
-    let (blocks, vectors) = blocks(
-        &piece.fields,
-        piece.averages.as_ref(),
-        &piece.flags,
-        physical,
-    );
+/// [`piece_path`]`(path, k)` of layers `piece.extents[k]` (first and last,
+/// inclusive), each holding the arrays of `layout` (what [`write_at`] wrote
+/// of `piece`, any one of them).
+pub fn write_pvti(
+    path: &Path,
+    piece: &Piece,
+    layout: &Layout,
+    physical: Option<&Physical>,
+) -> std::io::Result<()> {
+    let vectors = layout.vectors;
     let [nx, ny, _] = piece.fields.size;
     let last = piece.extents.last().map_or(0, |e| e[1]);
     let whole = extent([nx, ny, last + 1], 0);
@@ -263,7 +277,7 @@ pub fn write_pvti(path: &Path, piece: &Piece, physical: Option<&Physical>) -> st
     xml.push_str(&format!(
         "  <PImageData WholeExtent=\"{whole}\" GhostLevel=\"0\" Origin=\"0 0 0\" Spacing=\"{spacing}\">\n    <PPointData Scalars=\"rho\" Vectors=\"{vectors}\">\n"
     ));
-    for (name, ty, comps, _) in &blocks {
+    for (name, ty, comps) in &layout.arrays {
         xml.push_str(&format!(
             "      <PDataArray type=\"{ty}\" Name=\"{name}\" NumberOfComponents=\"{comps}\"/>\n"
         ));

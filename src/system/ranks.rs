@@ -27,7 +27,7 @@ pub trait Peers: Send + Sync {
     fn exchange(
         &self,
         sends: &[(usize, i32, &[f32])],
-        receives: &mut [(usize, i32, Vec<f32>)],
+        receives: &mut [(usize, i32, &mut [f32])],
         work: &mut dyn FnMut(),
     );
 }
@@ -239,7 +239,7 @@ mod mpi_world {
         fn exchange(
             &self,
             sends: &[(usize, i32, &[f32])],
-            receives: &mut [(usize, i32, Vec<f32>)],
+            receives: &mut [(usize, i32, &mut [f32])],
             work: &mut dyn FnMut(),
         ) {
             mpi::request::scope(|scope| {
@@ -248,7 +248,7 @@ mod mpi_world {
                     pending.push(
                         self.world
                             .process_at_rank(*from as i32)
-                            .immediate_receive_into_with_tag(scope, &mut buffer[..], *tag),
+                            .immediate_receive_into_with_tag(scope, &mut **buffer, *tag),
                     );
                 }
                 let mut sent = Vec::with_capacity(sends.len());

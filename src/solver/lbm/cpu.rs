@@ -955,22 +955,29 @@ impl SlabLattice for CpuSolver {
         transfers: &[Transfer],
         _after_even: bool,
     ) -> Result<(), SolverError> {
+        let mut planes = Vec::new();
         for t in transfers {
-            let planes = slabs[t.from].read_planes(t.from_layer, &t.slots)?;
+            let nxy = slabs[t.from].grid.size[0] * slabs[t.from].grid.size[1];
+            planes.resize(5 * nxy, 0.0);
+            slabs[t.from].read_planes(t.from_layer, &t.slots, &mut planes)?;
             slabs[t.to].write_planes(t.to_layer, &t.slots, &planes, t.mask.as_deref())?;
         }
         Ok(())
     }
 
-    fn read_planes(&mut self, layer: usize, slots: &[usize; 5]) -> Result<Vec<f32>, SolverError> {
+    fn read_planes(
+        &mut self,
+        layer: usize,
+        slots: &[usize; 5],
+        out: &mut [f32],
+    ) -> Result<(), SolverError> {
         let nxy = self.grid.size[0] * self.grid.size[1];
         let n = self.grid.cells();
-        let mut planes = Vec::with_capacity(5 * nxy);
-        for &k in slots {
+        for (&k, out) in slots.iter().zip(out.chunks_exact_mut(nxy)) {
             let at = k * n + layer * nxy;
-            planes.extend_from_slice(&self.f[at..at + nxy]);
+            out.copy_from_slice(&self.f[at..at + nxy]);
         }
-        Ok(planes)
+        Ok(())
     }
 
     fn write_planes(

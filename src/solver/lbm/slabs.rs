@@ -396,9 +396,15 @@ pub trait SlabLattice: Solver + Sized {
             "this solver passes halos to other processes through the host only".into(),
         ))
     }
-    /// The populations of `slots` in local layer `layer`, as five planes: what
-    /// crosses to a slab of another process (once the edges are updated).
-    fn read_planes(&mut self, layer: usize, slots: &[usize; 5]) -> Result<Vec<f32>, SolverError>;
+    /// The populations of `slots` in local layer `layer` into `out`, as five
+    /// planes: what crosses to a slab of another process (once the edges are
+    /// updated).
+    fn read_planes(
+        &mut self,
+        layer: usize,
+        slots: &[usize; 5],
+        out: &mut [f32],
+    ) -> Result<(), SolverError>;
     /// Writes five planes of [`SlabLattice::read_planes`] into local layer
     /// `layer`: only the entries of `mask` (as in [`Transfer::mask`]) when given.
     fn write_planes(
@@ -477,6 +483,9 @@ pub struct SlabSolver<S: SlabLattice> {
     pub skip_exchange: bool,
     /// Where the exchange with other processes took its time.
     spent: ExchangeTime,
+    /// The five planes of each transfer to or from another process, kept
+    /// from step to step.
+    wire: Vec<Vec<f32>>,
 }
 
 /// Seconds of the exchange with other processes, by phase.
@@ -567,6 +576,7 @@ impl<S: SlabLattice> SlabSolver<S> {
             averages: None,
             skip_exchange: false,
             spent: ExchangeTime::default(),
+            wire: Vec::new(),
         })
     }
 
@@ -698,20 +708,20 @@ impl<S: SlabLattice> SlabSolver<S> {
         let rank_of = |s: usize| s / held.len();
         let nxy = self.partition.plane();
         let began = std::time::Instant::now();
+        let mut wire = std::mem::take(&mut self.wire);
+        wire.resize_with(exchange.remote.len(), || vec![0.0f32; 5 * nxy]);
         let mut sends = Vec::new();
         let mut receives = Vec::new();
         let mut landing = Vec::new();
-        for (tag, t) in &exchange.remote {
+        for ((tag, t), planes) in exchange.remote.iter().zip(&mut wire) {
             if held.contains(&t.from) {
-                let planes = self.slabs[t.from - held.start].read_planes(t.from_layer, &t.slots)?;
-                sends.push((rank_of(t.to), *tag, planes));
+                self.slabs[t.from - held.start].read_planes(t.from_layer, &t.slots, planes)?;
+                sends.push((rank_of(t.to), *tag, &planes[..]));
             } else {
-                receives.push((rank_of(t.from), *tag, vec![0.0f32; 5 * nxy]));
+                receives.push((rank_of(t.from), *tag, &mut planes[..]));
                 landing.push(t);
             }
         }
-        let sends: Vec<(usize, i32, &[f32])> =
-            sends.iter().map(|(r, tag, v)| (*r, *tag, &v[..])).collect();
         let read = began.elapsed().as_secs_f64();
         let mut result = Ok(());
         let mut interior = 0.0;
@@ -731,6 +741,7 @@ impl<S: SlabLattice> SlabSolver<S> {
                 t.mask.as_deref(),
             )?;
         }
+        self.wire = wire;
         let spent = &mut self.spent;
         spent.steps += 1;
         spent.read += read;
@@ -1043,19 +1054,19 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
         // The next process's first layer completes this piece.
         let (rank, ranks) = (peers.rank(), peers.size());
         let first_layer = p.slabs[self.held.start].layers.start;
-        let mut sends = Vec::new();
-        if rank > 0 {
-            let first: Vec<f32> = planes.iter().flat_map(|v| &v[..nxy]).copied().collect();
-            sends.push((rank - 1, 0, first));
-        }
-        let mut receives = Vec::new();
-        if rank + 1 < ranks {
-            receives.push((rank + 1, 0, vec![0.0f32; planes.len() * nxy]));
-        }
-        let sends: Vec<(usize, i32, &[f32])> =
-            sends.iter().map(|(r, tag, v)| (*r, *tag, &v[..])).collect();
+        let first: Vec<f32> = planes.iter().flat_map(|v| &v[..nxy]).copied().collect();
+        let mut next = vec![0.0f32; planes.len() * nxy];
+        let sends: Vec<(usize, i32, &[f32])> = match rank {
+            0 => Vec::new(),
+            _ => vec![(rank - 1, 0, &first[..])],
+        };
+        let has_next = rank + 1 < ranks;
+        let mut receives: Vec<(usize, i32, &mut [f32])> = match has_next {
+            true => vec![(rank + 1, 0, &mut next[..])],
+            false => Vec::new(),
+        };
         peers.exchange(&sends, &mut receives, &mut || {});
-        if let Some((_, _, next)) = receives.first() {
+        if has_next {
             for (out, layer) in planes.iter_mut().zip(next.chunks_exact(nxy)) {
                 out.extend_from_slice(layer);
             }

@@ -426,17 +426,14 @@ impl Flow {
                         } else {
                             self.across(a, p, b, d, own)
                         };
-                        let solid: Vec<usize> = [Some(q), self.step_to(q, a, -1)]
-                            .into_iter()
-                            .flatten()
-                            .map(|s| self.index(s))
-                            .filter(|&s| !self.kinds[s].flows())
-                            .collect();
+                        let solid = [Some(q), self.step_to(q, a, -1)]
+                            .map(|s| s.map(|s| self.index(s)).filter(|&s| !self.kinds[s].flows()));
+                        let count = solid.iter().flatten().count() as f64;
                         let flux = self.nu as f64 * (own - value) as f64;
                         // Shared between the solid cells the face lies between.
-                        for &s in &solid {
+                        for s in solid.into_iter().flatten() {
                             if let Some(g) = group(s) {
-                                total[g][a] += flux / solid.len() as f64;
+                                total[g][a] += flux / count;
                             }
                         }
                     }

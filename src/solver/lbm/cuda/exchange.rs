@@ -576,19 +576,23 @@ impl SlabLattice for CudaSolver {
 
     /// Through the host (MPI without CUDA awareness): the planes of a 16-bit
     /// lattice travel as their bit patterns, one per f32.
-    fn read_planes(&mut self, layer: usize, slots: &[usize; 5]) -> Result<Vec<f32>, SolverError> {
+    fn read_planes(
+        &mut self,
+        layer: usize,
+        slots: &[usize; 5],
+        out: &mut [f32],
+    ) -> Result<(), SolverError> {
         self.ctx.bind_to_thread().map_err(dev)?;
         self.stream.synchronize().map_err(dev)?;
         let nxy = self.grid.size[0] * self.grid.size[1];
-        let mut out = Vec::with_capacity(5 * nxy);
-        for &slot in slots {
+        for (&slot, out) in slots.iter().zip(out.chunks_exact_mut(nxy)) {
             let (src, bytes) = self.plane(slot, layer);
             let mut host = vec![0u8; bytes];
             // SAFETY: the plane lies inside the lattice; the copy is synchronous.
             unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut host[..], src) }.map_err(dev)?;
-            out.extend(populations_of(&host, self.precision));
+            out.copy_from_slice(&populations_of(&host, self.precision));
         }
-        Ok(out)
+        Ok(())
     }
 
     fn write_planes(
@@ -605,7 +609,8 @@ impl SlabLattice for CudaSolver {
         let planes = match mask {
             None => planes,
             Some(mask) => {
-                let mut now = self.read_planes(layer, slots)?;
+                let mut now = vec![0.0f32; planes.len()];
+                self.read_planes(layer, slots, &mut now)?;
                 for &p in mask {
                     now[p as usize] = planes[p as usize];
                 }
