@@ -31,6 +31,12 @@ pub struct CheckArgs {
     /// Only the contaminant's section (after a change to its kernels).
     #[arg(long)]
     pub contaminants_only: bool,
+    /// Only the projection method's section (after a change to its kernels).
+    #[arg(long)]
+    pub projection_only: bool,
+    /// Time steps per comparison of the projection method.
+    #[arg(long, default_value_t = 60)]
+    pub projection_steps: u64,
 }
 
 /// From this Reynolds number on (the turbulent scenarios) rounding grows
@@ -344,8 +350,12 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     if let Some(n) = args.gpus {
         return check_gpus(&args, n, tuning);
     }
-    if args.contaminants_only {
-        let ok = check_contaminants(&args, tuning)?;
+    if args.contaminants_only || args.projection_only {
+        let ok = if args.projection_only {
+            check_projection(&args)?
+        } else {
+            check_contaminants(&args, tuning)?
+        };
         println!(
             "{}",
             if ok {
@@ -687,6 +697,7 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     );
     all_ok &= check_mesh_voxels()?;
     all_ok &= check_contaminants(&args, tuning)?;
+    all_ok &= check_projection(&args)?;
     println!(
         "{}",
         if all_ok {
@@ -733,6 +744,86 @@ fn left_velocity_differences(
 /// against the CPU reference (bit for bit where the FP32 flow is; to the
 /// flow's own agreement with the turbulence model), for every shipped
 /// scenario with sources, scaled down, moved every step and every third.
+/// The projection method's CUDA solver against its CPU solver on every
+/// shipped scenario it runs (scaled down), and a checkpoint resumed on the
+/// GPU bit for bit.
+fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
+    use crate::solver::projection::ProjectionSolver;
+    let mut ok = true;
+    let steps = args.projection_steps;
+    println!(
+        "projection method, {steps} steps per case; passes at max|Δu| < {FP32_MAX_ABS_U:e} \
+         (max‖Δu‖/max‖u‖ < {FP16_MAX_REL_SPEED:e} from Re {HIGH_REYNOLDS})"
+    );
+    let mut resumed = false;
+    for case in cases(&args.scenarios, args.max_cells)? {
+        let mut scenario = Scenario::load(&case.path, &case.overrides)?;
+        scenario.run.method = crate::scenario::Method::Projection;
+        let mut cpu = match select::build_projection(&scenario, None) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("projection {:<20} not run by the method: {e}", case.name);
+                continue;
+            }
+        };
+        let mut gpu = select::build_projection(&scenario, None)?;
+        if let Err(e) = gpu.move_to_gpu(0) {
+            println!("projection {:<20} not on the GPU: {e}", case.name);
+            continue;
+        }
+        let began = std::time::Instant::now();
+        cpu.step(steps)?;
+        let on_cpu = began.elapsed().as_secs_f64();
+        let began = std::time::Instant::now();
+        gpu.step(steps)?;
+        let on_gpu = began.elapsed().as_secs_f64();
+        let a = compare::agreement(&cpu.fields()?, &gpu.fields()?, cpu.flags());
+        let forces = max_force_difference(&cpu.obstacle_forces()?, &gpu.obstacle_forces()?);
+        let pass = a.non_finite == 0
+            && if scenario.units.reynolds >= HIGH_REYNOLDS {
+                a.max_rel_speed < FP16_MAX_REL_SPEED
+            } else {
+                a.max_abs_u < FP32_MAX_ABS_U
+            };
+        ok &= pass;
+        let (c, g) = (cpu.last_solve(), gpu.last_solve());
+        println!(
+            "projection {:<20} {:>12} max|Δu| {:.3e} max|Δρ| {:.3e} rel speed {:.3e} rel force {:.3e}; \
+             last solve CPU {} iterations {:.1e}, GPU {} {:.1e}; CPU {on_cpu:.1} s, GPU {on_gpu:.2} s: {}",
+            case.name,
+            scenario.grid().to_string(),
+            a.max_abs_u,
+            a.max_abs_rho,
+            a.max_rel_speed,
+            forces,
+            c.iterations,
+            c.residual,
+            g.iterations,
+            g.residual,
+            if pass { "ok" } else { "FAIL" }
+        );
+        if !resumed && !cpu.flags().is_empty() {
+            // A checkpoint taken on the GPU resumes there bit for bit.
+            let mid = gpu.populations()?;
+            gpu.step(20)?;
+            let mut again: ProjectionSolver = select::build_projection(&scenario, None)?;
+            again.move_to_gpu(0)?;
+            again.set_populations(steps, &mid)?;
+            again.step(20)?;
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            let same = bits(gpu.populations()?) == bits(again.populations()?);
+            ok &= same;
+            println!(
+                "projection checkpoint resume on the GPU ({}): {}",
+                case.name,
+                if same { "bit for bit" } else { "FAIL: differs" }
+            );
+            resumed = true;
+        }
+    }
+    Ok(ok)
+}
+
 fn check_contaminants(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     use crate::solver::scalar::Carried;
     let mut ok = true;

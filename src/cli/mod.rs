@@ -528,7 +528,20 @@ fn compile_kernels(
         text.len(),
         entries(&text).join(" ")
     );
-    write_ptx(out, "transport.ptx", &text)
+    write_ptx(out, "transport.ptx", &text)?;
+    for (name, source) in crate::solver::projection::cuda::sources() {
+        let ptx = crate::solver::projection::cuda::compile(name, source, arch / 10, arch % 10)
+            .map_err(anyhow::Error::msg)?;
+        let text = ptx.to_src();
+        let stem = name.trim_end_matches(".cu");
+        println!(
+            "projection {stem}: {} bytes of PTX, kernels: {}",
+            text.len(),
+            entries(&text).join(" ")
+        );
+        write_ptx(out, &format!("projection_{stem}.ptx"), &text)?;
+    }
+    Ok(())
 }
 
 /// The names of a PTX module's kernels.

@@ -416,22 +416,37 @@ fn voxels_on_gpu(scenario: &Scenario) -> Result<Voxels, SelectError> {
     Ok(voxels)
 }
 
-/// The projection method's solver (CPU: it has no CUDA twin yet).
+/// The projection method's solver: on the GPU where `backend` asks for one
+/// or finds one, else (or where the GPU cannot take the grid, with the
+/// reason) on the CPU.
 fn projection(
     scenario: &Scenario,
     backend: &Backend,
     available: Option<u64>,
 ) -> Result<Selected, SelectError> {
+    let cuda = match backend.choice {
+        Choice::Cpu => Err("asked for with --solver cpu".to_string()),
+        Choice::Cuda => Ok(()),
+        Choice::Auto => cuda::probe()
+            .map(drop)
+            .map_err(|why| format!("no usable CUDA GPU ({why})")),
+    };
     if backend.choice == Choice::Cuda {
-        return Err(SolverError::InvalidParams(
-            "the projection method has no CUDA solver yet: run it with --solver cpu \
-             (or auto), or use the lattice Boltzmann method (--method lbm)"
-                .into(),
-        )
-        .into());
+        cuda::probe().map_err(SelectError::CudaUnavailable)?;
     }
-    let (solver, geometry) = projection_cpu(scenario, available)?;
-    let reason = format!("{} (the method has no CUDA solver yet)", solver.describe());
+    let (mut solver, geometry) = projection_cpu(scenario, available)?;
+    let fallback = match cuda {
+        Err(why) => Some(why),
+        Ok(()) => match solver.move_to_gpu(0) {
+            Ok(()) => None,
+            Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),
+            Err(e) => Some(e.to_string()),
+        },
+    };
+    let reason = match fallback {
+        None => solver.describe(),
+        Some(why) => format!("{} ({why})", solver.describe()),
+    };
     Ok(Selected {
         solver: Box::new(solver),
         reason,

@@ -123,6 +123,52 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
     assert!(transport.contains(".target sm_90"));
     assert!(!transport.contains("fma.rn.f32"), "FMA contraction");
     assert!(transport.contains("add.rn.f64") || transport.contains("add.f64"));
+    // The projection method's kernels, likewise without contraction.
+    for (stem, kernels) in [
+        (
+            "flow",
+            &[
+                "explicit_terms",
+                "adams_bashforth",
+                "carry_outflow",
+                "divergence_rhs",
+                "correct",
+                "fastest",
+            ][..],
+        ),
+        (
+            "poisson",
+            &[
+                "apply",
+                "smooth",
+                "jacobi",
+                "restrict_residual",
+                "prolong_add",
+                "coarsest_gather",
+                "coarsest_solve",
+                "reduce",
+                "reduce_finish",
+                "subtract_mean",
+                "direction",
+                "cg_update",
+            ][..],
+        ),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("projection {stem}:")))
+            .expect("a line per projection kernel file");
+        for kernel in kernels {
+            assert!(
+                line.split_whitespace().any(|w| w == *kernel),
+                "{kernel} missing in {line}"
+            );
+        }
+        let ptx =
+            std::fs::read_to_string(dir.path().join(format!("projection_{stem}.ptx"))).unwrap();
+        assert!(ptx.contains(".target sm_90"));
+        assert!(!ptx.contains("fma.rn.f32"), "{stem}: FMA contraction");
+    }
 }
 
 #[test]

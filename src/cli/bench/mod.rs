@@ -70,10 +70,11 @@ pub struct BenchArgs {
     /// --set fluid.reynolds=1000.
     #[arg(long = "set", value_name = "KEY=VALUE", requires = "scenario")]
     pub set: Vec<String>,
-    /// The solution method to time: `projection` times its CPU solver on
-    /// the cavity at each --size, per step and per part (advection and
-    /// diffusion, pressure, correction), with its pressure solve's
-    /// iterations, beside the lattice Boltzmann CPU solver.
+    /// The solution method to time: `projection` times its solver (CUDA
+    /// where there is a GPU) on the cavity at each --size, per step and per
+    /// part (advection and diffusion, pressure, correction), with its
+    /// pressure solve's iterations; on the CPU beside the lattice Boltzmann
+    /// CPU solver, on a GPU also the urban-flow seed's city block.
     #[arg(long, value_enum, default_value = "lbm")]
     pub method: crate::scenario::Method,
     /// With --method projection: also time the Jacobi baseline (the
@@ -241,10 +242,7 @@ pub fn bench(args: BenchArgs, tuning: &Tuning) -> anyhow::Result<()> {
         return scenario::bench_scenario(&args, path, use_cuda, tuning);
     }
     if args.method == crate::scenario::Method::Projection {
-        if use_cuda {
-            println!("the projection method has no CUDA solver yet: timing its CPU solver");
-        }
-        return projection::bench_projection(&args);
+        return projection::bench_projection(&args, use_cuda);
     }
     if use_cuda && !args.gpus.is_empty() {
         bench_gpus(&args, collision, tuning)

@@ -51,16 +51,16 @@ impl Kind {
 /// The flow on one grid, and the state of its time integration.
 pub struct Flow {
     pub size: [usize; 3],
-    periodic: [bool; 3],
-    kinds: Vec<Kind>,
+    pub(super) periodic: [bool; 3],
+    pub(super) kinds: Vec<Kind>,
     fluid: Vec<bool>,
     /// Per component, the faces with fluid on one side and fluid or an
     /// outlet on the other: only those move.
-    open: [Vec<bool>; 3],
+    pub(super) open: [Vec<bool>; 3],
     /// Per outlet cell, the fluid cell next to it and the axis between them.
-    outflow: Vec<(usize, usize, usize)>,
+    pub(super) outflow: Vec<(usize, usize, usize)>,
     /// The wall velocity of each wall cell (zero for the others).
-    wall: Vec<[f32; 3]>,
+    pub(super) wall: Vec<[f32; 3]>,
     /// Face velocities, per component.
     pub u: [Vec<f32>; 3],
     /// Pressure over density (the projection's potential times 1/dt).
@@ -75,13 +75,13 @@ pub struct Flow {
     /// The explicit terms of this step and of the last one (Adams–Bashforth;
     /// none before the first step), kept to be written again each step.
     now: [Vec<f32>; 3],
-    previous: [Vec<f32>; 3],
-    has_previous: bool,
+    pub(super) previous: [Vec<f32>; 3],
+    pub(super) has_previous: bool,
     /// The pressure equation's right-hand side, kept likewise.
     rhs: Vec<f32>,
     /// The largest wall velocity component (moving lids, inlets).
     fastest_wall: f32,
-    pcg: Pcg,
+    pub(super) pcg: Pcg,
     pub time: f64,
     pub steps: u64,
     /// The last pressure solve.

@@ -7,6 +7,7 @@
 //! with them ([`solver`]: walls, moving walls, inlets, outlets, free slip,
 //! periodic axes; no CUDA twin yet).
 
+pub mod cuda;
 pub mod flow;
 pub mod multigrid;
 pub mod poisson;

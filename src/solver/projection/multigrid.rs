@@ -25,9 +25,9 @@ use super::poisson::{axpy, dot, Face, Operator};
 /// Coarsening stops at this many cells or fewer.
 const COARSEST_CELLS: usize = 512;
 /// Smoothing sweeps before and after the coarse-grid correction.
-const SWEEPS: usize = 3;
+pub(super) const SWEEPS: usize = 3;
 /// CG stops after this many iterations without a real gain.
-const STALLED: usize = 3;
+pub(super) const STALLED: usize = 3;
 
 /// One grid of the hierarchy and its work vectors.
 struct Level {
@@ -81,6 +81,57 @@ impl Multigrid {
     /// Grids in the hierarchy.
     pub fn depth(&self) -> usize {
         self.levels.len()
+    }
+
+    /// The operators from the finest grid to the coarsest.
+    pub(super) fn operators(&self) -> impl Iterator<Item = &Operator> {
+        self.levels.iter().map(|l| &l.op)
+    }
+
+    /// The coarsest grid's active cells and the inverse of its factorised
+    /// matrix (row-major, double precision; with the constants added where
+    /// the operator is singular, as [`Coarsest`] solves), or why it has
+    /// none: too many cells for a dense matrix.
+    pub(super) fn coarsest_inverse(&self) -> Result<(Vec<usize>, Vec<f64>), String> {
+        let Coarsest::Dense { cells, lower } = &self.coarsest else {
+            return Err(format!(
+                "its coarsest grid ({:?} cells) is too large for a dense solve: every axis \
+                 needs at least 2 cells and the grid should halve down to {COARSEST_CELLS} \
+                 cells or fewer",
+                self.levels.last().expect("one at least").op.size
+            ));
+        };
+        let m = cells.len();
+        // Column j of A⁻¹ = L⁻ᵀ L⁻¹ e_j, by the substitutions of `solve`.
+        let columns: Vec<Vec<f64>> = (0..m)
+            .into_par_iter()
+            .map(|j| {
+                let mut y = vec![0.0f64; m];
+                y[j] = 1.0;
+                for i in j..m {
+                    let mut v = y[i];
+                    for k in j..i {
+                        v -= lower[i * m + k] * y[k];
+                    }
+                    y[i] = v / lower[i * m + i];
+                }
+                for i in (0..m).rev() {
+                    let mut v = y[i];
+                    for k in i + 1..m {
+                        v -= lower[k * m + i] * y[k];
+                    }
+                    y[i] = v / lower[i * m + i];
+                }
+                y
+            })
+            .collect();
+        let mut inverse = vec![0.0f64; m * m];
+        for (j, column) in columns.iter().enumerate() {
+            for (i, v) in column.iter().enumerate() {
+                inverse[i * m + j] = *v;
+            }
+        }
+        Ok((cells.clone(), inverse))
     }
 
     /// z ≈ A⁻¹ r by one V-cycle from zero.
@@ -354,11 +405,11 @@ fn solve_iteratively(op: &Operator, b: &[f32], x: &mut [f32], r: &mut [f32]) {
 }
 
 /// Jacobi sweeps between two checks of the residual.
-const JACOBI_CHECK: usize = 20;
+pub(super) const JACOBI_CHECK: usize = 20;
 /// The Jacobi baseline's damping: undamped, the odd–even mode of a box with
 /// walls all round (every cell's diagonal alike) flips sign each sweep and
 /// never decays.
-const JACOBI_OMEGA: f32 = 0.9;
+pub(super) const JACOBI_OMEGA: f32 = 0.9;
 
 /// How a solve went.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -38,14 +38,14 @@ pub struct Operator {
     pub faces: [[Face; 2]; 3],
     /// Per cell: bit d set where the neighbour in direction d is a fluid
     /// cell it is coupled to.
-    links: Vec<u8>,
+    pub(super) links: Vec<u8>,
     /// Per cell and direction: the coupling's weight; empty: 1 for every
     /// link (the finest grid). A coarse grid's weights count the fine links
     /// across each face ([`Operator::coarse`]).
-    weights: Vec<[f32; DIRECTIONS]>,
+    pub(super) weights: Vec<[f32; DIRECTIONS]>,
     /// Per cell: the sum of its couplings plus 2 per fixed-pressure face; 0
     /// for solid cells (and for a fluid cell with nothing to couple to).
-    diag: Vec<f32>,
+    pub(super) diag: Vec<f32>,
     /// No fixed-pressure face: A has the constants in its null space, and
     /// A p = b has a solution only where b sums to zero.
     pub singular: bool,

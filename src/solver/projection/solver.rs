@@ -6,6 +6,7 @@
 //! the program is one lattice time unit, taken in as many equal sub-steps as
 //! the explicit terms' stability needs.
 
+use super::cuda::DeviceFlow;
 use super::flow::{Flow, Kind};
 use crate::scenario::PressureSolver;
 use crate::solver::flags::{self, CellType};
@@ -36,6 +37,10 @@ pub struct ProjectionSolver {
     /// The advective CFL number of the sub-steps.
     cfl: f32,
     pressure: PressureSolver,
+    /// The GPU that steps the flow, if any: `flow` is then its copy on the
+    /// host, current where `pulled` holds.
+    device: Option<DeviceFlow>,
+    pulled: bool,
 }
 
 impl ProjectionSolver {
@@ -56,6 +61,8 @@ impl ProjectionSolver {
             snapshot: None,
             cfl: CFL,
             pressure: PressureSolver::Multigrid,
+            device: None,
+            pulled: true,
         })
     }
 
@@ -65,9 +72,62 @@ impl ProjectionSolver {
         ProjectionSolver { cfl, ..self }
     }
 
-    /// Where the sub-steps so far spent their time (benchmarks).
+    /// Steps the flow on CUDA device `ordinal` from now on.
+    pub fn move_to_gpu(&mut self, ordinal: usize) -> Result<(), SolverError> {
+        self.host()?;
+        self.device = Some(DeviceFlow::new(&self.flow, ordinal)?);
+        Ok(())
+    }
+
+    /// Whether a GPU steps the flow.
+    pub fn on_device(&self) -> bool {
+        self.device.is_some()
+    }
+
+    /// Where the sub-steps so far spent their time (benchmarks; on a GPU
+    /// only while [`ProjectionSolver::set_timed`]).
     pub fn spent(&self) -> super::flow::StepTimes {
-        self.flow.spent
+        match &self.device {
+            Some(d) => d.spent,
+            None => self.flow.spent,
+        }
+    }
+
+    /// On a GPU: wait for it at the end of each part of a sub-step, so that
+    /// [`ProjectionSolver::spent`] holds the parts' times (benchmarks).
+    pub fn set_timed(&mut self, on: bool) {
+        if let Some(d) = &mut self.device {
+            d.timed = on;
+        }
+    }
+
+    /// The GPU's copy rate in bytes per second, where a GPU steps the flow.
+    pub fn copy_bandwidth(&self) -> Result<Option<f64>, SolverError> {
+        self.device.as_ref().map(|d| d.copy_bandwidth()).transpose()
+    }
+
+    /// The last pressure solve's iterations and residual.
+    pub fn last_solve(&self) -> super::multigrid::Solve {
+        self.flow.last_solve
+    }
+
+    /// The host's flow, current.
+    fn host(&mut self) -> Result<&mut Flow, SolverError> {
+        if !self.pulled {
+            if let Some(d) = &self.device {
+                d.pull(&mut self.flow)?;
+            }
+            self.pulled = true;
+        }
+        Ok(&mut self.flow)
+    }
+
+    /// Uploads the host's flow after a change there.
+    fn push(&mut self) -> Result<(), SolverError> {
+        if let Some(d) = &mut self.device {
+            d.push(&self.flow)?;
+        }
+        Ok(())
     }
 
     /// The same with `share` of first-order upwind in its advection
@@ -157,9 +217,12 @@ impl Solver for ProjectionSolver {
             0.0 => String::new(),
             share => format!("; {share} upwind"),
         };
+        let place = match &self.device {
+            Some(d) => format!("CUDA ({}, FP32", d.name),
+            None => format!("CPU (rayon, {} threads", rayon::current_num_threads()),
+        };
         format!(
-            "projection method, CPU (rayon, {} threads; staircase walls; CFL {}{advection}; pressure by {pressure})",
-            rayon::current_num_threads(),
+            "projection method, {place}; staircase walls; CFL {}{advection}; pressure by {pressure})",
             self.cfl
         )
     }
@@ -181,18 +244,24 @@ impl Solver for ProjectionSolver {
         if params.smagorinsky > 0.0 {
             return Err(unsupported("the Smagorinsky model (fluid.turbulence)"));
         }
-        self.flow.nu = (params.tau - 0.5) / 3.0;
-        self.flow.force = params.force;
-        self.flow.set_walls(walls(&self.grid, &self.flags, &params));
+        let wall = walls(&self.grid, &self.flags, &params);
+        let flow = self.host()?;
+        flow.nu = (params.tau - 0.5) / 3.0;
+        flow.force = params.force;
+        flow.set_walls(wall);
         self.params = params;
-        Ok(())
+        self.push()
     }
 
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
         for _ in 0..n {
             // A blow-up would otherwise ask for ever more sub-steps.
-            let (speed, cell) = self.flow.fastest();
+            let speed = match &mut self.device {
+                Some(d) => d.fastest()?,
+                None => self.flow.fastest().0,
+            };
             if !(speed <= MAX_STABLE_SPEED) {
+                let (speed, cell) = self.host()?.fastest();
                 return Err(SolverError::Unstable {
                     step: self.step,
                     cell: self.grid.coords(cell),
@@ -201,7 +270,13 @@ impl Solver for ProjectionSolver {
             }
             let k = self.substeps(speed);
             for _ in 0..k {
-                self.flow.step(1.0 / k as f32);
+                match &mut self.device {
+                    Some(d) => {
+                        d.step(&mut self.flow, 1.0 / k as f32)?;
+                        self.pulled = false;
+                    }
+                    None => self.flow.step(1.0 / k as f32),
+                }
             }
             self.step += 1;
         }
@@ -220,12 +295,14 @@ impl Solver for ProjectionSolver {
         self.flow.upwind = upwind;
         self.step = 0;
         self.snapshot = None;
-        Ok(())
+        self.pulled = true;
+        self.push()
     }
 
     fn fields(&mut self) -> Result<Fields, SolverError> {
-        let mut f = self.flow.fields();
-        for (rho, p) in f.rho.iter_mut().zip(&self.flow.p) {
+        let flow = self.host()?;
+        let mut f = flow.fields();
+        for (rho, p) in f.rho.iter_mut().zip(&flow.p) {
             *rho = 1.0 + 3.0 * p;
         }
         Ok(f)
@@ -274,6 +351,7 @@ impl Solver for ProjectionSolver {
     /// cells in lattice units (ρ = 1), here pressure plus viscous shear over
     /// the faces the fluid touches ([`Flow::wall_forces`]).
     fn obstacle_forces(&mut self) -> Result<Vec<[f64; 3]>, SolverError> {
+        self.host()?;
         let flags = &self.flags;
         Ok(self.flow.wall_forces(flags::MAX_TAG as usize + 1, |c| {
             let f = flags[c];
@@ -283,7 +361,7 @@ impl Solver for ProjectionSolver {
     }
 
     fn populations(&mut self) -> Result<Vec<f32>, SolverError> {
-        Ok(self.flow.state())
+        Ok(self.host()?.state())
     }
 
     fn state_len(&self) -> usize {
@@ -291,16 +369,20 @@ impl Solver for ProjectionSolver {
     }
 
     fn set_populations(&mut self, step: u64, state: &[f32]) -> Result<(), SolverError> {
-        self.flow
+        self.host()?
             .set_state(state)
             .map_err(SolverError::StateMismatch)?;
         self.step = step;
         self.snapshot = None;
-        Ok(())
+        self.push()
     }
 
     fn memory_bytes(&self) -> u64 {
-        (self.grid.cells() * BYTES_PER_CELL) as u64
+        let per_cell = match self.device {
+            Some(_) => super::cuda::DEVICE_BYTES_PER_CELL,
+            None => BYTES_PER_CELL,
+        };
+        (self.grid.cells() * per_cell) as u64
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {

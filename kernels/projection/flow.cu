@@ -1,0 +1,209 @@
+// The projection method's flow on the GPU: the explicit terms, the
+// Adams–Bashforth update, the outlets, the pressure equation's right-hand
+// side and the correction (src/solver/projection/flow.rs is the reference).
+// Compiled without FMA contraction and in the CPU's order of operations, so
+// that each kernel gives the CPU's values bit for bit from the same input.
+//
+// Face storage: component a of cell c (u[a * n + c]) is the face on c's low
+// side along a. `open` holds bit a where that face moves; `kinds` is 0 fluid,
+// 1 wall, 2 free slip, 3 outlet; `wall` holds the walls' velocities as three
+// planes.
+
+#define FLUID 0
+#define WALL 1
+#define SLIP 2
+#define OUTFLOW 3
+
+struct Grid {
+    int n[3];
+    unsigned periodic;
+};
+
+__device__ __forceinline__ size_t cell_index(const Grid& g, const int p[3]) {
+    return (size_t)p[0] + (size_t)g.n[0] * ((size_t)p[1] + (size_t)g.n[1] * (size_t)p[2]);
+}
+
+// q moved by d (-1 or +1) along axis: wrapped on a periodic axis, false
+// beyond a wall (q unchanged then).
+__device__ __forceinline__ bool step_to(const Grid& g, int q[3], int axis, int d) {
+    int v = q[axis] + d;
+    if (v < 0 || v >= g.n[axis]) {
+        if (!((g.periodic >> axis) & 1u)) return false;
+        v = v < 0 ? v + g.n[axis] : v - g.n[axis];
+    }
+    q[axis] = v;
+    return true;
+}
+
+__device__ __forceinline__ bool flows(unsigned char k) { return k == FLUID || k == OUTFLOW; }
+
+__device__ __forceinline__ bool own_cell(const Grid& g, int p[3], size_t* c) {
+    p[0] = blockIdx.x * blockDim.x + threadIdx.x;
+    p[1] = blockIdx.y * blockDim.y + threadIdx.y;
+    p[2] = blockIdx.z * blockDim.z + threadIdx.z;
+    if (p[0] >= g.n[0] || p[1] >= g.n[1] || p[2] >= g.n[2]) return false;
+    *c = cell_index(g, p);
+    return true;
+}
+
+// Flow::across: component a at the face d cells from face p along b (b != a).
+__device__ float across(const Grid& g, size_t n, const float* u, const unsigned char* kinds,
+                        const float* wall, int a, const int p[3], int b, int d, float own) {
+    int q[3] = {p[0], p[1], p[2]};
+    if (!step_to(g, q, b, d)) return -own;
+    size_t qi = cell_index(g, q);
+    int l[3] = {q[0], q[1], q[2]};
+    bool has_low = step_to(g, l, a, -1);
+    size_t li = has_low ? cell_index(g, l) : 0;
+    if (flows(kinds[qi]) || (has_low && flows(kinds[li]))) return u[a * n + qi];
+    if (kinds[qi] == SLIP || (has_low && kinds[li] == SLIP)) return own;
+    float sum = 0.0f, count = 0.0f;
+    sum += wall[a * n + qi];
+    count += 1.0f;
+    if (has_low) {
+        sum += wall[a * n + li];
+        count += 1.0f;
+    }
+    return 2.0f * sum / count - own;
+}
+
+// Flow::along: component a at the face d faces from face p along a.
+__device__ __forceinline__ float along(const Grid& g, size_t n, const float* u,
+                                       const unsigned char* kinds, int a, const int p[3], int d) {
+    int q[3] = {p[0], p[1], p[2]};
+    if (step_to(g, q, a, d)) return u[a * n + cell_index(g, q)];
+    size_t c = cell_index(g, p);
+    return kinds[c] == OUTFLOW ? u[a * n + c] : 0.0f;
+}
+
+// Flow::transverse: component b averaged over the four faces around (a, p).
+__device__ float transverse(const Grid& g, size_t n, const float* u, int a, const int p[3], int b) {
+    float sum = 0.0f;
+    int cells[2][3] = {{p[0], p[1], p[2]}, {p[0], p[1], p[2]}};
+    bool has[2] = {true, step_to(g, cells[1], a, -1)};
+    for (int k = 0; k < 2; k++) {
+        if (!has[k]) continue;
+        sum += u[b * n + cell_index(g, cells[k])];
+        int r[3] = {cells[k][0], cells[k][1], cells[k][2]};
+        sum += step_to(g, r, b, 1) ? u[b * n + cell_index(g, r)] : 0.0f;
+    }
+    return 0.25f * sum;
+}
+
+// Flow::explicit: −(u·∇)u_a + ν∇²u_a + f_a at every open face of component a,
+// into plane a of `out`.
+extern "C" __global__ void explicit_terms(const float* __restrict__ u,
+                                          const unsigned char* __restrict__ kinds,
+                                          const unsigned char* __restrict__ open,
+                                          const float* __restrict__ wall, int nx, int ny, int nz,
+                                          unsigned periodic, int a, float nu, float force,
+                                          float upwind, float* __restrict__ out) {
+    Grid g = {{nx, ny, nz}, periodic};
+    int p[3];
+    size_t c;
+    if (!own_cell(g, p, &c)) return;
+    size_t n = (size_t)nx * ny * nz;
+    if (!((open[c] >> a) & 1u)) {
+        out[a * n + c] = 0.0f;
+        return;
+    }
+    float own = u[a * n + c];
+    float advection = 0.0f, diffusion = 0.0f;
+    for (int b = 0; b < 3; b++) {
+        float lo, hi, velocity;
+        if (b == a) {
+            lo = along(g, n, u, kinds, a, p, -1);
+            hi = along(g, n, u, kinds, a, p, 1);
+            velocity = own;
+        } else {
+            lo = across(g, n, u, kinds, wall, a, p, b, -1, own);
+            hi = across(g, n, u, kinds, wall, a, p, b, 1, own);
+            velocity = transverse(g, n, u, a, p, b);
+        }
+        float central = 0.5f * (hi - lo);
+        if (upwind == 0.0f) {
+            advection += velocity * central;
+        } else {
+            float up = velocity > 0.0f ? own - lo : hi - own;
+            advection += velocity * (central + upwind * (up - central));
+        }
+        diffusion += hi - 2.0f * own + lo;
+    }
+    out[a * n + c] = -advection + nu * diffusion + force;
+}
+
+// Adams–Bashforth over the three planes (Euler without a last step).
+extern "C" __global__ void adams_bashforth(float* __restrict__ u, const float* __restrict__ now,
+                                           const float* __restrict__ previous, size_t count,
+                                           float dt, int has_previous) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    u[i] += has_previous ? dt * (1.5f * now[i] - 0.5f * previous[i]) : dt * now[i];
+}
+
+// Flow::carry_outflow: each outlet cell (c, m, code) takes the velocities of
+// the fluid cell m next to it, but for the normal face between them.
+extern "C" __global__ void carry_outflow(float* __restrict__ u, const unsigned* __restrict__ list,
+                                         unsigned count, size_t n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    size_t c = list[3 * i], m = list[3 * i + 1];
+    unsigned code = list[3 * i + 2];
+    unsigned axis = code % 3;
+    bool high = code >= 3;
+    for (unsigned b = 0; b < 3; b++) {
+        if (b != axis || high) u[b * n + c] = u[b * n + m];
+    }
+}
+
+// The pressure equation's right-hand side −∇·u / dt in fluid cells.
+extern "C" __global__ void divergence_rhs(const float* __restrict__ u,
+                                          const unsigned char* __restrict__ kinds, int nx, int ny,
+                                          int nz, unsigned periodic, float dt,
+                                          float* __restrict__ rhs) {
+    Grid g = {{nx, ny, nz}, periodic};
+    int p[3];
+    size_t c;
+    if (!own_cell(g, p, &c)) return;
+    size_t n = (size_t)nx * ny * nz;
+    if (kinds[c] != FLUID) {
+        rhs[c] = 0.0f;
+        return;
+    }
+    // As Rust's f32 sum, from −0.
+    float div = -0.0f;
+    for (int a = 0; a < 3; a++) div += along(g, n, u, kinds, a, p, 1) - u[a * n + c];
+    rhs[c] = -div / dt;
+}
+
+// u −= dt ∇p on the open faces.
+extern "C" __global__ void correct(float* __restrict__ u, const float* __restrict__ pressure,
+                                   const unsigned char* __restrict__ open, int nx, int ny, int nz,
+                                   unsigned periodic, float dt) {
+    Grid g = {{nx, ny, nz}, periodic};
+    int p[3];
+    size_t c;
+    if (!own_cell(g, p, &c)) return;
+    size_t n = (size_t)nx * ny * nz;
+    unsigned bits = open[c];
+    for (int a = 0; a < 3; a++) {
+        if (!((bits >> a) & 1u)) continue;
+        int q[3] = {p[0], p[1], p[2]};
+        step_to(g, q, a, -1);
+        u[a * n + c] -= dt * (pressure[c] - pressure[cell_index(g, q)]);
+    }
+}
+
+// The largest |u| of the three planes (NaN as infinity), as float bits.
+extern "C" __global__ void fastest(const float* __restrict__ u, size_t count,
+                                   unsigned* __restrict__ out) {
+    float best = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = u[i];
+        float s = isnan(v) ? __int_as_float(0x7f800000) : fabsf(v);
+        best = fmaxf(best, s);
+    }
+    for (int o = 16; o > 0; o >>= 1) best = fmaxf(best, __shfl_down_sync(0xffffffffu, best, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(best));
+}

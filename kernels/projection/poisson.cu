@@ -1,0 +1,367 @@
+// The pressure Poisson equation on the GPU: the operator of each multigrid
+// level, its red-black Gauss–Seidel and Jacobi sweeps, restriction and
+// prolongation, the coarsest grid's solve, and the reductions and vector
+// updates of conjugate gradients (src/solver/projection/poisson.rs and
+// multigrid.rs are the reference, whose order of operations the kernels keep;
+// the reductions are trees in double precision).
+//
+// A level: `links` bit d set where the neighbour in direction d (−x, +x, −y,
+// +y, −z, +z) is coupled; `weights` six per cell (null: all 1, the finest
+// grid); `diag` the diagonal, 0 where the cell takes no part. `faces` holds
+// two bits per domain face, face (axis, high) at bit 2 (2 axis + high):
+// 0 wall, 1 periodic, 2 fixed pressure.
+
+#define FACE_WALL 0u
+#define FACE_PERIODIC 1u
+#define FACE_FIXED 2u
+
+struct Level {
+    int n[3];
+    unsigned faces;
+};
+
+__device__ __forceinline__ unsigned face(const Level& l, int axis, int high) {
+    return (l.faces >> (2 * (2 * axis + high))) & 3u;
+}
+
+__device__ __forceinline__ bool own_cell(const Level& l, int p[3], size_t* c) {
+    p[0] = blockIdx.x * blockDim.x + threadIdx.x;
+    p[1] = blockIdx.y * blockDim.y + threadIdx.y;
+    p[2] = blockIdx.z * blockDim.z + threadIdx.z;
+    if (p[0] >= l.n[0] || p[1] >= l.n[1] || p[2] >= l.n[2]) return false;
+    *c = (size_t)p[0] + (size_t)l.n[0] * ((size_t)p[1] + (size_t)l.n[1] * (size_t)p[2]);
+    return true;
+}
+
+// poisson::neighbour for a linked direction (always inside or wrapped).
+__device__ __forceinline__ size_t neighbour(const Level& l, const int p[3], int dir) {
+    int axis = dir >> 1;
+    int q[3] = {p[0], p[1], p[2]};
+    int v = q[axis] + ((dir & 1) ? 1 : -1);
+    if (v < 0) v += l.n[axis];
+    if (v >= l.n[axis]) v -= l.n[axis];
+    q[axis] = v;
+    return (size_t)q[0] + (size_t)l.n[0] * ((size_t)q[1] + (size_t)l.n[1] * (size_t)q[2]);
+}
+
+__device__ __forceinline__ float weight(const float* weights, size_t c, int dir) {
+    return weights ? weights[6 * c + dir] : 1.0f;
+}
+
+// Operator::differences: (A x)_c as a sum of differences.
+__device__ __forceinline__ float differences(const Level& l, const unsigned char* links,
+                                             const float* weights, const float* diag,
+                                             const float* x, size_t c, const int p[3]) {
+    unsigned bits = links[c];
+    float own = x[c];
+    float s = 0.0f, coupled = 0.0f;
+    for (int dir = 0; dir < 6; dir++) {
+        if (bits & (1u << dir)) {
+            float w = weight(weights, c, dir);
+            s += w * (own - x[neighbour(l, p, dir)]);
+            coupled += w;
+        }
+    }
+    return s + (diag[c] - coupled) * own;
+}
+
+// out = A x (residual = 0), or out = b − A x (residual = 1); 0 in cells that
+// take no part.
+extern "C" __global__ void apply(const unsigned char* __restrict__ links,
+                                 const float* __restrict__ weights, const float* __restrict__ diag,
+                                 int nx, int ny, int nz, unsigned faces,
+                                 const float* __restrict__ x, const float* __restrict__ b,
+                                 int residual, float* __restrict__ out) {
+    Level l = {{nx, ny, nz}, faces};
+    int p[3];
+    size_t c;
+    if (!own_cell(l, p, &c)) return;
+    if (!(diag[c] > 0.0f)) {
+        out[c] = 0.0f;
+        return;
+    }
+    float ax = differences(l, links, weights, diag, x, c, p);
+    out[c] = residual ? b[c] - ax : ax;
+}
+
+// One colour of a red-black Gauss–Seidel sweep: the cells with x + y + z of
+// parity `colour`. Along a periodic axis of odd length the first and last
+// cells have the same colour: the CPU's sweep (rows and planes in order, the
+// last plane apart) updates a cell on the last layer of such an axis after its
+// neighbour across the wrap, so those go in later passes: pass k takes the
+// cells on the last layer of k of the axes in `odd` (all cells when `odd` is
+// 0 and pass is 0).
+extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
+                                  const float* __restrict__ weights,
+                                  const float* __restrict__ diag, int nx, int ny, int nz,
+                                  unsigned faces, float* __restrict__ x,
+                                  const float* __restrict__ b, int colour, unsigned odd,
+                                  int pass) {
+    Level l = {{nx, ny, nz}, faces};
+    int p[3];
+    size_t c;
+    if (!own_cell(l, p, &c)) return;
+    if (((p[0] + p[1] + p[2]) & 1) != colour) return;
+    int last = 0;
+    for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
+    if (last != pass) return;
+    if (!(diag[c] > 0.0f)) return;
+    unsigned bits = links[c];
+    float s = 0.0f;
+    for (int dir = 0; dir < 6; dir++) {
+        if (bits & (1u << dir)) s += weight(weights, c, dir) * x[neighbour(l, p, dir)];
+    }
+    float gs = (b[c] + s) / diag[c];
+    x[c] += 1.0f * (gs - x[c]);
+}
+
+// One damped Jacobi sweep: out = x + ω (b − A x) / diag (0 where no part).
+extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
+                                  const float* __restrict__ diag, int nx, int ny, int nz,
+                                  unsigned faces, const float* __restrict__ x,
+                                  const float* __restrict__ b, float omega,
+                                  float* __restrict__ out) {
+    Level l = {{nx, ny, nz}, faces};
+    int p[3];
+    size_t c;
+    if (!own_cell(l, p, &c)) return;
+    out[c] = diag[c] > 0.0f
+                 ? x[c] + omega * (b[c] - differences(l, links, nullptr, diag, x, c, p)) / diag[c]
+                 : 0.0f;
+}
+
+// Coarse right-hand side: half the sum of the fine residual over each coarse
+// cell (one thread per coarse cell).
+extern "C" __global__ void restrict_residual(const float* __restrict__ r, int fx, int fy, int fz,
+                                             const float* __restrict__ coarse_diag, int nx,
+                                             int ny, int nz, float* __restrict__ b) {
+    Level l = {{nx, ny, nz}, 0};
+    int p[3];
+    size_t c;
+    if (!own_cell(l, p, &c)) return;
+    float s = 0.0f;
+    for (int dz = 0; dz < 2; dz++)
+        for (int dy = 0; dy < 2; dy++)
+            for (int dx = 0; dx < 2; dx++) {
+                int q[3] = {2 * p[0] + dx, 2 * p[1] + dy, 2 * p[2] + dz};
+                if (q[0] < fx && q[1] < fy && q[2] < fz)
+                    s += r[(size_t)q[0] + (size_t)fx * ((size_t)q[1] + (size_t)fy * q[2])];
+            }
+    b[c] = coarse_diag[c] > 0.0f ? 0.5f * s : 0.0f;
+}
+
+// multigrid::along: the two coarse cells nearest fine cell i along an axis.
+__device__ __forceinline__ void along(int i, int n, unsigned low_face, unsigned high_face,
+                                      int cell[2], float w[2]) {
+    int holder = i / 2;
+    cell[0] = holder;
+    w[0] = 0.75f;
+    unsigned f;
+    int wrapped;
+    if ((i & 1) == 0) {
+        if (holder != 0) {
+            cell[1] = holder - 1;
+            w[1] = 0.25f;
+            return;
+        }
+        f = low_face;
+        wrapped = n - 1;
+    } else {
+        if (holder + 1 != n) {
+            cell[1] = holder + 1;
+            w[1] = 0.25f;
+            return;
+        }
+        f = high_face;
+        wrapped = 0;
+    }
+    if (f == FACE_PERIODIC) {
+        cell[1] = wrapped;
+        w[1] = 0.25f;
+    } else {
+        cell[1] = holder;
+        w[1] = f == FACE_FIXED ? -0.25f : 0.25f;
+    }
+}
+
+// x_fine += the coarse correction e: trilinear where all eight coarse cells
+// take part, else the holder's value (multigrid::Stencil).
+extern "C" __global__ void prolong_add(const float* __restrict__ e,
+                                       const float* __restrict__ coarse_diag, int cx, int cy,
+                                       int cz, const float* __restrict__ fine_diag, int nx,
+                                       int ny, int nz, unsigned faces, float* __restrict__ x) {
+    Level l = {{nx, ny, nz}, faces};
+    int p[3];
+    size_t c;
+    if (!own_cell(l, p, &c)) return;
+    if (!(fine_diag[c] > 0.0f)) return;
+    int cn[3] = {cx, cy, cz};
+    int cell[3][2];
+    float w[3][2];
+    for (int a = 0; a < 3; a++) along(p[a], cn[a], face(l, a, 0), face(l, a, 1), cell[a], w[a]);
+    size_t k[8];
+    float kw[8];
+    int len = 0;
+    for (int iz = 0; iz < 2; iz++)
+        for (int iy = 0; iy < 2; iy++)
+            for (int ix = 0; ix < 2; ix++) {
+                size_t m = (size_t)cell[0][ix] +
+                           (size_t)cx * ((size_t)cell[1][iy] + (size_t)cy * (size_t)cell[2][iz]);
+                if (coarse_diag[m] > 0.0f) {
+                    k[len] = m;
+                    kw[len] = w[0][ix] * w[1][iy] * w[2][iz];
+                    len++;
+                }
+            }
+    float out = x[c];
+    if (len < 8) {
+        size_t holder = (size_t)cell[0][0] +
+                        (size_t)cx * ((size_t)cell[1][0] + (size_t)cy * (size_t)cell[2][0]);
+        out += 1.0f * e[holder];
+    } else {
+        for (int j = 0; j < 8; j++) out += kw[j] * e[k[j]];
+    }
+    x[c] = out;
+}
+
+// The coarsest grid, step 1 (one block): y = b at its active cells, less its
+// mean when the operator is singular.
+extern "C" __global__ void coarsest_gather(const float* __restrict__ b,
+                                           const unsigned* __restrict__ cells, unsigned m,
+                                           int singular, double* __restrict__ y) {
+    __shared__ double part[1024];
+    double s = 0.0;
+    for (unsigned j = threadIdx.x; j < m; j += blockDim.x) {
+        double v = (double)b[cells[j]];
+        y[j] = v;
+        s += v;
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) part[threadIdx.x] += part[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (!singular) return;
+    double mean = part[0] / (double)(m > 0 ? m : 1);
+    for (unsigned j = threadIdx.x; j < m; j += blockDim.x) y[j] -= mean;
+}
+
+// Step 2 (a warp per row): x at the active cells = A⁻¹ y (the inverse of the
+// factorised matrix, double precision); x is zero elsewhere beforehand.
+extern "C" __global__ void coarsest_solve(const double* __restrict__ inverse,
+                                          const double* __restrict__ y,
+                                          const unsigned* __restrict__ cells, unsigned m,
+                                          float* __restrict__ x) {
+    unsigned row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    unsigned lane = threadIdx.x & 31;
+    if (row >= m) return;
+    double s = 0.0;
+    for (unsigned j = lane; j < m; j += 32) s += inverse[(size_t)row * m + j] * y[j];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0) x[cells[row]] = (float)s;
+}
+
+// Reductions, first pass: per block, Σ a·b (b null: Σ a) and, where c is
+// given, Σ c·d, over the cells where `mask` (a diagonal) is positive or
+// everywhere (mask null), in double precision; into partial[2 block + k].
+extern "C" __global__ void reduce(const float* __restrict__ a, const float* __restrict__ b,
+                                  const float* __restrict__ c, const float* __restrict__ d,
+                                  const float* __restrict__ mask, size_t n,
+                                  double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256];
+    double t0 = 0.0, t1 = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (mask && !(mask[i] > 0.0f)) continue;
+        t0 += b ? (double)a[i] * (double)b[i] : (double)a[i];
+        if (c) t1 += (double)c[i] * (double)d[i];
+    }
+    s0[threadIdx.x] = t0;
+    s1[threadIdx.x] = t1;
+    __syncthreads();
+    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) {
+            s0[threadIdx.x] += s0[threadIdx.x + o];
+            s1[threadIdx.x] += s1[threadIdx.x + o];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+    }
+}
+
+// Second pass (one block of 256): the blocks' sums into scalars[slot0] and
+// scalars[slot1] (slot1 negative: not wanted).
+extern "C" __global__ void reduce_finish(const double* __restrict__ partial, unsigned blocks,
+                                         double* __restrict__ scalars, int slot0, int slot1) {
+    __shared__ double s0[256], s1[256];
+    double t0 = 0.0, t1 = 0.0;
+    for (unsigned i = threadIdx.x; i < blocks; i += blockDim.x) {
+        t0 += partial[2 * i];
+        t1 += partial[2 * i + 1];
+    }
+    s0[threadIdx.x] = t0;
+    s1[threadIdx.x] = t1;
+    __syncthreads();
+    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) {
+            s0[threadIdx.x] += s0[threadIdx.x + o];
+            s1[threadIdx.x] += s1[threadIdx.x + o];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        scalars[slot0] = s0[0];
+        if (slot1 >= 0) scalars[slot1] = s1[0];
+    }
+}
+
+// v −= its mean over the active cells, the sum in scalars[slot].
+extern "C" __global__ void subtract_mean(float* __restrict__ v, const float* __restrict__ diag,
+                                         size_t n, const double* __restrict__ scalars, int slot,
+                                         double count) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || !(diag[i] > 0.0f)) return;
+    float mean = (float)(scalars[slot] / count);
+    v[i] -= mean;
+}
+
+// Zeroes the cells that take no part.
+extern "C" __global__ void clear_inactive(float* __restrict__ v, const float* __restrict__ diag,
+                                          size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && !(diag[i] > 0.0f)) v[i] = 0.0f;
+}
+
+// CG's new direction: p = z on the first iteration, else p = z + β p with the
+// flexible β = (r·z − r·z_old) / rz_old from the scalars.
+extern "C" __global__ void direction(float* __restrict__ p, const float* __restrict__ z, size_t n,
+                                     const double* __restrict__ scalars, int first, int rz_new,
+                                     int rz_cross, int rz_old) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (first) {
+        p[i] = z[i];
+        return;
+    }
+    float beta = (float)((scalars[rz_new] - scalars[rz_cross]) / scalars[rz_old]);
+    p[i] = z[i] + beta * p[i];
+}
+
+// x += α p, r −= α q with α = rz / pq from the scalars (no change where
+// pq is not positive: CG stops there).
+extern "C" __global__ void cg_update(float* __restrict__ x, float* __restrict__ r,
+                                     const float* __restrict__ p, const float* __restrict__ q,
+                                     size_t n, const double* __restrict__ scalars, int rz,
+                                     int pq) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double d = scalars[pq];
+    if (!(d > 0.0)) return;
+    float alpha = (float)(scalars[rz] / d);
+    x[i] += alpha * p[i];
+    r[i] += -alpha * q[i];
+}

@@ -1,0 +1,1066 @@
+//! The projection method's step on a CUDA GPU: `kernels/projection/flow.cu`
+//! (explicit terms, Adams–Bashforth, outlets, the pressure equation's
+//! right-hand side, the correction) and `kernels/projection/poisson.cu`
+//! (multigrid, conjugate gradients, Jacobi). The host's [`Flow`] keeps the
+//! geometry, builds the multigrid operators and stays the copy that fields,
+//! forces and checkpoints are read from ([`DeviceFlow::pull`]).
+//!
+//! The kernels keep the CPU's order of operations without FMA contraction;
+//! the dot products are trees in double precision, so the CG scalars and
+//! with them the pressure agree with the CPU to float rounding, not bit for
+//! bit. CG's scalars stay on the GPU: each iteration reads back one small
+//! vector, to decide whether to go on.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+
+use super::flow::{Flow, Kind, StepTimes};
+use super::multigrid::{Solve, JACOBI_CHECK, JACOBI_OMEGA, STALLED, SWEEPS};
+use super::poisson::{Face, Operator};
+use crate::solver::lbm::cuda::guarded;
+use crate::solver::SolverError;
+
+const FLOW_SOURCE: &str = include_str!("../../../kernels/projection/flow.cu");
+const POISSON_SOURCE: &str = include_str!("../../../kernels/projection/poisson.cu");
+
+/// Blocks of the first pass of a reduction (256 threads each).
+const REDUCE_BLOCKS: u32 = 1024;
+
+/// Slots of the scalars CG keeps on the GPU.
+const RZ: [i32; 2] = [0, 1];
+const RZ_CROSS: i32 = 2;
+const PQ: i32 = 3;
+const RR: i32 = 4;
+const SUM: i32 = 5;
+const BB: i32 = 6;
+const SCALARS: usize = 8;
+
+fn dev(e: impl std::fmt::Display) -> SolverError {
+    SolverError::Device(format!("projection method on the GPU: {e}"))
+}
+
+/// Compiles one of the kernel files for compute capability `major.minor`.
+pub fn compile(
+    name: &str,
+    source: &str,
+    major: i32,
+    minor: i32,
+) -> Result<cudarc::nvrtc::Ptx, String> {
+    // SAFETY: only tries to open the shared library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(
+            "NVRTC (libnvrtc.so) is not installed: install the CUDA toolkit's \
+             NVRTC library, or run the projection method with --solver cpu"
+                .into(),
+        );
+    }
+    let options = cudarc::nvrtc::CompileOptions {
+        options: vec![
+            format!("--gpu-architecture=compute_{major}{minor}"),
+            // Products rounded as on the CPU.
+            "--fmad=false".into(),
+            "--std=c++17".into(),
+        ],
+        ..Default::default()
+    };
+    match std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(source, options)) {
+        Ok(Ok(ptx)) => Ok(ptx),
+        Ok(Err(cudarc::nvrtc::CompileError::CompileError { log, .. })) => Err(format!(
+            "NVRTC could not compile kernels/projection/{name}:\n{}",
+            log.to_string_lossy()
+        )),
+        Ok(Err(e)) => Err(format!("NVRTC failed on kernels/projection/{name}: {e:?}")),
+        Err(_) => Err(format!("NVRTC failed on kernels/projection/{name}")),
+    }
+}
+
+/// Both kernel files, as NVRTC compiles them (no GPU needed).
+pub fn sources() -> [(&'static str, &'static str); 2] {
+    [("flow.cu", FLOW_SOURCE), ("poisson.cu", POISSON_SOURCE)]
+}
+
+struct Kernels {
+    explicit_terms: CudaFunction,
+    adams_bashforth: CudaFunction,
+    carry_outflow: CudaFunction,
+    divergence_rhs: CudaFunction,
+    correct: CudaFunction,
+    fastest: CudaFunction,
+    apply: CudaFunction,
+    smooth: CudaFunction,
+    jacobi: CudaFunction,
+    restrict_residual: CudaFunction,
+    prolong_add: CudaFunction,
+    coarsest_gather: CudaFunction,
+    coarsest_solve: CudaFunction,
+    reduce: CudaFunction,
+    reduce_finish: CudaFunction,
+    subtract_mean: CudaFunction,
+    clear_inactive: CudaFunction,
+    direction: CudaFunction,
+    cg_update: CudaFunction,
+}
+
+/// One grid of the multigrid hierarchy on the GPU: its operator.
+struct Level {
+    size: [usize; 3],
+    faces: u32,
+    /// The periodic axes of odd length (see the `smooth` kernel).
+    odd: u32,
+    links: CudaSlice<u8>,
+    weights: Option<CudaSlice<f32>>,
+    diag: CudaSlice<f32>,
+}
+
+/// The multigrid hierarchy: operators, each grid's residual, the coarser
+/// grids' solution and right-hand side (the finest grid's are CG's), and
+/// the coarsest grid's dense solve.
+struct Hierarchy {
+    levels: Vec<Level>,
+    residuals: Vec<CudaSlice<f32>>,
+    coarser: Vec<(CudaSlice<f32>, CudaSlice<f32>)>,
+    coarsest: Coarsest,
+    singular: bool,
+}
+
+/// The coarsest grid's dense solve.
+struct Coarsest {
+    inverse: CudaSlice<f64>,
+    cells: CudaSlice<u32>,
+    m: u32,
+    y: CudaSlice<f64>,
+}
+
+/// The stream and the kernels.
+struct Gpu {
+    stream: Arc<CudaStream>,
+    k: Kernels,
+}
+
+/// CG's vectors on the finest grid.
+#[derive(Clone, Copy)]
+enum Vector {
+    P,
+    Rhs,
+    R,
+    Z,
+    ZOld,
+    Direction,
+    Q,
+}
+
+/// How the pressure is solved (from the host's [`super::multigrid::Pcg`]).
+#[derive(Clone, Copy)]
+pub struct Settings {
+    pub tolerance: f64,
+    pub jacobi: bool,
+    pub max_iterations: usize,
+    pub max_sweeps: usize,
+}
+
+/// The flow's arrays on the GPU and the kernels that step them.
+pub struct DeviceFlow {
+    gpu: Gpu,
+    pub name: String,
+    size: [usize; 3],
+    periodic: u32,
+    kinds: CudaSlice<u8>,
+    open: CudaSlice<u8>,
+    wall: CudaSlice<f32>,
+    outflow: CudaSlice<u32>,
+    outflow_count: u32,
+    /// Three planes each.
+    u: CudaSlice<f32>,
+    now: CudaSlice<f32>,
+    previous: CudaSlice<f32>,
+    /// Indexed by [`Vector`].
+    vectors: [CudaSlice<f32>; 7],
+    mg: Hierarchy,
+    /// Active cells of the finest grid.
+    active: f64,
+    scalars: CudaSlice<f64>,
+    partial: CudaSlice<f64>,
+    fastest_bits: CudaSlice<u32>,
+    /// Where the sub-steps spent their time, measured only when `timed`
+    /// (the GPU is waited for at each part's end).
+    pub spent: StepTimes,
+    pub timed: bool,
+}
+
+/// Bytes of GPU memory per cell: the velocities, their explicit terms now
+/// and before, the seven vectors of the pressure solve, the flags, the
+/// walls' velocities, and the coarser grids (about a seventh more).
+pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 7 + 3 + 2) + 3 + 8;
+
+fn face_bits(faces: &[[Face; 2]; 3]) -> u32 {
+    let mut bits = 0;
+    for (a, ends) in faces.iter().enumerate() {
+        for (h, f) in ends.iter().enumerate() {
+            let code = match f {
+                Face::Wall => 0,
+                Face::Periodic => 1,
+                Face::Fixed => 2,
+            };
+            bits |= code << (2 * (2 * a + h));
+        }
+    }
+    bits
+}
+
+fn cells_config(size: [usize; 3]) -> LaunchConfig {
+    let [nx, ny, nz] = size.map(|s| s as u32);
+    let [bx, by] = [32, 4];
+    LaunchConfig {
+        grid_dim: (nx.div_ceil(bx), ny.div_ceil(by), nz),
+        block_dim: (bx, by, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn list_config(count: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((count as u32).div_ceil(256).max(1), 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn one_block(threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> {
+    let (major, minor) = ctx.compute_capability().map_err(dev)?;
+    let mut modules = Vec::new();
+    for (name, source) in sources() {
+        let ptx = compile(name, source, major, minor).map_err(SolverError::Device)?;
+        modules.push(
+            guarded("loading the projection kernels", || ctx.load_module(ptx))
+                .map_err(SolverError::Device)?,
+        );
+    }
+    guarded("loading the projection kernels", || {
+        let f = |name: &str| modules[0].load_function(name);
+        let g = |name: &str| modules[1].load_function(name);
+        Ok(Kernels {
+            explicit_terms: f("explicit_terms")?,
+            adams_bashforth: f("adams_bashforth")?,
+            carry_outflow: f("carry_outflow")?,
+            divergence_rhs: f("divergence_rhs")?,
+            correct: f("correct")?,
+            fastest: f("fastest")?,
+            apply: g("apply")?,
+            smooth: g("smooth")?,
+            jacobi: g("jacobi")?,
+            restrict_residual: g("restrict_residual")?,
+            prolong_add: g("prolong_add")?,
+            coarsest_gather: g("coarsest_gather")?,
+            coarsest_solve: g("coarsest_solve")?,
+            reduce: g("reduce")?,
+            reduce_finish: g("reduce_finish")?,
+            subtract_mean: g("subtract_mean")?,
+            clear_inactive: g("clear_inactive")?,
+            direction: g("direction")?,
+            cg_update: g("cg_update")?,
+        })
+    })
+    .map_err(SolverError::Device)
+}
+
+impl DeviceFlow {
+    /// The GPU twin of `flow` on device `ordinal`, with its state uploaded.
+    pub fn new(flow: &Flow, ordinal: usize) -> Result<DeviceFlow, SolverError> {
+        let n = flow.cells();
+        if 3 * n as u64 >= u32::MAX as u64 {
+            return Err(SolverError::InvalidParams(format!(
+                "{n} cells: the projection method's GPU solver takes fewer than 2^32 / 3 \
+                 (make domain.size smaller)"
+            )));
+        }
+        let mg = &flow.pcg.mg;
+        let (cells, inverse) = mg.coarsest_inverse().map_err(|why| {
+            SolverError::InvalidParams(format!(
+                "the projection method's GPU solver cannot take this grid: {why}; run it \
+                 with --solver cpu"
+            ))
+        })?;
+        let info = crate::solver::lbm::cuda::probe_device(ordinal)
+            .map_err(|e| SolverError::Device(e.0))?;
+        let need = (n * DEVICE_BYTES_PER_CELL) as u64 + (inverse.len() * 8) as u64;
+        if need > info.free_bytes {
+            return Err(SolverError::InvalidParams(format!(
+                "the projection method needs {} of GPU memory for {n} cells, and {} has {} \
+                 free: make domain.size smaller, or run it with --solver cpu",
+                crate::system::human_bytes(need),
+                info.name,
+                crate::system::human_bytes(info.free_bytes)
+            )));
+        }
+        let ctx = guarded("creating the CUDA context", || {
+            cudarc::driver::CudaContext::new(ordinal)
+        })
+        .map_err(SolverError::Device)?;
+        // One stream, in order: cudarc's per-slice events would only cost time.
+        // SAFETY: every use of these slices is queued on the one stream.
+        unsafe { ctx.disable_event_tracking() };
+        let k = load(&ctx)?;
+        let stream = ctx.default_stream();
+        let kinds: Vec<u8> = flow
+            .kinds
+            .iter()
+            .map(|k| match k {
+                Kind::Fluid => 0,
+                Kind::Wall => 1,
+                Kind::Slip => 2,
+                Kind::Outflow => 3,
+            })
+            .collect();
+        let open: Vec<u8> = (0..n)
+            .map(|c| (0..3).map(|a| (flow.open[a][c] as u8) << a).sum())
+            .collect();
+        // One entry at least: cudarc allocates one element or more.
+        let outflow: Vec<u32> = flow
+            .outflow
+            .iter()
+            .flat_map(|&(c, m, code)| [c as u32, m as u32, code as u32])
+            .chain([0, 0, 0])
+            .collect();
+        let ops: Vec<&Operator> = mg.operators().collect();
+        let active = (0..n).filter(|&c| ops[0].active(c)).count() as f64;
+        let m = cells.len();
+        let cells32: Vec<u32> = cells.iter().map(|&c| c as u32).collect();
+        let mut device = guarded("allocating the projection method's arrays", || {
+            let mut levels = Vec::new();
+            let mut residuals = Vec::new();
+            let mut coarser = Vec::new();
+            for (depth, op) in ops.iter().enumerate() {
+                let odd = (0..3)
+                    .filter(|&a| op.faces[a][0] == Face::Periodic && op.size[a] % 2 == 1)
+                    .map(|a| 1u32 << a)
+                    .sum();
+                let weights = if op.weights.is_empty() {
+                    None
+                } else {
+                    let flat: Vec<f32> = op.weights.iter().flatten().copied().collect();
+                    Some(stream.clone_htod(&flat)?)
+                };
+                levels.push(Level {
+                    size: op.size,
+                    faces: face_bits(&op.faces),
+                    odd,
+                    links: stream.clone_htod(&op.links)?,
+                    weights,
+                    diag: stream.clone_htod(&op.diag)?,
+                });
+                residuals.push(stream.alloc_zeros(op.cells())?);
+                if depth > 0 {
+                    coarser.push((
+                        stream.alloc_zeros(op.cells())?,
+                        stream.alloc_zeros(op.cells())?,
+                    ));
+                }
+            }
+            let vector = || stream.alloc_zeros::<f32>(n);
+            Ok(DeviceFlow {
+                name: info.name.clone(),
+                size: flow.size,
+                periodic: (0..3)
+                    .filter(|&a| flow.periodic[a])
+                    .map(|a| 1u32 << a)
+                    .sum(),
+                kinds: stream.clone_htod(&kinds)?,
+                open: stream.clone_htod(&open)?,
+                wall: stream.alloc_zeros(3 * n)?,
+                outflow: stream.clone_htod(&outflow)?,
+                outflow_count: flow.outflow.len() as u32,
+                u: stream.alloc_zeros(3 * n)?,
+                now: stream.alloc_zeros(3 * n)?,
+                previous: stream.alloc_zeros(3 * n)?,
+                vectors: [
+                    vector()?,
+                    vector()?,
+                    vector()?,
+                    vector()?,
+                    vector()?,
+                    vector()?,
+                    vector()?,
+                ],
+                mg: Hierarchy {
+                    singular: ops[0].singular,
+                    levels,
+                    residuals,
+                    coarser,
+                    coarsest: Coarsest {
+                        inverse: stream.clone_htod(&inverse)?,
+                        cells: stream.clone_htod(&cells32)?,
+                        m: m as u32,
+                        y: stream.alloc_zeros(m.max(1))?,
+                    },
+                },
+                active,
+                scalars: stream.alloc_zeros(SCALARS)?,
+                partial: stream.alloc_zeros(2 * REDUCE_BLOCKS as usize)?,
+                fastest_bits: stream.alloc_zeros(1)?,
+                spent: StepTimes::default(),
+                timed: false,
+                gpu: Gpu {
+                    stream: stream.clone(),
+                    k,
+                },
+            })
+        })
+        .map_err(|e| {
+            SolverError::Device(format!(
+                "{e} (the projection method needs about {} of GPU memory here: make \
+                 domain.size smaller)",
+                crate::system::human_bytes(need)
+            ))
+        })?;
+        device.push(flow)?;
+        Ok(device)
+    }
+
+    fn n(&self) -> usize {
+        self.size.iter().product()
+    }
+
+    /// Uploads the host flow's state (velocities, pressure, explicit terms
+    /// before) and its walls' velocities.
+    pub fn push(&mut self, flow: &Flow) -> Result<(), SolverError> {
+        let wall: Vec<f32> = (0..3)
+            .flat_map(|a| flow.wall.iter().map(move |w| w[a]))
+            .collect();
+        let s = &self.gpu.stream;
+        s.memcpy_htod(&flow.u.concat(), &mut self.u).map_err(dev)?;
+        s.memcpy_htod(&flow.previous.concat(), &mut self.previous)
+            .map_err(dev)?;
+        s.memcpy_htod(&flow.p, &mut self.vectors[Vector::P as usize])
+            .map_err(dev)?;
+        s.memcpy_htod(&wall, &mut self.wall).map_err(dev)?;
+        s.synchronize().map_err(dev)
+    }
+
+    /// Downloads the state into the host flow.
+    pub fn pull(&self, flow: &mut Flow) -> Result<(), SolverError> {
+        let n = self.n();
+        let s = &self.gpu.stream;
+        for a in 0..3 {
+            s.memcpy_dtoh(&self.u.slice(a * n..(a + 1) * n), &mut flow.u[a])
+                .map_err(dev)?;
+            s.memcpy_dtoh(
+                &self.previous.slice(a * n..(a + 1) * n),
+                &mut flow.previous[a],
+            )
+            .map_err(dev)?;
+        }
+        s.memcpy_dtoh(&self.vectors[Vector::P as usize], &mut flow.p)
+            .map_err(dev)?;
+        s.synchronize().map_err(dev)
+    }
+
+    /// The largest |u| of any face (NaN: infinite).
+    pub fn fastest(&mut self) -> Result<f32, SolverError> {
+        let s = &self.gpu.stream;
+        s.memset_zeros(&mut self.fastest_bits).map_err(dev)?;
+        let count = 3 * self.n();
+        let cfg = LaunchConfig {
+            grid_dim: ((count as u32).div_ceil(256).clamp(1, 2048), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = s.launch_builder(&self.gpu.k.fastest);
+        b.arg(&self.u).arg(&count).arg(&mut self.fastest_bits);
+        // SAFETY: fastest(const float*, size_t, unsigned*): 3n velocities.
+        unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
+        let bits = s.clone_dtoh(&self.fastest_bits).map_err(dev)?;
+        Ok(f32::from_bits(bits[0]))
+    }
+
+    /// The GPU's device-to-device copy rate in bytes per second (read plus
+    /// write), from copies of 256 MiB: what the kernels' traffic compares to.
+    pub fn copy_bandwidth(&self) -> Result<f64, SolverError> {
+        let s = &self.gpu.stream;
+        let words = 64 << 20;
+        let src = s.alloc_zeros::<f32>(words).map_err(dev)?;
+        let mut dst = s.alloc_zeros::<f32>(words).map_err(dev)?;
+        s.memcpy_dtod(&src, &mut dst).map_err(dev)?;
+        s.synchronize().map_err(dev)?;
+        let copies = 20;
+        let t = std::time::Instant::now();
+        for _ in 0..copies {
+            s.memcpy_dtod(&src, &mut dst).map_err(dev)?;
+        }
+        s.synchronize().map_err(dev)?;
+        Ok((2 * 4 * words * copies) as f64 / t.elapsed().as_secs_f64())
+    }
+
+    fn lap(&self, part: &mut f64, since: &mut std::time::Instant) -> Result<(), SolverError> {
+        if self.timed {
+            self.gpu.stream.synchronize().map_err(dev)?;
+            let now = std::time::Instant::now();
+            *part += (now - *since).as_secs_f64();
+            *since = now;
+        }
+        Ok(())
+    }
+
+    /// One sub-step of length `dt` of `flow` (whose clock and Adams–Bashforth
+    /// flag advance on the host), as [`Flow::step`].
+    pub fn step(&mut self, flow: &mut Flow, dt: f32) -> Result<(), SolverError> {
+        let mut since = std::time::Instant::now();
+        let mut spent = self.spent;
+        let [nx, ny, nz] = self.size.map(|v| v as i32);
+        let n = self.n();
+        let cfg = cells_config(self.size);
+        let (s, k) = (&self.gpu.stream, &self.gpu.k);
+        for a in 0..3i32 {
+            let (force, nu, upwind) = (flow.force[a as usize], flow.nu, flow.upwind);
+            let mut b = s.launch_builder(&k.explicit_terms);
+            b.arg(&self.u)
+                .arg(&self.kinds)
+                .arg(&self.open)
+                .arg(&self.wall)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&self.periodic)
+                .arg(&a)
+                .arg(&nu)
+                .arg(&force)
+                .arg(&upwind)
+                .arg(&mut self.now);
+            // SAFETY: explicit_terms(const float*, const u8*, const u8*, const
+            // float*, int, int, int, unsigned, int, float, float, float,
+            // float*): u, wall and out 3n, kinds and open n; the grid covers
+            // the cells.
+            unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
+        }
+        let (count, has) = (3 * n, flow.has_previous as i32);
+        let mut b = s.launch_builder(&k.adams_bashforth);
+        b.arg(&mut self.u)
+            .arg(&self.now)
+            .arg(&self.previous)
+            .arg(&count)
+            .arg(&dt)
+            .arg(&has);
+        // SAFETY: adams_bashforth(float*, const float*, const float*, size_t,
+        // float, int): three arrays of `count`.
+        unsafe { b.launch(list_config(count)) }
+            .map(drop)
+            .map_err(dev)?;
+        std::mem::swap(&mut self.now, &mut self.previous);
+        flow.has_previous = true;
+        self.carry_outflow()?;
+        self.lap(&mut spent.explicit, &mut since)?;
+        let settings = Settings {
+            tolerance: flow.pcg.tolerance,
+            jacobi: flow.pcg.jacobi,
+            max_iterations: flow.pcg.max_iterations,
+            max_sweeps: flow.pcg.max_sweeps,
+        };
+        let solve = self.project(dt, settings)?;
+        flow.last_solve = solve;
+        spent.iterations += solve.iterations as u64;
+        self.lap(&mut spent.pressure, &mut since)?;
+        let (s, k) = (&self.gpu.stream, &self.gpu.k);
+        let mut b = s.launch_builder(&k.correct);
+        b.arg(&mut self.u)
+            .arg(&self.vectors[Vector::P as usize])
+            .arg(&self.open)
+            .arg(&nx)
+            .arg(&ny)
+            .arg(&nz)
+            .arg(&self.periodic)
+            .arg(&dt);
+        // SAFETY: correct(float*, const float*, const u8*, int, int, int,
+        // unsigned, float): u 3n, p and open n.
+        unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
+        self.carry_outflow()?;
+        self.lap(&mut spent.correction, &mut since)?;
+        spent.sub_steps += 1;
+        self.spent = spent;
+        flow.time += dt as f64;
+        flow.steps += 1;
+        Ok(())
+    }
+
+    fn carry_outflow(&mut self) -> Result<(), SolverError> {
+        if self.outflow_count == 0 {
+            return Ok(());
+        }
+        let n = self.n();
+        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.carry_outflow);
+        b.arg(&mut self.u)
+            .arg(&self.outflow)
+            .arg(&self.outflow_count)
+            .arg(&n);
+        // SAFETY: carry_outflow(float*, const unsigned*, unsigned, size_t):
+        // `count` triples of cells inside the grid.
+        unsafe { b.launch(list_config(self.outflow_count as usize)) }
+            .map(drop)
+            .map_err(dev)
+    }
+
+    /// The right-hand side of the pressure equation and its solve (warm
+    /// start from the last pressure).
+    fn project(&mut self, dt: f32, settings: Settings) -> Result<Solve, SolverError> {
+        let [nx, ny, nz] = self.size.map(|v| v as i32);
+        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.divergence_rhs);
+        b.arg(&self.u)
+            .arg(&self.kinds)
+            .arg(&nx)
+            .arg(&ny)
+            .arg(&nz)
+            .arg(&self.periodic)
+            .arg(&dt)
+            .arg(&mut self.vectors[Vector::Rhs as usize]);
+        // SAFETY: divergence_rhs(const float*, const u8*, int, int, int,
+        // unsigned, float, float*): u 3n, the others n.
+        unsafe { b.launch(cells_config(self.size)) }
+            .map(drop)
+            .map_err(dev)?;
+        self.solve(settings)
+    }
+
+    /// Queues scalars[slot0] = Σ a·b (b none: Σ a over the finest grid's
+    /// active cells) and, with `second` (c, d, slot1), scalars[slot1] = Σ c·d.
+    fn reduce(
+        &mut self,
+        a: Vector,
+        b: Option<Vector>,
+        second: Option<(Vector, Vector, i32)>,
+        slot0: i32,
+    ) -> Result<(), SolverError> {
+        let n = self.n();
+        let null = 0u64;
+        let blocks = REDUCE_BLOCKS.min((n as u32).div_ceil(256).max(1));
+        let (s, k, v) = (&self.gpu.stream, &self.gpu.k, &self.vectors);
+        let mut l = s.launch_builder(&k.reduce);
+        l.arg(&v[a as usize]);
+        match b {
+            Some(b) => l.arg(&v[b as usize]),
+            None => l.arg(&null),
+        };
+        match second {
+            Some((c, d, _)) => l.arg(&v[c as usize]).arg(&v[d as usize]),
+            None => l.arg(&null).arg(&null),
+        };
+        match b {
+            None => l.arg(&self.mg.levels[0].diag),
+            Some(_) => l.arg(&null),
+        };
+        l.arg(&n).arg(&mut self.partial);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: reduce(const float* ×5, size_t, double*): vectors of n
+        // (or null), 2 × blocks partial sums.
+        unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
+        let slot1 = second.map_or(-1, |s| s.2);
+        let mut l = s.launch_builder(&k.reduce_finish);
+        l.arg(&self.partial)
+            .arg(&blocks)
+            .arg(&mut self.scalars)
+            .arg(&slot0)
+            .arg(&slot1);
+        // SAFETY: reduce_finish(const double*, unsigned, double*, int, int):
+        // `blocks` pairs, slots below SCALARS.
+        unsafe { l.launch(one_block(256)) }.map(drop).map_err(dev)
+    }
+
+    /// Subtracts the mean over the active cells from `v` (singular
+    /// operators: the part in the null space).
+    fn remove_mean(&mut self, v: Vector) -> Result<(), SolverError> {
+        self.reduce(v, None, None, SUM)?;
+        let n = self.n();
+        let count = self.active;
+        let mut l = self.gpu.stream.launch_builder(&self.gpu.k.subtract_mean);
+        l.arg(&mut self.vectors[v as usize])
+            .arg(&self.mg.levels[0].diag)
+            .arg(&n)
+            .arg(&self.scalars)
+            .arg(&SUM)
+            .arg(&count);
+        // SAFETY: subtract_mean(float*, const float*, size_t, const double*,
+        // int, double): vectors of n.
+        unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)
+    }
+
+    /// The scalars, once the GPU has reached this point.
+    fn scalars(&self) -> Result<[f64; SCALARS], SolverError> {
+        let v = self.gpu.stream.clone_dtoh(&self.scalars).map_err(dev)?;
+        Ok(v.try_into().expect("SCALARS values"))
+    }
+
+    /// r = rhs − A p on the finest grid.
+    fn residual(&mut self) -> Result<(), SolverError> {
+        let [p, rhs, r, ..] = &mut self.vectors;
+        apply(&self.gpu, &self.mg.levels[0], p, rhs, true, r)
+    }
+
+    /// One damped Jacobi sweep from p into z (`back`: from z into p).
+    fn jacobi_sweep(&mut self, back: bool) -> Result<(), SolverError> {
+        let level = &self.mg.levels[0];
+        let [nx, ny, nz] = level.size.map(|v| v as i32);
+        let [p, rhs, _, z, ..] = &mut self.vectors;
+        let (from, to) = if back { (&*z, p) } else { (&*p, z) };
+        let mut l = self.gpu.stream.launch_builder(&self.gpu.k.jacobi);
+        l.arg(&level.links)
+            .arg(&level.diag)
+            .arg(&nx)
+            .arg(&ny)
+            .arg(&nz)
+            .arg(&level.faces)
+            .arg(from)
+            .arg(&*rhs)
+            .arg(&JACOBI_OMEGA)
+            .arg(to);
+        // SAFETY: jacobi(const u8*, const float*, int, int, int, unsigned,
+        // const float*, const float*, float, float*): the finest grid's cells.
+        unsafe { l.launch(cells_config(level.size)) }
+            .map(drop)
+            .map_err(dev)
+    }
+
+    /// Solves A p = rhs from the last p, as [`super::multigrid::Pcg::solve`].
+    fn solve(&mut self, settings: Settings) -> Result<Solve, SolverError> {
+        let n = self.n();
+        let singular = self.mg.singular;
+        if singular {
+            self.remove_mean(Vector::Rhs)?;
+        }
+        {
+            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.clear_inactive);
+            l.arg(&mut self.vectors[Vector::P as usize])
+                .arg(&self.mg.levels[0].diag)
+                .arg(&n);
+            // SAFETY: clear_inactive(float*, const float*, size_t): n values.
+            unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
+        }
+        self.residual()?;
+        self.reduce(
+            Vector::Rhs,
+            Some(Vector::Rhs),
+            Some((Vector::R, Vector::R, RR)),
+            BB,
+        )?;
+        let s = self.scalars()?;
+        let norm_b = s[BB as usize].sqrt();
+        if norm_b == 0.0 {
+            self.gpu
+                .stream
+                .memset_zeros(&mut self.vectors[Vector::P as usize])
+                .map_err(dev)?;
+            return Ok(Solve {
+                iterations: 0,
+                residual: 0.0,
+            });
+        }
+        let mut residual = s[RR as usize].sqrt() / norm_b;
+        if settings.jacobi {
+            let mut sweeps = 0;
+            while residual > settings.tolerance && sweeps < settings.max_sweeps {
+                for _ in 0..JACOBI_CHECK / 2 {
+                    self.jacobi_sweep(false)?;
+                    self.jacobi_sweep(true)?;
+                }
+                sweeps += JACOBI_CHECK;
+                if singular {
+                    self.remove_mean(Vector::P)?;
+                }
+                self.residual()?;
+                self.reduce(Vector::R, Some(Vector::R), None, RR)?;
+                residual = self.scalars()?[RR as usize].sqrt() / norm_b;
+            }
+            return Ok(Solve {
+                iterations: sweeps,
+                residual,
+            });
+        }
+        let mut iterations = 0;
+        let (mut best, mut stalled) = (residual, 0);
+        while residual > settings.tolerance && iterations < settings.max_iterations {
+            // r·z of this iteration and of the last, in alternate slots.
+            let (rz, rz_old) = (RZ[iterations % 2], RZ[(iterations + 1) % 2]);
+            {
+                let [_, _, r, z, ..] = &mut self.vectors;
+                self.gpu.stream.memset_zeros(z).map_err(dev)?;
+                let mg = &mut self.mg;
+                down_up(
+                    &self.gpu,
+                    &mg.levels,
+                    &mut mg.residuals,
+                    &mut mg.coarser,
+                    &mut mg.coarsest,
+                    mg.singular,
+                    z,
+                    r,
+                )?;
+            }
+            if singular {
+                self.remove_mean(Vector::Z)?;
+            }
+            self.reduce(
+                Vector::R,
+                Some(Vector::Z),
+                Some((Vector::R, Vector::ZOld, RZ_CROSS)),
+                rz,
+            )?;
+            let first = (iterations == 0) as i32;
+            {
+                let [_, _, _, z, _, direction, ..] = &mut self.vectors;
+                let mut l = self.gpu.stream.launch_builder(&self.gpu.k.direction);
+                l.arg(direction)
+                    .arg(&*z)
+                    .arg(&n)
+                    .arg(&self.scalars)
+                    .arg(&first)
+                    .arg(&rz)
+                    .arg(&RZ_CROSS)
+                    .arg(&rz_old);
+                // SAFETY: direction(float*, const float*, size_t, const
+                // double*, int, int, int, int): vectors of n, slots below
+                // SCALARS.
+                unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
+            }
+            self.vectors.swap(Vector::Z as usize, Vector::ZOld as usize);
+            {
+                let [_, _, _, _, _, direction, q] = &mut self.vectors;
+                apply(
+                    &self.gpu,
+                    &self.mg.levels[0],
+                    direction,
+                    direction,
+                    false,
+                    q,
+                )?;
+            }
+            self.reduce(Vector::Direction, Some(Vector::Q), None, PQ)?;
+            {
+                let [p, _, r, _, _, direction, q] = &mut self.vectors;
+                let mut l = self.gpu.stream.launch_builder(&self.gpu.k.cg_update);
+                l.arg(p)
+                    .arg(r)
+                    .arg(&*direction)
+                    .arg(&*q)
+                    .arg(&n)
+                    .arg(&self.scalars)
+                    .arg(&rz)
+                    .arg(&PQ);
+                // SAFETY: cg_update(float*, float*, const float*, const float*,
+                // size_t, const double*, int, int): vectors of n.
+                unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
+            }
+            if singular {
+                self.remove_mean(Vector::R)?;
+            }
+            self.reduce(Vector::R, Some(Vector::R), None, RR)?;
+            let s = self.scalars()?;
+            if !(s[PQ as usize] > 0.0) {
+                break;
+            }
+            iterations += 1;
+            // The recurrence drifts from the true residual in f32: check
+            // the true one before stopping.
+            let estimate = s[RR as usize].sqrt() / norm_b;
+            residual = if estimate <= settings.tolerance {
+                self.residual()?;
+                self.reduce(Vector::R, Some(Vector::R), None, RR)?;
+                self.scalars()?[RR as usize].sqrt() / norm_b
+            } else {
+                estimate
+            };
+            if residual < 0.7 * best {
+                best = residual;
+                stalled = 0;
+            } else {
+                stalled += 1;
+                if stalled == STALLED {
+                    break;
+                }
+            }
+        }
+        Ok(Solve {
+            iterations,
+            residual,
+        })
+    }
+}
+
+/// out = A x (`residual`: b − A x) on `level`.
+fn apply(
+    gpu: &Gpu,
+    level: &Level,
+    x: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    residual: bool,
+    out: &mut CudaSlice<f32>,
+) -> Result<(), SolverError> {
+    let [nx, ny, nz] = level.size.map(|v| v as i32);
+    let null = 0u64;
+    let residual = residual as i32;
+    let mut l = gpu.stream.launch_builder(&gpu.k.apply);
+    l.arg(&level.links);
+    match &level.weights {
+        Some(w) => l.arg(w),
+        None => l.arg(&null),
+    };
+    l.arg(&level.diag)
+        .arg(&nx)
+        .arg(&ny)
+        .arg(&nz)
+        .arg(&level.faces)
+        .arg(x)
+        .arg(b)
+        .arg(&residual)
+        .arg(out);
+    // SAFETY: apply(const u8*, const float*, const float*, int, int, int,
+    // unsigned, const float*, const float*, int, float*): the level's cells
+    // (weights six per cell, or null).
+    unsafe { l.launch(cells_config(level.size)) }
+        .map(drop)
+        .map_err(dev)
+}
+
+/// [`super::multigrid::SWEEPS`] red-black Gauss–Seidel sweeps on `level`,
+/// the colours in the opposite order when `reverse`.
+fn smooth(
+    gpu: &Gpu,
+    level: &Level,
+    x: &mut CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    reverse: bool,
+) -> Result<(), SolverError> {
+    let [nx, ny, nz] = level.size.map(|v| v as i32);
+    let null = 0u64;
+    let passes = level.odd.count_ones() as i32;
+    for _ in 0..SWEEPS {
+        for colour in [reverse as i32, !reverse as i32] {
+            for pass in 0..=passes {
+                let mut l = gpu.stream.launch_builder(&gpu.k.smooth);
+                l.arg(&level.links);
+                match &level.weights {
+                    Some(w) => l.arg(w),
+                    None => l.arg(&null),
+                };
+                l.arg(&level.diag)
+                    .arg(&nx)
+                    .arg(&ny)
+                    .arg(&nz)
+                    .arg(&level.faces)
+                    .arg(&mut *x)
+                    .arg(b)
+                    .arg(&colour)
+                    .arg(&level.odd)
+                    .arg(&pass);
+                // SAFETY: smooth(const u8*, const float*, const float*, int,
+                // int, int, unsigned, float*, const float*, int, unsigned,
+                // int): the level's cells.
+                unsafe { l.launch(cells_config(level.size)) }
+                    .map(drop)
+                    .map_err(dev)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The V-cycle from `levels[0]` down: x ≈ A⁻¹ b (x zero on entry). The
+/// coarser grids' vectors are `coarser` (one fewer than `levels`).
+#[allow(clippy::too_many_arguments)]
+fn down_up(
+    gpu: &Gpu,
+    levels: &[Level],
+    residuals: &mut [CudaSlice<f32>],
+    coarser: &mut [(CudaSlice<f32>, CudaSlice<f32>)],
+    coarsest: &mut Coarsest,
+    singular: bool,
+    x: &mut CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+) -> Result<(), SolverError> {
+    let s = &gpu.stream;
+    if levels.len() == 1 {
+        let singular = singular as i32;
+        let mut l = s.launch_builder(&gpu.k.coarsest_gather);
+        l.arg(b)
+            .arg(&coarsest.cells)
+            .arg(&coarsest.m)
+            .arg(&singular)
+            .arg(&mut coarsest.y);
+        // SAFETY: coarsest_gather(const float*, const unsigned*, unsigned,
+        // int, double*): m cells of the level, m values.
+        unsafe { l.launch(one_block(512)) }.map(drop).map_err(dev)?;
+        s.memset_zeros(&mut *x).map_err(dev)?;
+        let mut l = s.launch_builder(&gpu.k.coarsest_solve);
+        l.arg(&coarsest.inverse)
+            .arg(&coarsest.y)
+            .arg(&coarsest.cells)
+            .arg(&coarsest.m)
+            .arg(&mut *x);
+        let rows = LaunchConfig {
+            grid_dim: (coarsest.m.div_ceil(8).max(1), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: coarsest_solve(const double*, const double*, const
+        // unsigned*, unsigned, float*): an m × m matrix, m values and cells.
+        return unsafe { l.launch(rows) }.map(drop).map_err(dev);
+    }
+    let (fine, coarse) = (&levels[0], &levels[1]);
+    smooth(gpu, fine, x, b, false)?;
+    apply(gpu, fine, x, b, true, &mut residuals[0])?;
+    let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
+    let [fx, fy, fz] = fine.size.map(|v| v as i32);
+    let [nx, ny, nz] = coarse.size.map(|v| v as i32);
+    let mut l = s.launch_builder(&gpu.k.restrict_residual);
+    l.arg(&residuals[0])
+        .arg(&fx)
+        .arg(&fy)
+        .arg(&fz)
+        .arg(&coarse.diag)
+        .arg(&nx)
+        .arg(&ny)
+        .arg(&nz)
+        .arg(&mut *cb);
+    // SAFETY: restrict_residual(const float*, int, int, int, const float*,
+    // int, int, int, float*): the fine residual, the coarse cells.
+    unsafe { l.launch(cells_config(coarse.size)) }
+        .map(drop)
+        .map_err(dev)?;
+    s.memset_zeros(&mut *cx).map_err(dev)?;
+    down_up(
+        gpu,
+        &levels[1..],
+        &mut residuals[1..],
+        deeper,
+        coarsest,
+        singular,
+        cx,
+        cb,
+    )?;
+    let mut l = s.launch_builder(&gpu.k.prolong_add);
+    l.arg(&*cx)
+        .arg(&coarse.diag)
+        .arg(&nx)
+        .arg(&ny)
+        .arg(&nz)
+        .arg(&fine.diag)
+        .arg(&fx)
+        .arg(&fy)
+        .arg(&fz)
+        .arg(&fine.faces)
+        .arg(&mut *x);
+    // SAFETY: prolong_add(const float*, const float*, int, int, int, const
+    // float*, int, int, int, unsigned, float*): coarse and fine cells.
+    unsafe { l.launch(cells_config(fine.size)) }
+        .map(drop)
+        .map_err(dev)?;
+    smooth(gpu, fine, x, b, true)
+}
