@@ -91,6 +91,8 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
 // neighbour across the wrap, so those go in later passes: pass k takes the
 // cells on the last layer of k of the axes in `odd` (all cells when `odd` is
 // 0 and pass is 0).
+// One thread per cell of the colour: thread i of a row takes x = 2 i or
+// 2 i + 1.
 extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
                                   const float* __restrict__ weights,
                                   const float* __restrict__ diag, int nx, int ny, int nz,
@@ -99,9 +101,11 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
                                   int pass) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
-    size_t c;
-    if (!own_cell(l, p, &c)) return;
-    if (((p[0] + p[1] + p[2]) & 1) != colour) return;
+    p[1] = blockIdx.y * blockDim.y + threadIdx.y;
+    p[2] = blockIdx.z * blockDim.z + threadIdx.z;
+    p[0] = 2 * (int)(blockIdx.x * blockDim.x + threadIdx.x) + ((colour + p[1] + p[2]) & 1);
+    if (p[0] >= nx || p[1] >= ny || p[2] >= nz) return;
+    size_t c = (size_t)p[0] + (size_t)nx * ((size_t)p[1] + (size_t)ny * (size_t)p[2]);
     int last = 0;
     for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
     if (last != pass) return;
@@ -130,22 +134,33 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
                  : 0.0f;
 }
 
-// Coarse right-hand side: half the sum of the fine residual over each coarse
-// cell (one thread per coarse cell).
-extern "C" __global__ void restrict_residual(const float* __restrict__ r, int fx, int fy, int fz,
+// Coarse right-hand side: half the sum of the fine residual b − A x over
+// each coarse cell (one thread per coarse cell), the residual computed here
+// rather than stored: the same values as the CPU's residual then its sum.
+extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ links,
+                                             const float* __restrict__ weights,
+                                             const float* __restrict__ diag, int fx, int fy,
+                                             int fz, unsigned faces,
+                                             const float* __restrict__ x,
+                                             const float* __restrict__ fine_b,
                                              const float* __restrict__ coarse_diag, int nx,
                                              int ny, int nz, float* __restrict__ b) {
-    Level l = {{nx, ny, nz}, 0};
+    Level coarse = {{nx, ny, nz}, 0};
+    Level fine = {{fx, fy, fz}, faces};
     int p[3];
     size_t c;
-    if (!own_cell(l, p, &c)) return;
+    if (!own_cell(coarse, p, &c)) return;
     float s = 0.0f;
     for (int dz = 0; dz < 2; dz++)
         for (int dy = 0; dy < 2; dy++)
             for (int dx = 0; dx < 2; dx++) {
                 int q[3] = {2 * p[0] + dx, 2 * p[1] + dy, 2 * p[2] + dz};
-                if (q[0] < fx && q[1] < fy && q[2] < fz)
-                    s += r[(size_t)q[0] + (size_t)fx * ((size_t)q[1] + (size_t)fy * q[2])];
+                if (q[0] < fx && q[1] < fy && q[2] < fz) {
+                    size_t f = (size_t)q[0] + (size_t)fx * ((size_t)q[1] + (size_t)fy * q[2]);
+                    s += diag[f] > 0.0f
+                             ? fine_b[f] - differences(fine, links, weights, diag, x, f, q)
+                             : 0.0f;
+                }
             }
     b[c] = coarse_diag[c] > 0.0f ? 0.5f * s : 0.0f;
 }
@@ -199,27 +214,30 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
     int cell[3][2];
     float w[3][2];
     for (int a = 0; a < 3; a++) along(p[a], cn[a], face(l, a, 0), face(l, a, 1), cell[a], w[a]);
-    size_t k[8];
-    float kw[8];
-    int len = 0;
+    // Counted first, then summed: arrays indexed by a running count would
+    // live in local memory (measured: five times the kernel's own traffic).
+    int active = 0;
     for (int iz = 0; iz < 2; iz++)
         for (int iy = 0; iy < 2; iy++)
             for (int ix = 0; ix < 2; ix++) {
                 size_t m = (size_t)cell[0][ix] +
                            (size_t)cx * ((size_t)cell[1][iy] + (size_t)cy * (size_t)cell[2][iz]);
-                if (coarse_diag[m] > 0.0f) {
-                    k[len] = m;
-                    kw[len] = w[0][ix] * w[1][iy] * w[2][iz];
-                    len++;
-                }
+                active += coarse_diag[m] > 0.0f;
             }
     float out = x[c];
-    if (len < 8) {
+    if (active < 8) {
         size_t holder = (size_t)cell[0][0] +
                         (size_t)cx * ((size_t)cell[1][0] + (size_t)cy * (size_t)cell[2][0]);
         out += 1.0f * e[holder];
     } else {
-        for (int j = 0; j < 8; j++) out += kw[j] * e[k[j]];
+        for (int iz = 0; iz < 2; iz++)
+            for (int iy = 0; iy < 2; iy++)
+                for (int ix = 0; ix < 2; ix++) {
+                    size_t m = (size_t)cell[0][ix] +
+                               (size_t)cx *
+                                   ((size_t)cell[1][iy] + (size_t)cy * (size_t)cell[2][iz]);
+                    out += w[0][ix] * w[1][iy] * w[2][iz] * e[m];
+                }
     }
     x[c] = out;
 }

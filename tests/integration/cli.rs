@@ -310,14 +310,22 @@ fn bench_breaks_the_projection_methods_step_down_beside_its_jacobi_baseline() {
             .filter_map(|w| w.trim_end_matches('%').parse().ok())
             .collect()
     };
-    // size, ms/step, MLUPS, sub-steps, three shares, iterations, LBM MLUPS.
+    // size, ms/step, MLUPS, sub-steps, Mcell/s, three shares, iterations,
+    // LBM MLUPS.
     let (mg, jacobi) = (row("MG-PCG"), row("Jacobi"));
-    assert_eq!(mg.len(), 9, "{out}");
-    let shares: f64 = mg[4..7].iter().sum();
+    assert_eq!(mg.len(), 10, "{out}");
+    let shares: f64 = mg[5..8].iter().sum();
     assert!((shares - 100.0).abs() <= 2.0, "{out}");
-    assert!(mg[2] > 0.0 && mg[8] > 0.0, "{out}");
+    assert!(mg[2] > 0.0 && mg[4] > 0.0 && mg[9] > 0.0, "{out}");
+    // Cell-steps per second: cells × sub-steps per lattice step / its time.
+    let rate = 12f64.powi(3) * mg[3] / (mg[1] * 1e-3) / 1e6;
+    assert!(
+        (mg[4] - rate).abs() < 0.06 + 0.02 * rate,
+        "{} vs {rate}: {out}",
+        mg[4]
+    );
     // The baseline needs many more iterations per solve.
-    assert!(jacobi[7] > 10.0 * mg[7], "{out}");
+    assert!(jacobi[8] > 10.0 * mg[8], "{out}");
 }
 
 #[test]

@@ -89,10 +89,17 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
         "{}",
         stderr(&o)
     );
-    // No CUDA solver for it yet: said, with the way out.
+    // Its CUDA solver asked for where there is no GPU: said, with the cause.
     let o = run(&["--method", "projection", "--solver", "cuda"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("no CUDA solver yet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the CUDA solver was asked for but cannot be used"),
+        "{}",
+        stderr(&o)
+    );
+    // Left to choose, without a GPU: the CPU, and why.
+    let o = run(&["--method", "projection"]);
+    assert!(stderr(&o).contains("no usable CUDA GPU"), "{}", stderr(&o));
     // What it does not handle yet: named, with the way out.
     let o = run(&[
         "--method",

@@ -100,7 +100,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool) -> anyhow::Result<()> 
         "ms/step",
         "MLUPS",
         "sub-steps",
-        "Gcell/s",
+        "Mcell/s",
         "explicit",
         "pressure",
         "correction",
@@ -149,7 +149,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool) -> anyhow::Result<()> 
                 (None, None) => "-".into(),
             };
             println!(
-                "{:>5} {:>8} {:>10.2} {:>8.1} {:>9.1} {:>9.3} {:>9} {:>9} {:>10} {:>9.1} {:>9}",
+                "{:>5} {:>8} {:>10.2} {:>8.1} {:>9.1} {:>9.1} {:>9} {:>9} {:>10} {:>9.1} {:>9}",
                 n,
                 match pressure {
                     PressureSolver::Multigrid => "MG-PCG",
@@ -158,7 +158,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool) -> anyhow::Result<()> 
                 t.per_step * 1e3,
                 cells / t.per_step / 1e6,
                 t.sub_steps,
-                cells * t.sub_steps / t.per_step / 1e9,
+                cells * t.sub_steps / t.per_step / 1e6,
                 t.share(t.explicit),
                 t.share(t.pressure),
                 t.share(t.correction),

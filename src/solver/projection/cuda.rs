@@ -24,8 +24,9 @@ use crate::solver::SolverError;
 const FLOW_SOURCE: &str = include_str!("../../../kernels/projection/flow.cu");
 const POISSON_SOURCE: &str = include_str!("../../../kernels/projection/poisson.cu");
 
-/// Blocks of the first pass of a reduction (256 threads each).
-const REDUCE_BLOCKS: u32 = 1024;
+/// Most blocks of the first pass of a reduction (256 threads each): enough
+/// loads in flight to keep the memory busy (1024 reached a third of it).
+const REDUCE_BLOCKS: u32 = 4096;
 
 /// Slots of the scalars CG keeps on the GPU.
 const RZ: [i32; 2] = [0, 1];
@@ -113,12 +114,11 @@ struct Level {
     diag: CudaSlice<f32>,
 }
 
-/// The multigrid hierarchy: operators, each grid's residual, the coarser
-/// grids' solution and right-hand side (the finest grid's are CG's), and
-/// the coarsest grid's dense solve.
+/// The multigrid hierarchy: operators, the coarser grids' solution and
+/// right-hand side (the finest grid's are CG's), and the coarsest grid's
+/// dense solve.
 struct Hierarchy {
     levels: Vec<Level>,
-    residuals: Vec<CudaSlice<f32>>,
     coarser: Vec<(CudaSlice<f32>, CudaSlice<f32>)>,
     coarsest: Coarsest,
     singular: bool,
@@ -336,7 +336,6 @@ impl DeviceFlow {
         let cells32: Vec<u32> = cells.iter().map(|&c| c as u32).collect();
         let mut device = guarded("allocating the projection method's arrays", || {
             let mut levels = Vec::new();
-            let mut residuals = Vec::new();
             let mut coarser = Vec::new();
             for (depth, op) in ops.iter().enumerate() {
                 let odd = (0..3)
@@ -357,7 +356,6 @@ impl DeviceFlow {
                     weights,
                     diag: stream.clone_htod(&op.diag)?,
                 });
-                residuals.push(stream.alloc_zeros(op.cells())?);
                 if depth > 0 {
                     coarser.push((
                         stream.alloc_zeros(op.cells())?,
@@ -393,7 +391,6 @@ impl DeviceFlow {
                 mg: Hierarchy {
                     singular: ops[0].singular,
                     levels,
-                    residuals,
                     coarser,
                     coarsest: Coarsest {
                         inverse: stream.clone_htod(&inverse)?,
@@ -786,6 +783,7 @@ impl DeviceFlow {
         }
         let mut iterations = 0;
         let (mut best, mut stalled) = (residual, 0);
+        let mut last_checked: Option<f64> = None;
         while residual > settings.tolerance && iterations < settings.max_iterations {
             // r·z of this iteration and of the last, in alternate slots.
             let (rz, rz_old) = (RZ[iterations % 2], RZ[(iterations + 1) % 2]);
@@ -796,7 +794,6 @@ impl DeviceFlow {
                 down_up(
                     &self.gpu,
                     &mg.levels,
-                    &mut mg.residuals,
                     &mut mg.coarser,
                     &mut mg.coarsest,
                     mg.singular,
@@ -870,19 +867,28 @@ impl DeviceFlow {
             // The recurrence drifts from the true residual in f32: check
             // the true one before stopping.
             let estimate = s[RR as usize].sqrt() / norm_b;
-            residual = if estimate <= settings.tolerance {
+            let checked = estimate <= settings.tolerance;
+            residual = if checked {
                 self.residual()?;
                 self.reduce(Vector::R, Some(Vector::R), None, RR)?;
                 self.scalars()?[RR as usize].sqrt() / norm_b
             } else {
                 estimate
             };
+            if checked && residual > settings.tolerance {
+                if last_checked.is_some_and(|before| residual >= 0.7 * before) {
+                    break;
+                }
+                last_checked = Some(residual);
+            }
             if residual < 0.7 * best {
                 best = residual;
                 stalled = 0;
             } else {
                 stalled += 1;
-                if stalled == STALLED {
+                // Within ten times the tolerance a pause is the floor; far
+                // from it, possibly a bump on the way down.
+                if stalled == STALLED || residual < 10.0 * settings.tolerance {
                     break;
                 }
             }
@@ -960,10 +966,12 @@ fn smooth(
                     .arg(&colour)
                     .arg(&level.odd)
                     .arg(&pass);
+                let mut half = level.size;
+                half[0] = half[0].div_ceil(2);
                 // SAFETY: smooth(const u8*, const float*, const float*, int,
                 // int, int, unsigned, float*, const float*, int, unsigned,
-                // int): the level's cells.
-                unsafe { l.launch(cells_config(level.size)) }
+                // int): the level's cells, a thread per cell of the colour.
+                unsafe { l.launch(cells_config(half)) }
                     .map(drop)
                     .map_err(dev)?;
             }
@@ -978,7 +986,6 @@ fn smooth(
 fn down_up(
     gpu: &Gpu,
     levels: &[Level],
-    residuals: &mut [CudaSlice<f32>],
     coarser: &mut [(CudaSlice<f32>, CudaSlice<f32>)],
     coarsest: &mut Coarsest,
     singular: bool,
@@ -1015,36 +1022,37 @@ fn down_up(
     }
     let (fine, coarse) = (&levels[0], &levels[1]);
     smooth(gpu, fine, x, b, false)?;
-    apply(gpu, fine, x, b, true, &mut residuals[0])?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
+    let null = 0u64;
     let mut l = s.launch_builder(&gpu.k.restrict_residual);
-    l.arg(&residuals[0])
+    l.arg(&fine.links);
+    match &fine.weights {
+        Some(w) => l.arg(w),
+        None => l.arg(&null),
+    };
+    l.arg(&fine.diag)
         .arg(&fx)
         .arg(&fy)
         .arg(&fz)
+        .arg(&fine.faces)
+        .arg(&*x)
+        .arg(b)
         .arg(&coarse.diag)
         .arg(&nx)
         .arg(&ny)
         .arg(&nz)
         .arg(&mut *cb);
-    // SAFETY: restrict_residual(const float*, int, int, int, const float*,
-    // int, int, int, float*): the fine residual, the coarse cells.
+    // SAFETY: restrict_residual(const u8*, const float*, const float*, int,
+    // int, int, unsigned, const float*, const float*, const float*, int, int,
+    // int, float*): the fine level's cells (weights six per cell, or null),
+    // the coarse cells.
     unsafe { l.launch(cells_config(coarse.size)) }
         .map(drop)
         .map_err(dev)?;
     s.memset_zeros(&mut *cx).map_err(dev)?;
-    down_up(
-        gpu,
-        &levels[1..],
-        &mut residuals[1..],
-        deeper,
-        coarsest,
-        singular,
-        cx,
-        cb,
-    )?;
+    down_up(gpu, &levels[1..], deeper, coarsest, singular, cx, cb)?;
     let mut l = s.launch_builder(&gpu.k.prolong_add);
     l.arg(&*cx)
         .arg(&coarse.diag)

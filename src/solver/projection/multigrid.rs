@@ -512,6 +512,7 @@ impl Pcg {
         let mut iterations = 0;
         let mut rz = 0.0;
         let (mut best, mut stalled) = (residual, 0);
+        let mut last_checked: Option<f64> = None;
         while residual > self.tolerance && iterations < self.max_iterations {
             self.mg.cycle(&self.r, &mut self.z);
             if singular {
@@ -548,19 +549,30 @@ impl Pcg {
             // The recurrence drifts from the true residual in f32: check
             // the true one before stopping.
             let estimate = dot(&self.r, &self.r).sqrt() / norm_b;
-            if estimate <= self.tolerance {
+            let checked = estimate <= self.tolerance;
+            if checked {
                 op.residual(x, b, &mut self.r);
             }
             residual = dot(&self.r, &self.r).sqrt() / norm_b;
             // At the rounding floor of f32 (about 1e-6 of a smooth right-hand
             // side) the residual stops falling; going on would only let the
-            // directions lose their conjugacy.
+            // directions lose their conjugacy. Two true residuals above the
+            // tolerance in a row, the second not clearly below the first:
+            // there already.
+            if checked && residual > self.tolerance {
+                if last_checked.is_some_and(|before| residual >= 0.7 * before) {
+                    break;
+                }
+                last_checked = Some(residual);
+            }
             if residual < 0.7 * best {
                 best = residual;
                 stalled = 0;
             } else {
                 stalled += 1;
-                if stalled == STALLED {
+                // Within ten times the tolerance a pause is the floor; far
+                // from it, possibly a bump on the way down.
+                if stalled == STALLED || residual < 10.0 * self.tolerance {
                     break;
                 }
             }
