@@ -79,6 +79,10 @@ pub fn cavity_deviation(
             (f.uy[f.index(x, a, z)] as f64 * (1.0 - t) + f.uy[f.index(x, b, z)] as f64 * t) / lid
         })
         .collect();
+    assert!(
+        reynolds == 100.0 || reynolds == 400.0,
+        "Ghia's tables in assets/reference hold Re 100 and 400, not {reynolds}"
+    );
     let pick = |row: &(f64, f64, f64)| if reynolds < 200.0 { row.1 } else { row.2 };
     let mut points = Vec::new();
     for r in table(U_TABLE) {
