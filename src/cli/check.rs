@@ -357,20 +357,10 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     if let Some(n) = args.gpus {
         return check_gpus(&args, n, tuning);
     }
-    if args.projection_validation {
-        let ok = validate_projection(&args, tuning)?;
-        println!(
-            "{}",
-            if ok {
-                "all checks passed"
-            } else {
-                "SOME CHECKS FAILED"
-            }
-        );
-        return Ok(ok);
-    }
-    if args.contaminants_only || args.projection_only {
-        let ok = if args.projection_only {
+    if args.contaminants_only || args.projection_only || args.projection_validation {
+        let ok = if args.projection_validation {
+            validate_projection(&args, tuning)?
+        } else if args.projection_only {
             check_projection(&args)?
         } else {
             check_contaminants(&args, tuning)?

@@ -27,7 +27,7 @@ const COARSEST_CELLS: usize = 512;
 /// Smoothing sweeps before and after the coarse-grid correction.
 pub(super) const SWEEPS: usize = 3;
 /// CG stops after this many iterations without a real gain.
-pub(super) const STALLED: usize = 3;
+const STALLED: usize = 3;
 
 /// One grid of the hierarchy and its work vectors.
 struct Level {
@@ -420,6 +420,52 @@ pub struct Solve {
     pub residual: f64,
 }
 
+/// Where conjugate gradients stops short of its tolerance: at the rounding
+/// floor of f32 (about 1e-6 of a smooth right-hand side), where the residual
+/// stops falling and going on would only let the directions lose their
+/// conjugacy.
+pub(super) struct Floor {
+    best: f64,
+    stalled: usize,
+    last_checked: Option<f64>,
+}
+
+impl Floor {
+    /// From the residual CG starts with.
+    pub(super) fn new(residual: f64) -> Floor {
+        Floor {
+            best: residual,
+            stalled: 0,
+            last_checked: None,
+        }
+    }
+
+    /// Whether to stop after an iteration that left `residual` (`checked`:
+    /// the true residual, computed because the recurrence's fell below
+    /// `tolerance`): two true residuals above the tolerance in a row, the
+    /// second not clearly below the first; or no clear gain for
+    /// [`STALLED`] iterations, or for one within ten times the tolerance
+    /// (far from it, a pause may be a bump on the way down).
+    pub(super) fn reached(&mut self, residual: f64, checked: bool, tolerance: f64) -> bool {
+        if checked && residual > tolerance {
+            if self
+                .last_checked
+                .is_some_and(|before| residual >= 0.7 * before)
+            {
+                return true;
+            }
+            self.last_checked = Some(residual);
+        }
+        if residual < 0.7 * self.best {
+            self.best = residual;
+            self.stalled = 0;
+            return false;
+        }
+        self.stalled += 1;
+        self.stalled == STALLED || residual < 10.0 * tolerance
+    }
+}
+
 /// Conjugate gradients preconditioned by a multigrid V-cycle, or plain
 /// Jacobi iteration ([`Pcg::jacobi`]).
 pub struct Pcg {
@@ -511,8 +557,7 @@ impl Pcg {
         let mut residual = dot(&self.r, &self.r).sqrt() / norm_b;
         let mut iterations = 0;
         let mut rz = 0.0;
-        let (mut best, mut stalled) = (residual, 0);
-        let mut last_checked: Option<f64> = None;
+        let mut floor = Floor::new(residual);
         while residual > self.tolerance && iterations < self.max_iterations {
             self.mg.cycle(&self.r, &mut self.z);
             if singular {
@@ -554,27 +599,8 @@ impl Pcg {
                 op.residual(x, b, &mut self.r);
             }
             residual = dot(&self.r, &self.r).sqrt() / norm_b;
-            // At the rounding floor of f32 (about 1e-6 of a smooth right-hand
-            // side) the residual stops falling; going on would only let the
-            // directions lose their conjugacy. Two true residuals above the
-            // tolerance in a row, the second not clearly below the first:
-            // there already.
-            if checked && residual > self.tolerance {
-                if last_checked.is_some_and(|before| residual >= 0.7 * before) {
-                    break;
-                }
-                last_checked = Some(residual);
-            }
-            if residual < 0.7 * best {
-                best = residual;
-                stalled = 0;
-            } else {
-                stalled += 1;
-                // Within ten times the tolerance a pause is the floor; far
-                // from it, possibly a bump on the way down.
-                if stalled == STALLED || residual < 10.0 * self.tolerance {
-                    break;
-                }
+            if floor.reached(residual, checked, self.tolerance) {
+                break;
             }
         }
         Solve {
