@@ -280,6 +280,21 @@ extern "C" __global__ void coarsest_solve(const double* __restrict__ inverse,
     if (lane == 0) x[cells[row]] = (float)s;
 }
 
+// The block's sums of t0 and t1 into s0[0] and s1[0] (a tree over the
+// threads, blockDim a power of two).
+__device__ void block_sums(double* s0, double* s1, double t0, double t1) {
+    s0[threadIdx.x] = t0;
+    s1[threadIdx.x] = t1;
+    __syncthreads();
+    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) {
+            s0[threadIdx.x] += s0[threadIdx.x + o];
+            s1[threadIdx.x] += s1[threadIdx.x + o];
+        }
+        __syncthreads();
+    }
+}
+
 // Reductions, first pass: per block, Σ a·b (b null: Σ a) and, where c is
 // given, Σ c·d, over the cells where `mask` (a diagonal) is positive or
 // everywhere (mask null), in double precision; into partial[2 block + k].
@@ -295,16 +310,7 @@ extern "C" __global__ void reduce(const float* __restrict__ a, const float* __re
         t0 += b ? (double)a[i] * (double)b[i] : (double)a[i];
         if (c) t1 += (double)c[i] * (double)d[i];
     }
-    s0[threadIdx.x] = t0;
-    s1[threadIdx.x] = t1;
-    __syncthreads();
-    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) {
-            s0[threadIdx.x] += s0[threadIdx.x + o];
-            s1[threadIdx.x] += s1[threadIdx.x + o];
-        }
-        __syncthreads();
-    }
+    block_sums(s0, s1, t0, t1);
     if (threadIdx.x == 0) {
         partial[2 * blockIdx.x] = s0[0];
         partial[2 * blockIdx.x + 1] = s1[0];
@@ -321,16 +327,7 @@ extern "C" __global__ void reduce_finish(const double* __restrict__ partial, uns
         t0 += partial[2 * i];
         t1 += partial[2 * i + 1];
     }
-    s0[threadIdx.x] = t0;
-    s1[threadIdx.x] = t1;
-    __syncthreads();
-    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) {
-            s0[threadIdx.x] += s0[threadIdx.x + o];
-            s1[threadIdx.x] += s1[threadIdx.x + o];
-        }
-        __syncthreads();
-    }
+    block_sums(s0, s1, t0, t1);
     if (threadIdx.x == 0) {
         scalars[slot0] = s0[0];
         if (slot1 >= 0) scalars[slot1] = s1[0];

@@ -14,7 +14,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
+};
 
 use super::flow::{Flow, Kind, StepTimes};
 use super::multigrid::{Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA, SWEEPS};
@@ -107,12 +109,34 @@ struct Kernels {
 /// One grid of the multigrid hierarchy on the GPU: its operator.
 struct Level {
     size: [usize; 3],
+    /// `size` as the kernels take it.
+    dims: [i32; 3],
     faces: u32,
     /// The periodic axes of odd length (see the `smooth` kernel).
     odd: u32,
     links: CudaSlice<u8>,
     weights: Option<CudaSlice<f32>>,
     diag: CudaSlice<f32>,
+}
+
+/// A null pointer for the kernels' optional arguments.
+static NULL: u64 = 0;
+
+impl Level {
+    /// Pushes the operator as the level kernels take it: links, weights
+    /// (null: all 1), diagonal, the three sizes, the faces.
+    fn push<'a>(&'a self, l: &mut LaunchArgs<'a>) {
+        l.arg(&self.links);
+        match &self.weights {
+            Some(w) => l.arg(w),
+            None => l.arg(&NULL),
+        };
+        l.arg(&self.diag)
+            .arg(&self.dims[0])
+            .arg(&self.dims[1])
+            .arg(&self.dims[2])
+            .arg(&self.faces);
+    }
 }
 
 /// The multigrid hierarchy: operators, the coarser grids' solution and
@@ -351,6 +375,7 @@ impl DeviceFlow {
                 };
                 levels.push(Level {
                     size: op.size,
+                    dims: op.size.map(|v| v as i32),
                     faces: face_bits(&op.faces),
                     odd,
                     links: stream.clone_htod(&op.links)?,
@@ -895,24 +920,10 @@ fn apply(
     residual: bool,
     out: &mut CudaSlice<f32>,
 ) -> Result<(), SolverError> {
-    let [nx, ny, nz] = level.size.map(|v| v as i32);
-    let null = 0u64;
     let residual = residual as i32;
     let mut l = gpu.stream.launch_builder(&gpu.k.apply);
-    l.arg(&level.links);
-    match &level.weights {
-        Some(w) => l.arg(w),
-        None => l.arg(&null),
-    };
-    l.arg(&level.diag)
-        .arg(&nx)
-        .arg(&ny)
-        .arg(&nz)
-        .arg(&level.faces)
-        .arg(x)
-        .arg(b)
-        .arg(&residual)
-        .arg(out);
+    level.push(&mut l);
+    l.arg(x).arg(b).arg(&residual).arg(out);
     // SAFETY: apply(const u8*, const float*, const float*, int, int, int,
     // unsigned, const float*, const float*, int, float*): the level's cells
     // (weights six per cell, or null).
@@ -930,24 +941,13 @@ fn smooth(
     b: &CudaSlice<f32>,
     reverse: bool,
 ) -> Result<(), SolverError> {
-    let [nx, ny, nz] = level.size.map(|v| v as i32);
-    let null = 0u64;
     let passes = level.odd.count_ones() as i32;
     for _ in 0..SWEEPS {
         for colour in [reverse as i32, !reverse as i32] {
             for pass in 0..=passes {
                 let mut l = gpu.stream.launch_builder(&gpu.k.smooth);
-                l.arg(&level.links);
-                match &level.weights {
-                    Some(w) => l.arg(w),
-                    None => l.arg(&null),
-                };
-                l.arg(&level.diag)
-                    .arg(&nx)
-                    .arg(&ny)
-                    .arg(&nz)
-                    .arg(&level.faces)
-                    .arg(&mut *x)
+                level.push(&mut l);
+                l.arg(&mut *x)
                     .arg(b)
                     .arg(&colour)
                     .arg(&level.odd)
@@ -1011,19 +1011,9 @@ fn down_up(
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
-    let null = 0u64;
     let mut l = s.launch_builder(&gpu.k.restrict_residual);
-    l.arg(&fine.links);
-    match &fine.weights {
-        Some(w) => l.arg(w),
-        None => l.arg(&null),
-    };
-    l.arg(&fine.diag)
-        .arg(&fx)
-        .arg(&fy)
-        .arg(&fz)
-        .arg(&fine.faces)
-        .arg(&*x)
+    fine.push(&mut l);
+    l.arg(&*x)
         .arg(b)
         .arg(&coarse.diag)
         .arg(&nx)
