@@ -90,14 +90,89 @@ __device__ float transverse(const Grid& g, size_t n, const float* u, int a, cons
     return 0.25f * sum;
 }
 
-// Flow::explicit: −(u·∇)u_a + ν∇²u_a + f_a at every open face of component a,
-// into plane a of `out`.
+// Flow::face_viscosity: ν plus the eddy viscosity between face (a, p) and
+// the face d from it along b.
+__device__ float face_viscosity(const Grid& g, const float* eddy, float nu, int a, const int p[3],
+                                int b, int d) {
+    int l[3] = {p[0], p[1], p[2]};
+    bool has_low = step_to(g, l, a, -1);
+    if (b == a) {
+        if (d > 0) return nu + eddy[cell_index(g, p)];
+        return nu + (has_low ? eddy[cell_index(g, l)] : 0.0f);
+    }
+    int q[3] = {p[0], p[1], p[2]};
+    bool has_q = step_to(g, q, b, d);
+    int ql[3] = {q[0], q[1], q[2]};
+    bool has_ql = has_q && step_to(g, ql, a, -1);
+    float around = eddy[cell_index(g, p)];
+    around = around + (has_low ? eddy[cell_index(g, l)] : 0.0f);
+    around = around + (has_q ? eddy[cell_index(g, q)] : 0.0f);
+    around = around + (has_ql ? eddy[cell_index(g, ql)] : 0.0f);
+    return nu + 0.25f * around;
+}
+
+// Flow::eddy_viscosity: the Smagorinsky eddy viscosity c2 |S| of every cell
+// that flows (zero elsewhere), c2 = C_s².
+extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
+                                          const unsigned char* __restrict__ kinds,
+                                          const float* __restrict__ wall, int nx, int ny, int nz,
+                                          unsigned periodic, float c2, float* __restrict__ eddy) {
+    Grid g = {{nx, ny, nz}, periodic};
+    int p[3];
+    size_t c;
+    if (!own_cell(g, p, &c)) return;
+    size_t n = (size_t)nx * ny * nz;
+    if (!flows(kinds[c])) {
+        eddy[c] = 0.0f;
+        return;
+    }
+    float grad[3][3];
+    for (int a = 0; a < 3; a++) {
+        for (int k = 0; k < 3; k++) {
+            if (k == a) {
+                grad[k][a] = along(g, n, u, kinds, a, p, 1) - u[a * n + c];
+                continue;
+            }
+            float own = 0.5f * (u[k * n + c] + along(g, n, u, kinds, k, p, 1));
+            float side[2];
+            for (int s = 0; s < 2; s++) {
+                int q[3] = {p[0], p[1], p[2]};
+                if (!step_to(g, q, a, s == 0 ? 1 : -1)) {
+                    side[s] = kinds[c] == OUTFLOW ? own : -own;
+                    continue;
+                }
+                size_t qi = cell_index(g, q);
+                if (flows(kinds[qi])) {
+                    side[s] = 0.5f * (u[k * n + qi] + along(g, n, u, kinds, k, q, 1));
+                } else if (kinds[qi] == SLIP) {
+                    side[s] = own;
+                } else {
+                    side[s] = 2.0f * wall[k * n + qi] - own;
+                }
+            }
+            grad[k][a] = 0.5f * (side[0] - side[1]);
+        }
+    }
+    float ss = 0.0f;
+    for (int k = 0; k < 3; k++) {
+        for (int a = 0; a < 3; a++) {
+            float s = 0.5f * (grad[k][a] + grad[a][k]);
+            ss += s * s;
+        }
+    }
+    eddy[c] = c2 * sqrtf(2.0f * ss);
+}
+
+// Flow::explicit: −(u·∇)u_a + ∇·(ν∇u_a) + f_a at every open face of
+// component a, into plane a of `out`; ν the molecular viscosity `nu`, plus
+// `eddy`'s where `eddy_on`.
 extern "C" __global__ void explicit_terms(const float* __restrict__ u,
                                           const unsigned char* __restrict__ kinds,
                                           const unsigned char* __restrict__ open,
                                           const float* __restrict__ wall, int nx, int ny, int nz,
                                           unsigned periodic, int a, float nu, float force,
-                                          float upwind, float* __restrict__ out) {
+                                          float upwind, const float* __restrict__ eddy,
+                                          int eddy_on, float* __restrict__ out) {
     Grid g = {{nx, ny, nz}, periodic};
     int p[3];
     size_t c;
@@ -127,9 +202,15 @@ extern "C" __global__ void explicit_terms(const float* __restrict__ u,
             float up = velocity > 0.0f ? own - lo : hi - own;
             advection += velocity * (central + upwind * (up - central));
         }
-        diffusion += hi - 2.0f * own + lo;
+        if (!eddy_on) {
+            diffusion += hi - 2.0f * own + lo;
+        } else {
+            float nu_hi = face_viscosity(g, eddy, nu, a, p, b, 1);
+            float nu_lo = face_viscosity(g, eddy, nu, a, p, b, -1);
+            diffusion += nu_hi * (hi - own) - nu_lo * (own - lo);
+        }
     }
-    out[a * n + c] = -advection + nu * diffusion + force;
+    out[a * n + c] = eddy_on ? -advection + diffusion + force : -advection + nu * diffusion + force;
 }
 
 // Adams–Bashforth over the three planes (Euler without a last step).

@@ -6,8 +6,11 @@ use crate::solver::Fields;
 const U_TABLE: &str = include_str!("../../assets/reference/ghia1982_u_vertical_centerline.csv");
 const V_TABLE: &str = include_str!("../../assets/reference/ghia1982_v_horizontal_centerline.csv");
 
-/// Rows `(coordinate, value at Re 100, value at Re 400)`.
-fn table(text: &str) -> Vec<(f64, f64, f64)> {
+/// The Reynolds numbers of the tables' columns, in order.
+pub const REYNOLDS: [f64; 3] = [100.0, 400.0, 1000.0];
+
+/// Rows `(coordinate, [value at each of REYNOLDS])`.
+fn table(text: &str) -> Vec<(f64, [f64; 3])> {
     text.lines()
         .filter(|l| {
             !l.starts_with('#')
@@ -16,7 +19,7 @@ fn table(text: &str) -> Vec<(f64, f64, f64)> {
         })
         .filter_map(|l| {
             let v: Vec<f64> = l.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            (v.len() == 3).then(|| (v[0], v[1], v[2]))
+            (v.len() == 4).then(|| (v[0], [v[1], v[2], v[3]]))
         })
         .collect()
 }
@@ -55,7 +58,7 @@ fn interpolate(fluid: &[f64], walls: (f64, f64), p: f64) -> f64 {
 
 /// Compares the steady fields of a quasi-2D cavity (n x n fluid cells in x and y
 /// inside one wall layer, lid at y = n + 1 moving in +x at `lid`) with Ghia's
-/// tables at `reynolds` (100 or 400). Points in `skip` are reported, not counted.
+/// tables at `reynolds` (one of [`REYNOLDS`]). Points in `skip` are reported, not counted.
 pub fn cavity_deviation(
     f: &Fields,
     n: usize,
@@ -79,11 +82,13 @@ pub fn cavity_deviation(
             (f.uy[f.index(x, a, z)] as f64 * (1.0 - t) + f.uy[f.index(x, b, z)] as f64 * t) / lid
         })
         .collect();
-    assert!(
-        reynolds == 100.0 || reynolds == 400.0,
-        "Ghia's tables in assets/reference hold Re 100 and 400, not {reynolds}"
-    );
-    let pick = |row: &(f64, f64, f64)| if reynolds < 200.0 { row.1 } else { row.2 };
+    let column = REYNOLDS
+        .iter()
+        .position(|&r| r == reynolds)
+        .unwrap_or_else(|| {
+            panic!("Ghia's tables in assets/reference hold Re {REYNOLDS:?}, not {reynolds}")
+        });
+    let pick = |row: &(f64, [f64; 3])| row.1[column];
     let mut points = Vec::new();
     for r in table(U_TABLE) {
         points.push((
@@ -117,5 +122,10 @@ mod tests {
     fn tables_have_all_rows() {
         assert_eq!(super::table(super::U_TABLE).len(), 17);
         assert_eq!(super::table(super::V_TABLE).len(), 17);
+        // Spot values of the Re 1000 column (Ghia's minimum of u, maximum of v).
+        let u = super::table(super::U_TABLE);
+        assert_eq!(u[11], (0.1719, [-0.10150, -0.24299, -0.38289]));
+        let v = super::table(super::V_TABLE);
+        assert_eq!(v[11].1[2], 0.37095);
     }
 }

@@ -129,6 +129,7 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
             "flow",
             &[
                 "explicit_terms",
+                "eddy_viscosity",
                 "adams_bashforth",
                 "carry_outflow",
                 "divergence_rhs",

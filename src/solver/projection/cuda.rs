@@ -86,6 +86,7 @@ pub fn sources() -> [(&'static str, &'static str); 2] {
 
 struct Kernels {
     explicit_terms: CudaFunction,
+    eddy_viscosity: CudaFunction,
     adams_bashforth: CudaFunction,
     carry_outflow: CudaFunction,
     divergence_rhs: CudaFunction,
@@ -199,6 +200,8 @@ pub struct DeviceFlow {
     u: CudaSlice<f32>,
     now: CudaSlice<f32>,
     previous: CudaSlice<f32>,
+    /// The eddy viscosity of the subgrid model (unused without it).
+    eddy: CudaSlice<f32>,
     /// Indexed by [`Vector`].
     vectors: [CudaSlice<f32>; 7],
     mg: Hierarchy,
@@ -214,9 +217,10 @@ pub struct DeviceFlow {
 }
 
 /// Bytes of GPU memory per cell: the velocities, their explicit terms now
-/// and before, the seven vectors of the pressure solve, the flags, the
-/// walls' velocities, and the coarser grids (about a seventh more).
-pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 7 + 3 + 2) + 3 + 8;
+/// and before, the eddy viscosity, the seven vectors of the pressure solve,
+/// the flags, the walls' velocities, and the coarser grids (about a seventh
+/// more).
+pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 3 + 2) + 3 + 8;
 
 fn face_bits(faces: &[[Face; 2]; 3]) -> u32 {
     let mut bits = 0;
@@ -274,6 +278,7 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
         let g = |name: &str| modules[1].load_function(name);
         Ok(Kernels {
             explicit_terms: f("explicit_terms")?,
+            eddy_viscosity: f("eddy_viscosity")?,
             adams_bashforth: f("adams_bashforth")?,
             carry_outflow: f("carry_outflow")?,
             divergence_rhs: f("divergence_rhs")?,
@@ -405,6 +410,7 @@ impl DeviceFlow {
                 u: stream.alloc_zeros(3 * n)?,
                 now: stream.alloc_zeros(3 * n)?,
                 previous: stream.alloc_zeros(3 * n)?,
+                eddy: stream.alloc_zeros(n)?,
                 vectors: [
                     vector()?,
                     vector()?,
@@ -541,6 +547,24 @@ impl DeviceFlow {
         let n = self.n();
         let cfg = cells_config(self.size);
         let (s, k) = (&self.gpu.stream, &self.gpu.k);
+        let eddy_on = (flow.smagorinsky > 0.0) as i32;
+        if eddy_on != 0 {
+            let c2 = flow.smagorinsky * flow.smagorinsky;
+            let mut b = s.launch_builder(&k.eddy_viscosity);
+            b.arg(&self.u)
+                .arg(&self.kinds)
+                .arg(&self.wall)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&self.periodic)
+                .arg(&c2)
+                .arg(&mut self.eddy);
+            // SAFETY: eddy_viscosity(const float*, const u8*, const float*,
+            // int, int, int, unsigned, float, float*): u and wall 3n, kinds
+            // and eddy n; the grid covers the cells.
+            unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
+        }
         for a in 0..3i32 {
             let (force, nu, upwind) = (flow.force[a as usize], flow.nu, flow.upwind);
             let mut b = s.launch_builder(&k.explicit_terms);
@@ -556,11 +580,13 @@ impl DeviceFlow {
                 .arg(&nu)
                 .arg(&force)
                 .arg(&upwind)
+                .arg(&self.eddy)
+                .arg(&eddy_on)
                 .arg(&mut self.now);
             // SAFETY: explicit_terms(const float*, const u8*, const u8*, const
-            // float*, int, int, int, unsigned, int, float, float, float,
-            // float*): u, wall and out 3n, kinds and open n; the grid covers
-            // the cells.
+            // float*, int, int, int, unsigned, int, float, float, float, const
+            // float*, int, float*): u, wall and out 3n, kinds, open and eddy
+            // n; the grid covers the cells.
             unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
         }
         let (count, has) = (3 * n, flow.has_previous as i32);

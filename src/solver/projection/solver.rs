@@ -149,9 +149,6 @@ impl ProjectionSolver {
         params: &Params,
         initial: &Initial,
     ) -> Result<Flow, SolverError> {
-        if params.smagorinsky > 0.0 {
-            return Err(unsupported("the Smagorinsky model (fluid.turbulence)"));
-        }
         let kinds: Vec<Kind> = cell_flags
             .iter()
             .map(|&f| match CellType::of(f) {
@@ -166,6 +163,7 @@ impl ProjectionSolver {
         let nu = (params.tau - 0.5) / 3.0;
         let mut flow = Flow::new(grid.size, grid.periodic, kinds, wall, nu, TOLERANCE);
         flow.force = params.force;
+        flow.smagorinsky = params.smagorinsky;
         let velocity = match initial {
             Initial::Uniform(u) => *u,
             Initial::Perturbed { velocity, .. } => *velocity,
@@ -217,6 +215,10 @@ impl Solver for ProjectionSolver {
             0.0 => String::new(),
             share => format!("; {share} upwind"),
         };
+        let advection = match self.flow.smagorinsky {
+            0.0 => advection,
+            cs => format!("{advection}; Smagorinsky LES, C_s = {cs}"),
+        };
         let place = match &self.device {
             Some(d) => format!("CUDA ({}, FP32", d.name),
             None => format!("CPU (rayon, {} threads", rayon::current_num_threads()),
@@ -241,13 +243,11 @@ impl Solver for ProjectionSolver {
 
     fn set_params(&mut self, params: Params) -> Result<(), SolverError> {
         check_params(&params)?;
-        if params.smagorinsky > 0.0 {
-            return Err(unsupported("the Smagorinsky model (fluid.turbulence)"));
-        }
         let wall = walls(&self.grid, &self.flags, &params);
         let flow = self.host()?;
         flow.nu = (params.tau - 0.5) / 3.0;
         flow.force = params.force;
+        flow.smagorinsky = params.smagorinsky;
         flow.set_walls(wall);
         self.params = params;
         self.push()
