@@ -222,18 +222,30 @@ extern "C" __global__ void adams_bashforth(float* __restrict__ u, const float* _
     u[i] += has_previous ? dt * (1.5f * now[i] - 0.5f * previous[i]) : dt * now[i];
 }
 
+#define CONVECTIVE 8u
+
 // Flow::carry_outflow: each outlet cell (c, m, code) takes the velocities of
-// the fluid cell m next to it, but for the normal face between them.
+// the fluid cell m next to it, but for the normal face between them; a
+// convective one (code bit CONVECTIVE) convects them by dt instead (mode 1)
+// or keeps them (mode 2).
 extern "C" __global__ void carry_outflow(float* __restrict__ u, const unsigned* __restrict__ list,
-                                         unsigned count, size_t n) {
+                                         unsigned count, size_t n, float dt, int mode) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     size_t c = list[3 * i], m = list[3 * i + 1];
     unsigned code = list[3 * i + 2];
-    unsigned axis = code % 3;
-    bool high = code >= 3;
+    unsigned axis = code % CONVECTIVE % 3;
+    bool high = code % CONVECTIVE >= 3;
+    bool convective = code >= CONVECTIVE && mode != 0;
+    if (convective && mode == 2) return;
+    float out = high ? -u[axis * n + m] : u[axis * n + c];
+    float speed = out > 0.0f ? out : 0.0f;
+    float step = mode == 1 ? dt : 0.0f;
     for (unsigned b = 0; b < 3; b++) {
-        if (b != axis || high) u[b * n + c] = u[b * n + m];
+        if (b != axis || high) {
+            float here = u[b * n + c], there = u[b * n + m];
+            u[b * n + c] = convective ? here - step * speed * (here - there) : there;
+        }
     }
 }
 

@@ -292,6 +292,7 @@ fn face_name(f: &Face) -> String {
         Face::Wall => "wall".into(),
         Face::Periodic => "periodic".into(),
         Face::Outlet => "outlet".into(),
+        Face::ConvectiveOutlet => "convective outlet".into(),
         Face::FreeSlip => "free-slip".into(),
         Face::MovingWall(v) => format!("moving wall {v:?}×u"),
         Face::Inlet {

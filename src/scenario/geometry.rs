@@ -205,7 +205,7 @@ fn building_heights(shape: &Shape) -> Vec<Vec<f64>> {
 fn face_rank(face: &Face) -> u8 {
     match face {
         Face::Periodic => 0,
-        Face::Outlet => 1,
+        Face::Outlet | Face::ConvectiveOutlet => 1,
         Face::Inlet { .. } => 2,
         Face::FreeSlip => 3,
         Face::Wall => 4,
@@ -248,6 +248,7 @@ pub fn voxelize_with(scenario: &Scenario, mesh_voxels: &MeshVoxelizer) -> Voxels
                 Face::Periodic => flags::make(CellType::Fluid, 0),
                 Face::Wall => flags::make(CellType::Wall, 0),
                 Face::Outlet => flags::make(CellType::Outlet, 0),
+                Face::ConvectiveOutlet => flags::make(CellType::Outlet, flags::CONVECTIVE_OUTLET),
                 Face::FreeSlip => flags::make(CellType::FreeSlip, (k / 2) as u8),
                 Face::MovingWall(v) => {
                     flags::make(CellType::MovingWall, slot_of(*v, Profile::Uniform))

@@ -55,14 +55,20 @@ impl fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// One domain face's boundary condition, as written in the file: a name
-/// (`"wall"`, `"periodic"`, `"outlet"`, `"free_slip"`) or a table
+/// (`"wall"`, `"periodic"`, `"outlet"`, `"convective_outlet"`,
+/// `"free_slip"`) or a table
 /// (`{ moving_wall = [u, v, w] }`, `{ inlet = [u, v, w], profile = "log",
 /// roughness = 0.5 }`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Face {
     Wall,
     Periodic,
+    /// Fixed pressure; the velocity carried over from the fluid next to it
+    /// (zero gradient).
     Outlet,
+    /// Fixed pressure; the velocity convected out, ∂u/∂t + U ∂u/∂n = 0 (the
+    /// projection method; the lattice Boltzmann method takes it as `Outlet`).
+    ConvectiveOutlet,
     FreeSlip,
     /// Tangential velocity in units of `fluid.velocity`.
     MovingWall([f64; 3]),
@@ -121,6 +127,7 @@ const FACE_NAMES: &[&str] = &[
     "wall",
     "periodic",
     "outlet",
+    "convective_outlet",
     "free_slip",
     "moving_wall",
     "inlet",
@@ -134,7 +141,7 @@ impl<'de> Deserialize<'de> for Face {
             type Value = Face;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str(
-                    "\"wall\", \"periodic\", \"outlet\", \"free_slip\", { moving_wall = [u, v, w] } or { inlet = [u, v, w] }",
+                    "\"wall\", \"periodic\", \"outlet\", \"convective_outlet\", \"free_slip\", { moving_wall = [u, v, w] } or { inlet = [u, v, w] }",
                 )
             }
             fn visit_str<E: de::Error>(self, name: &str) -> Result<Face, E> {
@@ -142,6 +149,7 @@ impl<'de> Deserialize<'de> for Face {
                     "wall" => Ok(Face::Wall),
                     "periodic" => Ok(Face::Periodic),
                     "outlet" => Ok(Face::Outlet),
+                    "convective_outlet" => Ok(Face::ConvectiveOutlet),
                     "free_slip" => Ok(Face::FreeSlip),
                     "moving_wall" | "inlet" => Err(E::custom(format!(
                         "`{name}` needs a velocity: {{ {name} = [1.0, 0.0, 0.0] }}"
@@ -1211,6 +1219,18 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
         Turbulence::None => Collision::Trt,
     });
     warnings.extend(unit_warnings(&units, fl.turbulence, collision));
+    if file.run.method == Method::Lbm {
+        let names = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
+        for (name, face) in names.iter().zip(&faces) {
+            if *face == Face::ConvectiveOutlet {
+                warnings.push(format!(
+                    "boundaries.{name} = \"convective_outlet\": the lattice Boltzmann method \
+                     takes it as its zero-gradient outlet; the convective condition is the \
+                     projection method's ([run] method = \"projection\")"
+                ));
+            }
+        }
+    }
     let force = fl.force;
     let finite = |values: &[f64]| values.iter().all(|v| v.is_finite());
     if !finite(&force) {

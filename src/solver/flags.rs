@@ -4,7 +4,7 @@
 //! bit 7    NEAR: a running cell with a neighbour that does not run or lies
 //!          outside a non-periodic face; only these take the slow boundary path
 //! bits 3-6 tag: obstacle index (Wall), velocity slot (MovingWall, Inlet),
-//!          face axis (FreeSlip)
+//!          face axis (FreeSlip), CONVECTIVE_OUTLET or 0 (Outlet)
 //! bits 0-2 cell type
 //! ```
 
@@ -36,6 +36,9 @@ pub const TAG_MASK: u8 = 0b0111_1000;
 pub const NEAR: u8 = 0b1000_0000;
 /// Tags hold 4 bits.
 pub const MAX_TAG: u8 = 15;
+/// The tag of an outlet whose velocity the projection method convects out
+/// (the lattice Boltzmann method treats every outlet alike).
+pub const CONVECTIVE_OUTLET: u8 = 1;
 
 impl CellType {
     #[inline(always)]

@@ -292,7 +292,7 @@ fn run_section(
                 Method::Projection,
                 "projection",
                 "incompressible Navier–Stokes on a staggered grid, pressure by \
-                 multigrid-preconditioned CG (CPU only so far)",
+                 multigrid-preconditioned CG, on the CPU or CUDA",
             ),
         ] {
             let on = status.method == method;

@@ -644,3 +644,40 @@ fn initial_noise_perturbs_each_cell_the_same_way_on_any_split_and_is_checked() {
         assert!(e.message.contains("is not between 0 and 0.5"), "{e}");
     }
 }
+
+#[test]
+fn a_convective_outlet_is_the_projection_methods_and_a_plain_outlet_to_the_lbm() {
+    use flowscope::scenario::Face;
+    use flowscope::session::select::{build, Backend};
+    let text = GOOD.replace("x_max = \"outlet\"", "x_max = \"convective_outlet\"");
+    let s = parse(&text).unwrap();
+    assert_eq!(s.faces[1], Face::ConvectiveOutlet);
+    assert!(
+        s.warnings.iter().any(|w| {
+            w.contains("boundaries.x_max = \"convective_outlet\"") && w.contains("zero-gradient")
+        }),
+        "{:?}",
+        s.warnings
+    );
+    // In a file for the projection method: no warning, and it takes effect
+    // where the flow leaves.
+    let outlet_velocities = |text: &str| {
+        let s =
+            parse(&text.replace("[fluid]", "[run]\nmethod = \"projection\"\n\n[fluid]")).unwrap();
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let mut selected = build(&Backend::cpu(), &s, None).unwrap();
+        selected.solver.step(30).unwrap();
+        let f = selected.solver.fields().unwrap();
+        (0..f.uy.len())
+            .filter(|c| c % 20 == 19)
+            .map(|c| f.uy[c])
+            .collect::<Vec<f32>>()
+    };
+    let (convective, zero_gradient) = (outlet_velocities(&text), outlet_velocities(GOOD));
+    let change = convective
+        .iter()
+        .zip(&zero_gradient)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(change > 1e-5, "{change}");
+}

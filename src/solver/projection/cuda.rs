@@ -18,7 +18,7 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 
-use super::flow::{Flow, Kind, StepTimes};
+use super::flow::{Carry, Flow, Kind, StepTimes};
 use super::multigrid::{Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA, SWEEPS};
 use super::poisson::{Face, Operator};
 use crate::solver::lbm::cuda::guarded;
@@ -604,7 +604,7 @@ impl DeviceFlow {
             .map_err(dev)?;
         std::mem::swap(&mut self.now, &mut self.previous);
         flow.has_previous = true;
-        self.carry_outflow()?;
+        self.carry_outflow(Carry::Convect(dt))?;
         self.lap(&mut spent.explicit, &mut since)?;
         let settings = Settings {
             tolerance: flow.pcg.tolerance,
@@ -629,7 +629,7 @@ impl DeviceFlow {
         // SAFETY: correct(float*, const float*, const u8*, int, int, int,
         // unsigned, float): u 3n, p and open n.
         unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
-        self.carry_outflow()?;
+        self.carry_outflow(Carry::Keep)?;
         self.lap(&mut spent.correction, &mut since)?;
         spent.sub_steps += 1;
         self.spent = spent;
@@ -638,18 +638,25 @@ impl DeviceFlow {
         Ok(())
     }
 
-    fn carry_outflow(&mut self) -> Result<(), SolverError> {
+    fn carry_outflow(&mut self, carry: Carry) -> Result<(), SolverError> {
         if self.outflow_count == 0 {
             return Ok(());
         }
         let n = self.n();
+        let (dt, mode) = match carry {
+            Carry::Copy => (0.0f32, 0i32),
+            Carry::Convect(dt) => (dt, 1),
+            Carry::Keep => (0.0, 2),
+        };
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.carry_outflow);
         b.arg(&mut self.u)
             .arg(&self.outflow)
             .arg(&self.outflow_count)
-            .arg(&n);
-        // SAFETY: carry_outflow(float*, const unsigned*, unsigned, size_t):
-        // `count` triples of cells inside the grid.
+            .arg(&n)
+            .arg(&dt)
+            .arg(&mode);
+        // SAFETY: carry_outflow(float*, const unsigned*, unsigned, size_t,
+        // float, int): `count` triples of cells inside the grid.
         unsafe { b.launch(list_config(self.outflow_count as usize)) }
             .map(drop)
             .map_err(dev)

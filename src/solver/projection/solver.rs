@@ -164,6 +164,13 @@ impl ProjectionSolver {
         let mut flow = Flow::new(grid.size, grid.periodic, kinds, wall, nu, TOLERANCE);
         flow.force = params.force;
         flow.smagorinsky = params.smagorinsky;
+        let convective: Vec<bool> = cell_flags
+            .iter()
+            .map(|&f| {
+                CellType::of(f) == CellType::Outlet && flags::tag(f) == flags::CONVECTIVE_OUTLET
+            })
+            .collect();
+        flow.set_convective_outlets(&convective);
         let velocity = match initial {
             Initial::Uniform(u) => *u,
             Initial::Perturbed { velocity, .. } => *velocity,
