@@ -163,25 +163,64 @@ extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
     eddy[c] = c2 * sqrtf(2.0f * ss);
 }
 
-// Flow::explicit: −(u·∇)u_a + ∇·(ν∇u_a) + f_a at every open face of
-// component a, into plane a of `out`; ν the molecular viscosity `nu`, plus
-// `eddy`'s where `eddy_on`.
-extern "C" __global__ void explicit_terms(const float* __restrict__ u,
-                                          const unsigned char* __restrict__ kinds,
-                                          const unsigned char* __restrict__ open,
-                                          const float* __restrict__ wall, int nx, int ny, int nz,
-                                          unsigned periodic, int a, float nu, float force,
-                                          float upwind, const float* __restrict__ eddy,
-                                          int eddy_on, float* __restrict__ out) {
-    Grid g = {{nx, ny, nz}, periodic};
-    int p[3];
-    size_t c;
-    if (!own_cell(g, p, &c)) return;
-    size_t n = (size_t)nx * ny * nz;
-    if (!((open[c] >> a) & 1u)) {
-        out[a * n + c] = 0.0f;
-        return;
+// Adds face (a, p)'s advection along one axis (values lo, own, hi along it,
+// carried at `velocity`) to *advection.
+__device__ __forceinline__ void advect(float own, float lo, float hi, float velocity, float upwind,
+                                       float* advection) {
+    float central = 0.5f * (hi - lo);
+    if (upwind == 0.0f) {
+        *advection += velocity * central;
+    } else {
+        float up = velocity > 0.0f ? own - lo : hi - own;
+        *advection += velocity * (central + upwind * (up - central));
     }
+}
+
+// Whether cell c at p lies inside the grid's outer layer with fluid or
+// outlets on all six sides: then every stencil of its faces reads plain face
+// values, with no ghost, wrap or wall among them.
+__device__ __forceinline__ bool plain_cell(const Grid& g, const unsigned char* kinds, const int p[3],
+                                           size_t c, const size_t stride[3]) {
+    for (int k = 0; k < 3; k++) {
+        if (p[k] < 1 || p[k] > g.n[k] - 2) return false;
+        if (!flows(kinds[c - stride[k]]) || !flows(kinds[c + stride[k]])) return false;
+    }
+    return true;
+}
+
+// explicit_term without the subgrid model at a plain cell: the same
+// arithmetic in the same order, from direct reads.
+__device__ __forceinline__ float plain_term(size_t n, const float* u, size_t c,
+                                            const size_t stride[3], int a, float nu, float force,
+                                            float upwind) {
+    const float* ua = u + a * n;
+    float own = ua[c];
+    float advection = 0.0f, diffusion = 0.0f;
+    for (int b = 0; b < 3; b++) {
+        float lo = ua[c - stride[b]], hi = ua[c + stride[b]];
+        float velocity = own;
+        if (b != a) {
+            // transverse(): the four faces around (a, p), in its order.
+            const float* ub = u + b * n;
+            float sum = 0.0f;
+            sum += ub[c];
+            sum += ub[c + stride[b]];
+            sum += ub[c - stride[a]];
+            sum += ub[c - stride[a] + stride[b]];
+            velocity = 0.25f * sum;
+        }
+        advect(own, lo, hi, velocity, upwind, &advection);
+        diffusion += hi - 2.0f * own + lo;
+    }
+    return -advection + nu * diffusion + force;
+}
+
+// The explicit terms of the open face (a, p).
+__device__ __forceinline__ float explicit_term(const Grid& g, size_t n, const float* u,
+                                               const unsigned char* kinds, const float* wall,
+                                               const int p[3], int a, float nu, float force,
+                                               float upwind, const float* eddy, int eddy_on) {
+    size_t c = cell_index(g, p);
     float own = u[a * n + c];
     float advection = 0.0f, diffusion = 0.0f;
     for (int b = 0; b < 3; b++) {
@@ -195,13 +234,7 @@ extern "C" __global__ void explicit_terms(const float* __restrict__ u,
             hi = across(g, n, u, kinds, wall, a, p, b, 1, own);
             velocity = transverse(g, n, u, a, p, b);
         }
-        float central = 0.5f * (hi - lo);
-        if (upwind == 0.0f) {
-            advection += velocity * central;
-        } else {
-            float up = velocity > 0.0f ? own - lo : hi - own;
-            advection += velocity * (central + upwind * (up - central));
-        }
+        advect(own, lo, hi, velocity, upwind, &advection);
         if (!eddy_on) {
             diffusion += hi - 2.0f * own + lo;
         } else {
@@ -210,7 +243,38 @@ extern "C" __global__ void explicit_terms(const float* __restrict__ u,
             diffusion += nu_hi * (hi - own) - nu_lo * (own - lo);
         }
     }
-    out[a * n + c] = eddy_on ? -advection + diffusion + force : -advection + nu * diffusion + force;
+    return eddy_on ? -advection + diffusion + force : -advection + nu * diffusion + force;
+}
+
+// Flow::explicit: −(u·∇)u_a + ∇·(ν∇u_a) + f_a at every open face of each
+// component a, into plane a of `out`; ν the molecular viscosity `nu`, plus
+// `eddy`'s where `eddy_on`. The three components in one thread: their
+// stencils share most of what they read.
+extern "C" __global__ void explicit_terms(const float* __restrict__ u,
+                                          const unsigned char* __restrict__ kinds,
+                                          const unsigned char* __restrict__ open,
+                                          const float* __restrict__ wall, int nx, int ny, int nz,
+                                          unsigned periodic, float nu, float fx, float fy,
+                                          float fz, float upwind, const float* __restrict__ eddy,
+                                          int eddy_on, float* __restrict__ out) {
+    Grid g = {{nx, ny, nz}, periodic};
+    int p[3];
+    size_t c;
+    if (!own_cell(g, p, &c)) return;
+    size_t n = (size_t)nx * ny * nz;
+    unsigned char faces = open[c];
+    size_t stride[3] = {1, (size_t)nx, (size_t)nx * ny};
+    bool plain = !eddy_on && plain_cell(g, kinds, p, c, stride);
+    for (int a = 0; a < 3; a++) {
+        if (!((faces >> a) & 1u)) {
+            out[a * n + c] = 0.0f;
+            continue;
+        }
+        float force = a == 0 ? fx : (a == 1 ? fy : fz);
+        out[a * n + c] = plain ? plain_term(n, u, c, stride, a, nu, force, upwind)
+                               : explicit_term(g, n, u, kinds, wall, p, a, nu, force, upwind,
+                                               eddy, eddy_on);
+    }
 }
 
 // Adams–Bashforth over the three planes (Euler without a last step).

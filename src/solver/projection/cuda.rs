@@ -214,6 +214,27 @@ pub struct DeviceFlow {
     /// (the GPU is waited for at each part's end).
     pub spent: StepTimes,
     pub timed: bool,
+    /// One CG iteration captured per arrangement: whether z and the last z
+    /// have traded places (`swapped`), the parity of the iteration (its r·z
+    /// slots) and whether it is a solve's first.
+    graphs: [Option<Graph>; 8],
+    swapped: bool,
+    /// Whether to capture graphs (off where the driver cannot, or with
+    /// FLOWSCOPE_NO_GRAPHS set, to measure what they save).
+    capture: bool,
+}
+
+/// A captured graph, moved with its solver to the thread that steps it.
+struct Graph(cudarc::driver::CudaGraph);
+
+// SAFETY: CUDA forbids only concurrent use of a graph; the solver that owns
+// it is used by one thread at a time (`&mut self`).
+unsafe impl Send for Graph {}
+
+impl Graph {
+    fn launch(&self) -> Result<(), cudarc::driver::DriverError> {
+        self.0.launch()
+    }
 }
 
 /// Bytes of GPU memory per cell: the velocities, their explicit terms now
@@ -339,7 +360,9 @@ impl DeviceFlow {
         // SAFETY: every use of these slices is queued on the one stream.
         unsafe { ctx.disable_event_tracking() };
         let k = load(&ctx)?;
-        let stream = ctx.default_stream();
+        // A stream of its own: the legacy default stream cannot be captured
+        // into graphs.
+        let stream = ctx.new_stream().map_err(dev)?;
         let kinds: Vec<u8> = flow
             .kinds
             .iter()
@@ -437,6 +460,9 @@ impl DeviceFlow {
                 fastest_bits: stream.alloc_zeros(1)?,
                 spent: StepTimes::default(),
                 timed: false,
+                graphs: Default::default(),
+                swapped: false,
+                capture: std::env::var_os("FLOWSCOPE_NO_GRAPHS").is_none(),
                 gpu: Gpu {
                     stream: stream.clone(),
                     k,
@@ -565,30 +591,29 @@ impl DeviceFlow {
             // and eddy n; the grid covers the cells.
             unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
         }
-        for a in 0..3i32 {
-            let (force, nu, upwind) = (flow.force[a as usize], flow.nu, flow.upwind);
-            let mut b = s.launch_builder(&k.explicit_terms);
-            b.arg(&self.u)
-                .arg(&self.kinds)
-                .arg(&self.open)
-                .arg(&self.wall)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&self.periodic)
-                .arg(&a)
-                .arg(&nu)
-                .arg(&force)
-                .arg(&upwind)
-                .arg(&self.eddy)
-                .arg(&eddy_on)
-                .arg(&mut self.now);
-            // SAFETY: explicit_terms(const float*, const u8*, const u8*, const
-            // float*, int, int, int, unsigned, int, float, float, float, const
-            // float*, int, float*): u, wall and out 3n, kinds, open and eddy
-            // n; the grid covers the cells.
-            unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
-        }
+        let ([fx, fy, fz], nu, upwind) = (flow.force, flow.nu, flow.upwind);
+        let mut b = s.launch_builder(&k.explicit_terms);
+        b.arg(&self.u)
+            .arg(&self.kinds)
+            .arg(&self.open)
+            .arg(&self.wall)
+            .arg(&nx)
+            .arg(&ny)
+            .arg(&nz)
+            .arg(&self.periodic)
+            .arg(&nu)
+            .arg(&fx)
+            .arg(&fy)
+            .arg(&fz)
+            .arg(&upwind)
+            .arg(&self.eddy)
+            .arg(&eddy_on)
+            .arg(&mut self.now);
+        // SAFETY: explicit_terms(const float*, const u8*, const u8*, const
+        // float*, int, int, int, unsigned, float, float, float, float, float,
+        // const float*, int, float*): u, wall and out 3n, kinds, open and
+        // eddy n; the grid covers the cells.
+        unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
         let (count, has) = (3 * n, flow.has_previous as i32);
         let mut b = s.launch_builder(&k.adams_bashforth);
         b.arg(&mut self.u)
@@ -845,78 +870,16 @@ impl DeviceFlow {
         while residual > settings.tolerance && iterations < settings.max_iterations {
             // r·z of this iteration and of the last, in alternate slots.
             let (rz, rz_old) = (RZ[iterations % 2], RZ[(iterations + 1) % 2]);
-            {
-                let [_, _, r, z, ..] = &mut self.vectors;
-                self.gpu.stream.memset_zeros(z).map_err(dev)?;
-                let mg = &mut self.mg;
-                down_up(
-                    &self.gpu,
-                    &mg.levels,
-                    &mut mg.coarser,
-                    &mut mg.coarsest,
-                    mg.singular,
-                    z,
-                    r,
-                )?;
+            let first = iterations == 0;
+            let key = 4 * self.swapped as usize + 2 * (iterations % 2) + first as usize;
+            match &self.graphs[key] {
+                Some(graph) => {
+                    graph.launch().map_err(dev)?;
+                    self.swap_z();
+                }
+                None if self.capture => self.capture_iteration(key, rz, rz_old, first)?,
+                None => self.queue_iteration(rz, rz_old, first)?,
             }
-            if singular {
-                self.remove_mean(Vector::Z)?;
-            }
-            self.reduce(
-                Vector::R,
-                Some(Vector::Z),
-                Some((Vector::R, Vector::ZOld, RZ_CROSS)),
-                rz,
-            )?;
-            let first = (iterations == 0) as i32;
-            {
-                let [_, _, _, z, _, direction, ..] = &mut self.vectors;
-                let mut l = self.gpu.stream.launch_builder(&self.gpu.k.direction);
-                l.arg(direction)
-                    .arg(&*z)
-                    .arg(&n)
-                    .arg(&self.scalars)
-                    .arg(&first)
-                    .arg(&rz)
-                    .arg(&RZ_CROSS)
-                    .arg(&rz_old);
-                // SAFETY: direction(float*, const float*, size_t, const
-                // double*, int, int, int, int): vectors of n, slots below
-                // SCALARS.
-                unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
-            }
-            self.vectors.swap(Vector::Z as usize, Vector::ZOld as usize);
-            {
-                let [_, _, _, _, _, direction, q] = &mut self.vectors;
-                apply(
-                    &self.gpu,
-                    &self.mg.levels[0],
-                    direction,
-                    direction,
-                    false,
-                    q,
-                )?;
-            }
-            self.reduce(Vector::Direction, Some(Vector::Q), None, PQ)?;
-            {
-                let [p, _, r, _, _, direction, q] = &mut self.vectors;
-                let mut l = self.gpu.stream.launch_builder(&self.gpu.k.cg_update);
-                l.arg(p)
-                    .arg(r)
-                    .arg(&*direction)
-                    .arg(&*q)
-                    .arg(&n)
-                    .arg(&self.scalars)
-                    .arg(&rz)
-                    .arg(&PQ);
-                // SAFETY: cg_update(float*, float*, const float*, const float*,
-                // size_t, const double*, int, int): vectors of n.
-                unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
-            }
-            if singular {
-                self.remove_mean(Vector::R)?;
-            }
-            self.reduce(Vector::R, Some(Vector::R), None, RR)?;
             let s = self.scalars()?;
             if !(s[PQ as usize] > 0.0) {
                 break;
@@ -941,6 +904,133 @@ impl DeviceFlow {
             iterations,
             residual,
         })
+    }
+
+    /// z and the last z trade places (a graph captured before the trade
+    /// holds the old places: [`DeviceFlow::graphs`]).
+    fn swap_z(&mut self) {
+        self.vectors.swap(Vector::Z as usize, Vector::ZOld as usize);
+        self.swapped = !self.swapped;
+    }
+
+    /// Queues one iteration of preconditioned CG up to the new r·r (the
+    /// host reads the scalars after it): z = M⁻¹ r by a V-cycle, the new
+    /// direction, q = A d, then p, r and r·r.
+    fn queue_iteration(&mut self, rz: i32, rz_old: i32, first: bool) -> Result<(), SolverError> {
+        let n = self.n();
+        let singular = self.mg.singular;
+        {
+            let [_, _, r, z, ..] = &mut self.vectors;
+            self.gpu.stream.memset_zeros(z).map_err(dev)?;
+            let mg = &mut self.mg;
+            down_up(
+                &self.gpu,
+                &mg.levels,
+                &mut mg.coarser,
+                &mut mg.coarsest,
+                mg.singular,
+                z,
+                r,
+            )?;
+        }
+        if singular {
+            self.remove_mean(Vector::Z)?;
+        }
+        self.reduce(
+            Vector::R,
+            Some(Vector::Z),
+            Some((Vector::R, Vector::ZOld, RZ_CROSS)),
+            rz,
+        )?;
+        let first = first as i32;
+        {
+            let [_, _, _, z, _, direction, ..] = &mut self.vectors;
+            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.direction);
+            l.arg(direction)
+                .arg(&*z)
+                .arg(&n)
+                .arg(&self.scalars)
+                .arg(&first)
+                .arg(&rz)
+                .arg(&RZ_CROSS)
+                .arg(&rz_old);
+            // SAFETY: direction(float*, const float*, size_t, const
+            // double*, int, int, int, int): vectors of n, slots below
+            // SCALARS.
+            unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
+        }
+        self.swap_z();
+        {
+            let [_, _, _, _, _, direction, q] = &mut self.vectors;
+            apply(
+                &self.gpu,
+                &self.mg.levels[0],
+                direction,
+                direction,
+                false,
+                q,
+            )?;
+        }
+        self.reduce(Vector::Direction, Some(Vector::Q), None, PQ)?;
+        {
+            let [p, _, r, _, _, direction, q] = &mut self.vectors;
+            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.cg_update);
+            l.arg(p)
+                .arg(r)
+                .arg(&*direction)
+                .arg(&*q)
+                .arg(&n)
+                .arg(&self.scalars)
+                .arg(&rz)
+                .arg(&PQ);
+            // SAFETY: cg_update(float*, float*, const float*, const float*,
+            // size_t, const double*, int, int): vectors of n.
+            unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
+        }
+        if singular {
+            self.remove_mean(Vector::R)?;
+        }
+        self.reduce(Vector::R, Some(Vector::R), None, RR)?;
+        Ok(())
+    }
+
+    /// [`DeviceFlow::queue_iteration`] captured into graph `key` and run:
+    /// one launch instead of a hundred-odd, most of them on the coarse
+    /// grids, where launching costs more than computing. A driver that
+    /// cannot capture leaves the iterations to be queued one by one.
+    fn capture_iteration(
+        &mut self,
+        key: usize,
+        rz: i32,
+        rz_old: i32,
+        first: bool,
+    ) -> Result<(), SolverError> {
+        let stream = self.gpu.stream.clone();
+        let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        if stream.begin_capture(mode).is_err() {
+            self.capture = false;
+            return self.queue_iteration(rz, rz_old, first);
+        }
+        let swapped = self.swapped;
+        let queued = self.queue_iteration(rz, rz_old, first);
+        let flags = cudarc::driver::sys::CUgraphInstantiate_flags(0);
+        let graph = stream.end_capture(flags);
+        match (queued, graph) {
+            (Ok(()), Ok(Some(graph))) => {
+                graph.launch().map_err(dev)?;
+                self.graphs[key] = Some(Graph(graph));
+                Ok(())
+            }
+            (queued, _) => {
+                // Nothing captured ran: queue it again, unrecorded.
+                queued?;
+                self.capture = false;
+                if self.swapped != swapped {
+                    self.swap_z();
+                }
+                self.queue_iteration(rz, rz_old, first)
+            }
+        }
     }
 }
 
