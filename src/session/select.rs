@@ -438,7 +438,10 @@ fn projection(
     let fallback = match cuda {
         Err(why) => Some(why),
         Ok(()) => match solver.move_to_gpu(0) {
-            Ok(()) => None,
+            Ok(()) => {
+                solver.set_graphs(backend.tuning.cuda_graphs);
+                None
+            }
             Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),
             Err(e) => Some(e.to_string()),
         },

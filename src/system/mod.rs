@@ -92,6 +92,10 @@ pub struct Tuning {
     /// `FLOWSCOPE_PORTABLE_SIMD=1`: the CPU solver keeps to the portable
     /// (SSE2) code where the processor has AVX2 ([`set_portable_simd`]).
     pub portable_simd: bool,
+    /// `FLOWSCOPE_NO_GRAPHS=1`: the projection method's CUDA solver queues
+    /// its CG iterations launch by launch instead of replaying them as CUDA
+    /// graphs (to measure what the graphs save).
+    pub cuda_graphs: bool,
 }
 
 impl Default for Tuning {
@@ -102,6 +106,7 @@ impl Default for Tuning {
             exchange: None,
             shader_dir: None,
             portable_simd: false,
+            cuda_graphs: true,
         }
     }
 }
@@ -121,6 +126,7 @@ impl Tuning {
             exchange: text("FLOWSCOPE_EXCHANGE").filter(|v| !v.is_empty()),
             shader_dir: var("FLOWSCOPE_SHADER_DIR").map(PathBuf::from),
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
+            cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
         }
     }
 }
@@ -139,6 +145,7 @@ mod tests {
                     "FLOWSCOPE_OVERLAP_STEPS" => "0",
                     "FLOWSCOPE_EXCHANGE" => "peer",
                     "FLOWSCOPE_PORTABLE_SIMD" => "1",
+                    "FLOWSCOPE_NO_GRAPHS" => "1",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -146,6 +153,7 @@ mod tests {
         });
         assert_eq!(t.kernel_defines, "NO_ODD_QUAD");
         assert!(!t.overlap_steps);
+        assert!(!t.cuda_graphs);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);

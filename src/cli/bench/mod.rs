@@ -242,7 +242,7 @@ pub fn bench(args: BenchArgs, tuning: &Tuning) -> anyhow::Result<()> {
         return scenario::bench_scenario(&args, path, use_cuda, tuning);
     }
     if args.method == crate::scenario::Method::Projection {
-        return projection::bench_projection(&args, use_cuda);
+        return projection::bench_projection(&args, use_cuda, tuning);
     }
     if use_cuda && !args.gpus.is_empty() {
         bench_gpus(&args, collision, tuning)

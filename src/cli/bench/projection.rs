@@ -12,6 +12,7 @@ use crate::scenario::{Method, PressureSolver, Scenario};
 use crate::session::select;
 use crate::solver::projection::ProjectionSolver;
 use crate::solver::Solver;
+use crate::system::Tuning;
 
 /// Steps run before timing, so that the pressure solves start warm from a
 /// developing flow rather than from rest.
@@ -82,7 +83,7 @@ impl Timing {
     }
 }
 
-pub fn bench_projection(args: &BenchArgs, use_cuda: bool) -> anyhow::Result<()> {
+pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> anyhow::Result<()> {
     let place = if use_cuda {
         "CUDA".to_string()
     } else {
@@ -116,6 +117,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool) -> anyhow::Result<()> 
         let mut solver = select::build_projection(scenario, available)?;
         if use_cuda {
             solver.move_to_gpu(0)?;
+            solver.set_graphs(tuning.cuda_graphs);
         }
         Ok(solver)
     };

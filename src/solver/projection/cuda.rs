@@ -219,8 +219,8 @@ pub struct DeviceFlow {
     /// slots) and whether it is a solve's first.
     graphs: [Option<Graph>; 8],
     swapped: bool,
-    /// Whether to capture graphs (off where the driver cannot, or with
-    /// FLOWSCOPE_NO_GRAPHS set, to measure what they save).
+    /// Whether to capture graphs (off where the driver cannot, or by
+    /// [`DeviceFlow::set_graphs`]).
     capture: bool,
 }
 
@@ -462,7 +462,7 @@ impl DeviceFlow {
                 timed: false,
                 graphs: Default::default(),
                 swapped: false,
-                capture: std::env::var_os("FLOWSCOPE_NO_GRAPHS").is_none(),
+                capture: true,
                 gpu: Gpu {
                     stream: stream.clone(),
                     k,
@@ -482,6 +482,15 @@ impl DeviceFlow {
 
     fn n(&self) -> usize {
         self.size.iter().product()
+    }
+
+    /// Whether CG iterations are replayed as CUDA graphs (`Tuning::cuda_graphs`;
+    /// the same results either way).
+    pub fn set_graphs(&mut self, on: bool) {
+        self.capture = on;
+        if !on {
+            self.graphs = Default::default();
+        }
     }
 
     /// Uploads the host flow's state (velocities, pressure, explicit terms

@@ -79,6 +79,14 @@ impl ProjectionSolver {
         Ok(())
     }
 
+    /// Whether its GPU solver replays CG iterations as CUDA graphs (on by
+    /// default; `FLOWSCOPE_NO_GRAPHS=1`).
+    pub fn set_graphs(&mut self, on: bool) {
+        if let Some(d) = &mut self.device {
+            d.set_graphs(on);
+        }
+    }
+
     /// Whether a GPU steps the flow.
     pub fn on_device(&self) -> bool {
         self.device.is_some()
