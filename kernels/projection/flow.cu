@@ -277,6 +277,23 @@ extern "C" __global__ void explicit_terms(const float* __restrict__ u,
     }
 }
 
+// Flow::fields' velocities: per cell the mean of each component's two
+// faces where it flows, its wall's velocity elsewhere, as three planes.
+extern "C" __global__ void cell_velocity(const float* __restrict__ u,
+                                         const unsigned char* __restrict__ kinds,
+                                         const float* __restrict__ wall, int nx, int ny, int nz,
+                                         unsigned periodic, float* __restrict__ planes) {
+    Grid g = {{nx, ny, nz}, periodic};
+    int p[3];
+    size_t c;
+    if (!own_cell(g, p, &c)) return;
+    size_t n = (size_t)nx * ny * nz;
+    for (int a = 0; a < 3; a++) {
+        planes[a * n + c] = flows(kinds[c]) ? 0.5f * (u[a * n + c] + along(g, n, u, kinds, a, p, 1))
+                                            : wall[a * n + c];
+    }
+}
+
 // Adams–Bashforth over the three planes (Euler without a last step).
 extern "C" __global__ void adams_bashforth(float* __restrict__ u, const float* __restrict__ now,
                                            const float* __restrict__ previous, size_t count,

@@ -755,7 +755,8 @@ fn left_velocity_differences(
 /// CUDA flow (bit for bit: the same velocity in, the same arithmetic) and
 /// against the CPU reference (bit for bit where the FP32 flow is; to the
 /// flow's own agreement with the turbulence model), for every shipped
-/// scenario with sources, scaled down, moved every step and every third.
+/// scenario with sources, scaled down, moved every step and every third, in
+/// the flow of either method.
 /// The projection method's CUDA solver against its CPU solver on every
 /// shipped scenario it runs (scaled down), and a checkpoint resumed on the
 /// GPU bit for bit.
@@ -1018,23 +1019,41 @@ fn check_contaminants(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool>
         let Some(setup) = scenario.releases.setup(&grid, &flags, &scenario.path)? else {
             continue;
         };
-        for interval in [1, 3] {
+        use crate::scenario::Method;
+        for (method, interval) in [
+            (Method::Lbm, 1),
+            (Method::Lbm, 3),
+            (Method::Projection, 1),
+            (Method::Projection, 3),
+        ] {
             let setup = crate::solver::scalar::Setup {
                 interval,
                 ..setup.clone()
             };
-            let mut cpu =
-                Carried::new(Box::new(select::build_cpu(&scenario, None)?), setup.clone());
-            let mut host = Carried::new(
-                Box::new(select::build_cuda(&scenario, Precision::Fp32, tuning)?),
-                setup.clone(),
-            );
-            let (mut device, why) = Carried::placed(
-                Box::new(select::build_cuda(&scenario, Precision::Fp32, tuning)?),
-                setup.clone(),
-            );
+            let flow = |gpu: bool| -> anyhow::Result<Box<dyn Solver>> {
+                Ok(match (method, gpu) {
+                    (Method::Lbm, false) => Box::new(select::build_cpu(&scenario, None)?),
+                    (Method::Lbm, true) => {
+                        Box::new(select::build_cuda(&scenario, Precision::Fp32, tuning)?)
+                    }
+                    (Method::Projection, gpu) => {
+                        let mut s = select::build_projection(&scenario, None)?;
+                        if gpu {
+                            s.move_to_gpu(0)?;
+                        }
+                        Box::new(s)
+                    }
+                })
+            };
+            let name = match method {
+                Method::Lbm => case.name.clone(),
+                Method::Projection => format!("{} (projection)", case.name),
+            };
+            let mut cpu = Carried::new(flow(false)?, setup.clone());
+            let mut host = Carried::new(flow(true)?, setup.clone());
+            let (mut device, why) = Carried::placed(flow(true)?, setup.clone());
             if let Some(why) = why {
-                anyhow::bail!("{}: the contaminant stayed on the host: {why}", case.name);
+                anyhow::bail!("{name}: the contaminant stayed on the host: {why}");
             }
             cpu.step(args.steps)?;
             // Step by step: each transport step's maxima, read back from the
@@ -1087,7 +1106,7 @@ fn check_contaminants(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool>
             ok &= pass;
             println!(
                 "contaminant {:<20} {:>12} every {interval} step{}: GPU vs host engine {differ} values, {maxima_differ} maxima differ{}; vs CPU max|Δc|/max c {rel:.2e} (bound {cpu_bound:.0e}, {} differ): {}",
-                case.name,
+                name,
                 grid.to_string(),
                 if interval == 1 { " " } else { "s" },
                 if same_state { "" } else { ", receptors or state DIFFER" },

@@ -130,6 +130,7 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
             &[
                 "explicit_terms",
                 "eddy_viscosity",
+                "cell_velocity",
                 "adams_bashforth",
                 "carry_outflow",
                 "divergence_rhs",

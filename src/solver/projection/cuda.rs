@@ -87,6 +87,7 @@ pub fn sources() -> [(&'static str, &'static str); 2] {
 struct Kernels {
     explicit_terms: CudaFunction,
     eddy_viscosity: CudaFunction,
+    cell_velocity: CudaFunction,
     adams_bashforth: CudaFunction,
     carry_outflow: CudaFunction,
     divergence_rhs: CudaFunction,
@@ -300,6 +301,7 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
         Ok(Kernels {
             explicit_terms: f("explicit_terms")?,
             eddy_viscosity: f("eddy_viscosity")?,
+            cell_velocity: f("cell_velocity")?,
             adams_bashforth: f("adams_bashforth")?,
             carry_outflow: f("carry_outflow")?,
             divergence_rhs: f("divergence_rhs")?,
@@ -482,6 +484,39 @@ impl DeviceFlow {
 
     fn n(&self) -> usize {
         self.size.iter().product()
+    }
+
+    /// The stream its work runs on, in order.
+    pub fn stream(&self) -> Arc<CudaStream> {
+        self.gpu.stream.clone()
+    }
+
+    /// Queues the cell-centred velocities of the state now, as
+    /// [`Flow::fields`] computes them, into three planes of `planes`.
+    pub fn leave_velocity(&mut self, planes: &mut CudaSlice<f32>) -> Result<(), SolverError> {
+        let n = self.n();
+        if planes.len() < 3 * n {
+            return Err(SolverError::Device(format!(
+                "{} floats for the velocity of {n} cells",
+                planes.len()
+            )));
+        }
+        let [nx, ny, nz] = self.size.map(|v| v as i32);
+        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.cell_velocity);
+        b.arg(&self.u)
+            .arg(&self.kinds)
+            .arg(&self.wall)
+            .arg(&nx)
+            .arg(&ny)
+            .arg(&nz)
+            .arg(&self.periodic)
+            .arg(planes);
+        // SAFETY: cell_velocity(const float*, const u8*, const float*, int,
+        // int, int, unsigned, float*): u, wall and planes 3n (checked), kinds
+        // n; the grid covers the cells.
+        unsafe { b.launch(cells_config(self.size)) }
+            .map(drop)
+            .map_err(dev)
     }
 
     /// Whether CG iterations are replayed as CUDA graphs (`Tuning::cuda_graphs`;

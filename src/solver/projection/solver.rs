@@ -411,6 +411,28 @@ impl Solver for ProjectionSolver {
         self.snapshot = Some((now, self.step));
         Ok(change)
     }
+
+    fn device_stream(&self) -> Option<std::sync::Arc<cudarc::driver::CudaStream>> {
+        self.device.as_ref().map(|d| d.stream())
+    }
+
+    fn prepare_leaving_velocity(&mut self) -> Result<bool, SolverError> {
+        Ok(self.device.is_some())
+    }
+
+    fn enqueue_leaving_velocity(
+        &mut self,
+        planes: &mut cudarc::driver::CudaSlice<f32>,
+    ) -> Result<bool, SolverError> {
+        let Some(d) = &mut self.device else {
+            return Ok(false);
+        };
+        // Queued before the step on the same stream: the velocity it starts
+        // from.
+        d.leave_velocity(planes)?;
+        self.step(1)?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
