@@ -90,6 +90,79 @@ __device__ float transverse(const Grid& g, size_t n, const float* u, int a, cons
     return 0.25f * sum;
 }
 
+// Adds face (a, p)'s advection along one axis (values lo, own, hi along it,
+// carried at `velocity`) to *advection.
+__device__ __forceinline__ void advect(float own, float lo, float hi, float velocity, float upwind,
+                                       float* advection) {
+    float central = 0.5f * (hi - lo);
+    if (upwind == 0.0f) {
+        *advection += velocity * central;
+    } else {
+        float up = velocity > 0.0f ? own - lo : hi - own;
+        *advection += velocity * (central + upwind * (up - central));
+    }
+}
+
+// Whether cell c at p lies inside the grid's outer layer with fluid or
+// outlets on all six sides: then every stencil of its faces reads plain face
+// values, with no ghost, wrap or wall among them.
+__device__ __forceinline__ bool plain_cell(const Grid& g, const unsigned char* kinds, const int p[3],
+                                           size_t c, const size_t stride[3]) {
+    for (int k = 0; k < 3; k++) {
+        if (p[k] < 1 || p[k] > g.n[k] - 2) return false;
+        if (!flows(kinds[c - stride[k]]) || !flows(kinds[c + stride[k]])) return false;
+    }
+    return true;
+}
+
+// explicit_term at a plain cell: the same arithmetic in the same order,
+// from direct reads (face_viscosity's too, with the subgrid model).
+__device__ __forceinline__ float plain_term(size_t n, const float* u, size_t c,
+                                            const size_t stride[3], int a, float nu, float force,
+                                            float upwind, const float* eddy, int eddy_on) {
+    const float* ua = u + a * n;
+    float own = ua[c];
+    float advection = 0.0f, diffusion = 0.0f;
+    for (int b = 0; b < 3; b++) {
+        float lo = ua[c - stride[b]], hi = ua[c + stride[b]];
+        float velocity = own;
+        if (b != a) {
+            // transverse(): the four faces around (a, p), in its order.
+            const float* ub = u + b * n;
+            float sum = 0.0f;
+            sum += ub[c];
+            sum += ub[c + stride[b]];
+            sum += ub[c - stride[a]];
+            sum += ub[c - stride[a] + stride[b]];
+            velocity = 0.25f * sum;
+        }
+        advect(own, lo, hi, velocity, upwind, &advection);
+        if (!eddy_on) {
+            diffusion += hi - 2.0f * own + lo;
+            continue;
+        }
+        float nu_hi, nu_lo;
+        if (b == a) {
+            nu_hi = nu + eddy[c];
+            nu_lo = nu + eddy[c - stride[a]];
+        } else {
+            size_t q = c + stride[b], r = c - stride[b];
+            float around = eddy[c];
+            around = around + eddy[c - stride[a]];
+            around = around + eddy[q];
+            around = around + eddy[q - stride[a]];
+            nu_hi = nu + 0.25f * around;
+            around = eddy[c];
+            around = around + eddy[c - stride[a]];
+            around = around + eddy[r];
+            around = around + eddy[r - stride[a]];
+            nu_lo = nu + 0.25f * around;
+        }
+        diffusion += nu_hi * (hi - own) - nu_lo * (own - lo);
+    }
+    return eddy_on ? -advection + diffusion + force : -advection + nu * diffusion + force;
+}
+
 // Flow::face_viscosity: ν plus the eddy viscosity between face (a, p) and
 // the face d from it along b.
 __device__ float face_viscosity(const Grid& g, const float* eddy, float nu, int a, const int p[3],
@@ -127,8 +200,24 @@ extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
         return;
     }
     float grad[3][3];
+    size_t stride[3] = {1, (size_t)nx, (size_t)nx * ny};
+    bool plain = plain_cell(g, kinds, p, c, stride);
     for (int a = 0; a < 3; a++) {
         for (int k = 0; k < 3; k++) {
+            if (plain) {
+                // The same values from direct reads: no wall, wrap or
+                // outlet's end among them.
+                const float* uk = u + k * n;
+                if (k == a) {
+                    grad[k][a] = uk[c + stride[a]] - uk[c];
+                } else {
+                    size_t hi = c + stride[a], lo = c - stride[a];
+                    float up = 0.5f * (uk[hi] + uk[hi + stride[k]]);
+                    float down = 0.5f * (uk[lo] + uk[lo + stride[k]]);
+                    grad[k][a] = 0.5f * (up - down);
+                }
+                continue;
+            }
             if (k == a) {
                 grad[k][a] = along(g, n, u, kinds, a, p, 1) - u[a * n + c];
                 continue;
@@ -161,58 +250,6 @@ extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
         }
     }
     eddy[c] = c2 * sqrtf(2.0f * ss);
-}
-
-// Adds face (a, p)'s advection along one axis (values lo, own, hi along it,
-// carried at `velocity`) to *advection.
-__device__ __forceinline__ void advect(float own, float lo, float hi, float velocity, float upwind,
-                                       float* advection) {
-    float central = 0.5f * (hi - lo);
-    if (upwind == 0.0f) {
-        *advection += velocity * central;
-    } else {
-        float up = velocity > 0.0f ? own - lo : hi - own;
-        *advection += velocity * (central + upwind * (up - central));
-    }
-}
-
-// Whether cell c at p lies inside the grid's outer layer with fluid or
-// outlets on all six sides: then every stencil of its faces reads plain face
-// values, with no ghost, wrap or wall among them.
-__device__ __forceinline__ bool plain_cell(const Grid& g, const unsigned char* kinds, const int p[3],
-                                           size_t c, const size_t stride[3]) {
-    for (int k = 0; k < 3; k++) {
-        if (p[k] < 1 || p[k] > g.n[k] - 2) return false;
-        if (!flows(kinds[c - stride[k]]) || !flows(kinds[c + stride[k]])) return false;
-    }
-    return true;
-}
-
-// explicit_term without the subgrid model at a plain cell: the same
-// arithmetic in the same order, from direct reads.
-__device__ __forceinline__ float plain_term(size_t n, const float* u, size_t c,
-                                            const size_t stride[3], int a, float nu, float force,
-                                            float upwind) {
-    const float* ua = u + a * n;
-    float own = ua[c];
-    float advection = 0.0f, diffusion = 0.0f;
-    for (int b = 0; b < 3; b++) {
-        float lo = ua[c - stride[b]], hi = ua[c + stride[b]];
-        float velocity = own;
-        if (b != a) {
-            // transverse(): the four faces around (a, p), in its order.
-            const float* ub = u + b * n;
-            float sum = 0.0f;
-            sum += ub[c];
-            sum += ub[c + stride[b]];
-            sum += ub[c - stride[a]];
-            sum += ub[c - stride[a] + stride[b]];
-            velocity = 0.25f * sum;
-        }
-        advect(own, lo, hi, velocity, upwind, &advection);
-        diffusion += hi - 2.0f * own + lo;
-    }
-    return -advection + nu * diffusion + force;
 }
 
 // The explicit terms of the open face (a, p).
@@ -264,14 +301,14 @@ extern "C" __global__ void explicit_terms(const float* __restrict__ u,
     size_t n = (size_t)nx * ny * nz;
     unsigned char faces = open[c];
     size_t stride[3] = {1, (size_t)nx, (size_t)nx * ny};
-    bool plain = !eddy_on && plain_cell(g, kinds, p, c, stride);
+    bool plain = plain_cell(g, kinds, p, c, stride);
     for (int a = 0; a < 3; a++) {
         if (!((faces >> a) & 1u)) {
             out[a * n + c] = 0.0f;
             continue;
         }
         float force = a == 0 ? fx : (a == 1 ? fy : fz);
-        out[a * n + c] = plain ? plain_term(n, u, c, stride, a, nu, force, upwind)
+        out[a * n + c] = plain ? plain_term(n, u, c, stride, a, nu, force, upwind, eddy, eddy_on)
                                : explicit_term(g, n, u, kinds, wall, p, a, nu, force, upwind,
                                                eddy, eddy_on);
     }

@@ -230,16 +230,16 @@ impl Solver for ProjectionSolver {
             0.0 => String::new(),
             share => format!("; {share} upwind"),
         };
-        let advection = match self.flow.smagorinsky {
-            0.0 => advection,
-            cs => format!("{advection}; Smagorinsky LES, C_s = {cs}"),
+        let model = match self.flow.smagorinsky {
+            0.0 => String::new(),
+            cs => format!("; Smagorinsky LES, C_s = {cs}"),
         };
         let place = match &self.device {
             Some(d) => format!("CUDA ({}, FP32", d.name),
             None => format!("CPU (rayon, {} threads", rayon::current_num_threads()),
         };
         format!(
-            "projection method, {place}; staircase walls; CFL {}{advection}; pressure by {pressure})",
+            "projection method, {place}; staircase walls; CFL {}{advection}{model}; pressure by {pressure})",
             self.cfl
         )
     }
