@@ -841,9 +841,9 @@ __device__ __forceinline__ void collide_pair(pair_t* w, const Params& p, u64 n, 
 #define GST(ptr, v) (*(ptr) = (v))
 #endif
 
-extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
-    FOLLOW_PREVIOUS_STEP();
-    const u64 c = c_begin + 2 * ((u64)blockIdx.x * blockDim.x + threadIdx.x);
+// Block `block` of aa_even2 (of aa_even2_near: its bulk blocks).
+__device__ __forceinline__ void even2_block(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, u64 n, u64 c_begin, u64 c_end, u32 block) {
+    const u64 c = c_begin + 2 * ((u64)block * blockDim.x + threadIdx.x);
     if (c >= c_end) return;
     const u32 bulk = bulk_bits(flags, n, c, 2);
     if (bulk != 3u) {
@@ -857,6 +857,11 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
     collide_pair<false>(w, p, n, c);
 #pragma unroll
     for (int i = 0; i < Q; i++) GST((pair_t*)(f + (u64)i * n + c), w[i]);
+}
+
+extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
+    FOLLOW_PREVIOUS_STEP();
+    even2_block(f, flags, p, n, c_begin, c_end, blockIdx.x);
 }
 
 // Offsets to the neighbours at -1, 0, +1 along y and z, wrapping across periodic
@@ -1106,13 +1111,13 @@ extern "C" __global__ void __launch_bounds__(256, ODD_QUAD_BLOCKS) aa_odd4(store
 }
 #endif
 
-// Both steps for the listed NEAR cells (outlets, fluid next to walls, inlets or
-// faces), with all boundary rules. parity 0: even step.
-// `cells` starts at entry `first` of the boundary list (p.near).
-extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, const u32* __restrict__ cells, u32 count, u32 first) {
-    LET_NEXT_LAUNCH();
-    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= count) return;
+// One listed NEAR cell (outlets, fluid next to walls, inlets or faces) with
+// all boundary rules: entry k of `cells`, which starts at entry `first` of
+// the boundary list (p.near). parity 0: even step, its loops unrolled (the
+// cell's own slots, few instructions). The odd step's neighbour rules stay
+// rolled: unrolled (H100, the sphere) they ran slower, 0.20 -> 0.32 ms a
+// step, and the module took minutes to compile.
+__device__ __noinline__ void near_cell(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, u32 parity, const u32* __restrict__ cells, u32 k, u32 first) {
     const float* link_q = link_list(p);
     const float* q = link_q == nullptr ? nullptr : link_q + (u64)(Q - 1) * (first + k);
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
@@ -1123,16 +1128,19 @@ extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restric
     u32 fl = flags[c];
     float v[Q];
     if (parity == 0u) {
+#pragma unroll
         for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
         if (q) complete_incoming(q, v);
         PUT_NEAR_VELOCITY(fl, n, c, v);
         apply(fl, v, p);
         st(f, c, v[0]);
+#pragma unroll
         for (int i = 1; i < Q; i++) st(f, (u64)opposite(i) * n + c, bounced(q, v, i));
         // Populations arriving from beyond a non-periodic face are the cell's own
         // outgoing ones; slot j then holds only a population leaving the domain.
+#pragma unroll
         for (int j = 1; j < Q; j++)
-            if (neighbour(p, x, y, z, -EX[j], -EY[j], -EZ[j]) < 0) st(f, (u64)j * n + c, v[j]);
+            if (neighbour(p, x, y, z, -CEX(j), -CEY(j), -CEZ(j)) < 0) st(f, (u64)j * n + c, v[j]);
     } else {
         read_odd(f, flags, p, n, c, x, y, z, v);
         if (q) complete_incoming(q, v);
@@ -1140,6 +1148,42 @@ extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restric
         apply(fl, v, p);
         write_odd(f, flags, p, n, c, x, y, z, v, q);
     }
+}
+
+// Both steps for the listed NEAR cells, after the bulk kernel of the step
+// (in the even step, where aa_even2_near runs, only with
+// FLOWSCOPE_SEPARATE_BOUNDARY). The parameters are __grid_constant__ (here
+// and in aa_even2_near) so that near_cell, not inlined, reads them where
+// they are instead of from a copy.
+extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, const u32* __restrict__ cells, u32 count, u32 first) {
+    LET_NEXT_LAUNCH();
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    near_cell(f, flags, p, parity, cells, k, first);
+}
+
+// The even step's paired bulk kernel with its listed NEAR cells in the same
+// launch: block k of its grid is bulk block schedule[k] or, where that has
+// NEAR_BLOCK set, takes the NEAR cells `cells` (`count` of them, from entry
+// `first` of the boundary list) of its low bits' block, one per thread
+// (launch.rs: near_schedule). Each such block comes right after the bulk
+// block of its first cell, so that the sectors it shares with the cells
+// beside are still in L2. The AA scheme gives each slot one owner per step,
+// so the two parts touch disjoint slots. near_cell is not inlined, so that
+// its registers and stack stay out of the bulk code. The odd step keeps its
+// separate aa_boundary: its NEAR cells' neighbour rules need more registers
+// than the bulk kernels' budget (16-bit: 300 bytes spilled), and fused there
+// they cost more than apart (BENCHMARKS.md, 2026-11-25, twelfth session).
+#define NEAR_BLOCK 0x80000000u
+extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2_near(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u64 n, u64 c_begin, u64 c_end, const u32* __restrict__ cells, u32 count, u32 first, const u32* __restrict__ schedule) {
+    FOLLOW_PREVIOUS_STEP();
+    const u32 s = schedule[blockIdx.x];
+    if (s & NEAR_BLOCK) {
+        const u32 k = (s & ~NEAR_BLOCK) * blockDim.x + threadIdx.x;
+        if (k < count) near_cell(f, flags, p, 0u, cells, k, first);
+        return;
+    }
+    even2_block(f, flags, p, n, c_begin, c_end, s);
 }
 
 // --- fields, reductions, forces ----------------------------------------------

@@ -408,10 +408,19 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         for precision in [Precision::Fp32, Precision::Fp16] {
             let mut gpu = select::build_cuda(&scenario, precision, tuning)?;
             gpu.poison = true;
-            // The four-cell odd kernel wherever it can run, partly bulk quads
-            // included (by default walls at the row ends choose the two-cell one).
-            gpu.set_odd_quads(true);
-            gpu.step(args.steps)?;
+            // Each path of the step in turn: the NEAR cells in the bulk
+            // kernel's launch, with the four-cell odd kernel wherever it can
+            // run (partly bulk quads included; by default walls at the row
+            // ends choose the two-cell one) and with the two-cell one, then
+            // in a launch of their own after it.
+            for (part, (quads, fuse)) in [(true, true), (false, true), (true, false)]
+                .into_iter()
+                .enumerate()
+            {
+                gpu.set_odd_quads(quads);
+                gpu.set_fuse_near(fuse);
+                gpu.step(args.steps / 3 + if part == 2 { args.steps % 3 } else { 0 })?;
+            }
             let fields = gpu.fields()?;
             let a = compare::agreement(&reference, &fields, cpu.flags());
             let forces = max_force_difference(&ref_forces, &gpu.obstacle_forces()?);
@@ -723,8 +732,9 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
 
 /// The velocity the steps leave for the contaminant (the `WRITE_VELOCITY`
 /// step kernels and `velocity_rest`) against `fields` of the same state:
-/// the values that differ in the bits, over four steps of both parities,
-/// with the four-cell and the two-cell odd kernels.
+/// the values that differ in the bits, over steps of both parities with the
+/// four-cell and the two-cell odd kernels, the NEAR cells in the bulk
+/// kernel's launch and in one of their own.
 fn left_velocity_differences(
     gpu: &mut crate::solver::lbm::cuda::CudaSolver,
 ) -> anyhow::Result<usize> {
@@ -732,8 +742,10 @@ fn left_velocity_differences(
     let n = gpu.grid().cells();
     let mut planes = stream.alloc_zeros::<f32>(3 * n)?;
     let mut differ = 0;
-    for quads in [true, true, false, false] {
+    let paths = [(true, true), (true, false), (false, true), (false, false)];
+    for (quads, fuse) in paths.into_iter().flat_map(|p| [p, p]) {
         gpu.set_odd_quads(quads);
+        gpu.set_fuse_near(fuse);
         let f = gpu.fields()?;
         anyhow::ensure!(
             gpu.enqueue_leaving_velocity(&mut planes)?,

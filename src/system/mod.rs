@@ -96,6 +96,10 @@ pub struct Tuning {
     /// its CG iterations launch by launch instead of replaying them as CUDA
     /// graphs (to measure what the graphs save).
     pub cuda_graphs: bool,
+    /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
+    /// cells next to walls, inlets and outlets in a launch of its own after
+    /// the bulk kernel instead of in the bulk kernel's launch.
+    pub fuse_near: bool,
 }
 
 impl Default for Tuning {
@@ -107,6 +111,7 @@ impl Default for Tuning {
             shader_dir: None,
             portable_simd: false,
             cuda_graphs: true,
+            fuse_near: true,
         }
     }
 }
@@ -127,6 +132,7 @@ impl Tuning {
             shader_dir: var("FLOWSCOPE_SHADER_DIR").map(PathBuf::from),
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
+            fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
         }
     }
 }
@@ -146,6 +152,7 @@ mod tests {
                     "FLOWSCOPE_EXCHANGE" => "peer",
                     "FLOWSCOPE_PORTABLE_SIMD" => "1",
                     "FLOWSCOPE_NO_GRAPHS" => "1",
+                    "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -154,6 +161,7 @@ mod tests {
         assert_eq!(t.kernel_defines, "NO_ODD_QUAD");
         assert!(!t.overlap_steps);
         assert!(!t.cuda_graphs);
+        assert!(!t.fuse_near);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);

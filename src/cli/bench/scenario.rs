@@ -62,6 +62,11 @@ pub(super) fn bench_scenario(
         let mut solver = select::build_cuda(&scenario, precision, tuning)?;
         let mlups = time_cuda(&mut solver, args.repeats)?;
         let parts = solver.profile_steps(20)?;
+        // The same with the NEAR cells in a launch of their own (what the
+        // shared launch saves, and where the time of the parts goes).
+        solver.set_fuse_near(!tuning.fuse_near);
+        let other = time_cuda(&mut solver, args.repeats)?;
+        let other_parts = solver.profile_steps(20)?;
         drop(solver);
         let mut boxed = super::cuda_grid(scenario.size, collider, precision, tuning)?;
         let box_mlups = time_cuda(&mut boxed, args.repeats)?;
@@ -71,23 +76,35 @@ pub(super) fn bench_scenario(
             precision.name(),
             100.0 * mlups / box_mlups
         );
-        let total: f64 = parts.iter().map(|p| p.1).sum();
-        let per_step = |ms: f64| ms / 20.0;
-        let line: Vec<String> = parts
-            .iter()
-            .map(|(name, ms)| {
-                format!(
-                    "{name} {:.3} ms ({:.0}%)",
-                    per_step(*ms),
-                    100.0 * ms / total
-                )
-            })
-            .collect();
+        let how = |fused: bool| match fused {
+            true => "NEAR cells in the bulk kernels' launch",
+            false => "NEAR cells launched apart",
+        };
         println!(
-            "       per step with an event around each launch ({:.3} ms): {}",
-            per_step(total),
-            line.join(", ")
+            "       {}: {other:.0} MLUPS ({:.1}% of the box)",
+            how(!tuning.fuse_near),
+            100.0 * other / box_mlups
         );
+        for (fused, parts) in [(tuning.fuse_near, parts), (!tuning.fuse_near, other_parts)] {
+            let total: f64 = parts.iter().map(|p| p.1).sum();
+            let per_step = |ms: f64| ms / 20.0;
+            let line: Vec<String> = parts
+                .iter()
+                .map(|(name, ms)| {
+                    format!(
+                        "{name} {:.3} ms ({:.0}%)",
+                        per_step(*ms),
+                        100.0 * ms / total
+                    )
+                })
+                .collect();
+            println!(
+                "       {}, per step with an event around each launch ({:.3} ms): {}",
+                how(fused),
+                per_step(total),
+                line.join(", ")
+            );
+        }
         if precision == Precision::Fp32 {
             bench_contaminant(args, &scenario, tuning)?;
         }

@@ -212,6 +212,9 @@ pub(super) struct Kernels {
     /// Four cells per thread (FP32 only).
     pub(super) odd4: Option<CudaFunction>,
     pub(super) odd: CudaFunction,
+    /// `even2` with the step's NEAR cells in the same launch
+    /// (`near_schedule`).
+    pub(super) even2_near: CudaFunction,
     pub(super) boundary: CudaFunction,
     pub(super) fields: CudaFunction,
     pub(super) average: CudaFunction,
@@ -263,6 +266,39 @@ impl Kernels {
             StepKernel::Odd4 => self.odd4.as_ref().unwrap_or(&self.odd2),
         }
     }
+
+    /// The variant of `kernel` that also updates the step's NEAR cells,
+    /// where it has one (the even step's paired kernel: the kernel file says
+    /// why the others have none).
+    pub(super) fn step_near(&self, kernel: StepKernel) -> Option<&CudaFunction> {
+        match kernel {
+            StepKernel::Even2 => Some(&self.even2_near),
+            _ => None,
+        }
+    }
+}
+
+/// Marks the blocks of NEAR cells in a `_near` launch's schedule.
+pub const NEAR_BLOCK: u32 = 1 << 31;
+
+/// The order of the blocks of `aa_even2_near`, launched as `aa_even2`'s
+/// `cfg` (step_launch) from cell `c_begin`, with the NEAR cells `near` of its
+/// layers: `aa_even2`'s block indices, and `NEAR_BLOCK | i` for the block of
+/// NEAR cells i·threads.. right after the bulk block of its first cell (the
+/// kernel file says why). One entry per block of the launch.
+pub fn near_schedule(cfg: &LaunchConfig, c_begin: u64, near: &[u32]) -> Vec<u32> {
+    let threads = cfg.block_dim.0 as usize;
+    // A pair of cells per thread.
+    let owner = |cell: u32| ((cell as u64 - c_begin) / 2 / threads as u64) as u32;
+    let mut order = Vec::with_capacity(cfg.grid_dim.0 as usize + near.len().div_ceil(threads));
+    let mut blocks = near.chunks(threads).enumerate().peekable();
+    for b in 0..cfg.grid_dim.0 {
+        order.push(b);
+        while let Some((i, _)) = blocks.next_if(|(_, c)| owner(c[0]) <= b) {
+            order.push(NEAR_BLOCK | i as u32);
+        }
+    }
+    order
 }
 
 /// Whether the odd step should take `aa_odd4`: it needs rows of a multiple of
@@ -375,125 +411,182 @@ impl CudaSolver {
 
     /// Runs the current step on layers `layers` (time does not advance).
     pub(super) fn launch_layers(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
+        self.launch_layers_with(layers, self.kparams, false, self.fuse_near)
+    }
+
+    /// Entries `a..z` of the boundary list: the NEAR cells of `layers`.
+    fn near_entries(&self, layers: &Range<usize>) -> Range<usize> {
+        let nxy = (self.grid.size[0] * self.grid.size[1]) as u64;
+        let (c0, c1) = (layers.start as u64 * nxy, layers.end as u64 * nxy);
+        let a = self.near.partition_point(|&c| (c as u64) < c0);
+        let z = self.near.partition_point(|&c| (c as u64) < c1);
+        a..z
+    }
+
+    /// The step on `layers` with `params`, from the `WRITE_VELOCITY` module
+    /// with `leave_velocity`: one launch of the bulk kernel's `_near` variant
+    /// with `fuse` where it has one, else the bulk kernel, then `aa_boundary`.
+    fn launch_layers_with(
+        &mut self,
+        layers: Range<usize>,
+        params: CudaParams,
+        leave_velocity: bool,
+        fuse: bool,
+    ) -> Result<(), SolverError> {
         if layers.is_empty() {
             return Ok(());
         }
-        self.launch_bulk(layers.clone())?;
-        self.launch_boundary(layers)
-    }
-
-    /// The bulk step kernel of the current step over `layers`.
-    fn launch_bulk(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
-        self.launch_bulk_with(layers, self.kparams, false)
+        let near = self.near_entries(&layers);
+        let fused = self.launch_bulk_with(layers.clone(), params, leave_velocity, fuse)?;
+        if !fused && !near.is_empty() {
+            self.launch_boundary_with(near, params, leave_velocity)?;
+        }
+        Ok(())
     }
 
     /// The bulk step kernel of the current step over `layers` with `params`,
-    /// from the `WRITE_VELOCITY` module with `leave_velocity`.
+    /// from the `WRITE_VELOCITY` module with `leave_velocity`; with `fuse` its
+    /// `_near` variant where there is one and the layers hold NEAR cells.
+    /// Returns whether it was that variant (which leaves nothing to
+    /// `aa_boundary`).
     fn launch_bulk_with(
         &mut self,
         layers: Range<usize>,
         mut params: CudaParams,
         leave_velocity: bool,
-    ) -> Result<(), SolverError> {
+        fuse: bool,
+    ) -> Result<bool, SolverError> {
         let nxy = self.grid.size[0] * self.grid.size[1];
         let n = self.grid.cells() as u64;
         let parity = self.parity();
         let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
+        let near = self.near_entries(&layers);
         let mut f = self.lattice_ptr();
         let mut flags = self.flags_dev.device_ptr(&self.stream).0;
-        let (kernel, cfg) = step_launch(
+        let (kernel, mut cfg) = step_launch(
             self.grid.size,
             parity,
             layers.clone(),
             self.block,
             self.odd_quads,
         );
-        let function =
-            step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity).step(kernel);
+        let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
+        let fused = match fuse && !near.is_empty() {
+            true => kernels.step_near(kernel),
+            false => None,
+        };
+        let function = fused.unwrap_or(kernels.step(kernel));
+        let mut count = near.len() as u32;
+        let mut first = near.start as u32;
+        let mut schedule = match fused {
+            Some(_) => {
+                let key = layers.clone();
+                let at = match self.near_schedules.iter().position(|s| s.0 == key) {
+                    Some(at) => at,
+                    None => {
+                        let order = near_schedule(&cfg, c0, &self.near[near.clone()]);
+                        let order = self.stream.clone_htod(&order).map_err(dev)?;
+                        self.near_schedules.push((key, order));
+                        self.near_schedules.len() - 1
+                    }
+                };
+                let order = &self.near_schedules[at].1;
+                cfg.grid_dim = (order.len() as u32, 1, 1);
+                order.device_ptr(&self.stream).0
+            }
+            None => 0,
+        };
+        // u32 entries, so `first` entries in.
+        let mut cells = self.near_dev.device_ptr(&self.stream).0 + 4 * near.start as u64;
         let (mut n, mut c0, mut c1, mut z0) = (n, c0, c1, layers.start as u32);
-        let mut args = [
-            (&raw mut f).cast::<c_void>(),
+        let mut args: Vec<*mut c_void> = vec![
+            (&raw mut f).cast(),
             (&raw mut flags).cast(),
             (&raw mut params).cast(),
-            (&raw mut n).cast(),
-            (&raw mut c0).cast(),
-            (&raw mut c1).cast(),
         ];
-        if parity == 1 {
-            args[3] = (&raw mut z0).cast();
-        }
-        let args = if parity == 0 {
-            &mut args[..]
+        if parity == 0 {
+            args.extend([
+                (&raw mut n).cast(),
+                (&raw mut c0).cast(),
+                (&raw mut c1).cast(),
+            ]);
         } else {
-            &mut args[..4]
-        };
+            args.push((&raw mut z0).cast());
+        }
+        if fused.is_some() {
+            args.extend([
+                (&raw mut cells).cast(),
+                (&raw mut count).cast(),
+                (&raw mut first).cast(),
+                (&raw mut schedule).cast(),
+            ]);
+        }
         // SAFETY: (f, flags, params, n, c_begin, c_end) is the even kernels'
-        // signature, (f, flags, params, z0) the odd ones'; the even kernels
-        // bound-check against c_end <= n, the odd grid covers layers z0 .. z0 +
-        // len within the lattice. The argument values outlive the call, which
-        // copies them.
-        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, args) }
+        // signature, (f, flags, params, z0) the odd ones', and aa_even2_near
+        // adds (cells, count, first, schedule): `cells` holds the `count`
+        // NEAR cells of the layers, from entry `first` of the list, and
+        // `schedule` one entry per block of the grid, which its NEAR blocks
+        // and aa_even2's blocks make up (near_schedule). The even kernels
+        // bound-check against c_end <= n, the odd grid covers layers z0 .. z0
+        // + len within the lattice. The argument values outlive the call,
+        // which copies them.
+        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, &mut args) }?;
+        Ok(fused.is_some())
     }
 
-    /// The bulk step kernel of the current parity over `layers`, by name.
+    /// The bulk step kernel of the current parity over `layers`, by name
+    /// (`_near` where it updates the NEAR cells too).
     pub fn bulk_kernel_name(&self, layers: Range<usize>) -> &'static str {
         let (kernel, _) = step_launch(
             self.grid.size,
             self.parity(),
-            layers,
+            layers.clone(),
             self.block,
             self.odd_quads,
         );
-        match kernel {
-            StepKernel::Even => "aa_even",
-            StepKernel::Even2 => "aa_even2",
-            StepKernel::Odd => "aa_odd",
-            StepKernel::Odd2 => "aa_odd2",
-            StepKernel::Odd4 => "aa_odd4",
+        let fused = self.fuse_near
+            && !self.near_entries(&layers).is_empty()
+            && self.kernels.step_near(kernel).is_some();
+        match (kernel, fused) {
+            (StepKernel::Even, _) => "aa_even",
+            (StepKernel::Even2, false) => "aa_even2",
+            (StepKernel::Even2, true) => "aa_even2_near",
+            (StepKernel::Odd, _) => "aa_odd",
+            (StepKernel::Odd2, _) => "aa_odd2",
+            (StepKernel::Odd4, _) => "aa_odd4",
         }
     }
 
-    /// The boundary kernel over the NEAR cells of `layers` (after the bulk
-    /// kernel of the same step).
-    fn launch_boundary(&mut self, layers: Range<usize>) -> Result<(), SolverError> {
-        self.launch_boundary_with(layers, self.kparams, false)
-    }
-
-    /// The boundary kernel over the NEAR cells of `layers` with `params`,
-    /// from the `WRITE_VELOCITY` module with `leave_velocity`.
+    /// `aa_boundary` over entries `near` of the boundary list, with `params`,
+    /// from the `WRITE_VELOCITY` module with `leave_velocity` (after the
+    /// bulk kernel of the same step).
     fn launch_boundary_with(
         &mut self,
-        layers: Range<usize>,
+        near: Range<usize>,
         params: CudaParams,
         leave_velocity: bool,
     ) -> Result<(), SolverError> {
-        let nxy = self.grid.size[0] * self.grid.size[1];
         let parity = self.parity();
-        let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
-        let a = self.near.partition_point(|&c| (c as u64) < c0);
-        let z = self.near.partition_point(|&c| (c as u64) < c1);
-        if z > a {
-            let count = (z - a) as u32;
-            let cfg = LaunchConfig {
-                grid_dim: (count.div_ceil(128), 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let cells = self.near_dev.slice(a..z);
-            let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
-            let mut b = self.stream.launch_builder(&kernels.boundary);
-            self.lattice.arg_mut(&mut b);
-            let first = a as u32;
-            b.arg(&self.flags_dev)
-                .arg(&params)
-                .arg(&parity)
-                .arg(&cells)
-                .arg(&count)
-                .arg(&first);
-            // SAFETY: signature of aa_boundary; `cells` holds `count` cells
-            // from entry `first` of the boundary list.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
-        }
+        let count = near.len() as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (count.div_ceil(128), 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let first = near.start as u32;
+        let cells = self.near_dev.slice(near);
+        let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
+        let mut b = self.stream.launch_builder(&kernels.boundary);
+        self.lattice.arg_mut(&mut b);
+        b.arg(&self.flags_dev)
+            .arg(&params)
+            .arg(&parity)
+            .arg(&cells)
+            .arg(&count)
+            .arg(&first);
+        // SAFETY: signature of aa_boundary; `cells` holds `count` cells
+        // from entry `first` of the boundary list.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
         Ok(())
     }
 
@@ -531,8 +624,7 @@ impl CudaSolver {
         // grid covers the lattice, and `planes` holds 3n floats (the caller's
         // word, Solver::enqueue_leaving_velocity).
         unsafe { b.launch(cfg) }.map_err(dev)?;
-        self.launch_bulk_with(self.owned.clone(), params, true)?;
-        self.launch_boundary_with(self.owned.clone(), params, true)?;
+        self.launch_layers_with(self.owned.clone(), params, true, self.fuse_near)?;
         self.t += 1;
         Ok(())
     }
@@ -543,7 +635,8 @@ impl CudaSolver {
         (self.owned.start as u64 * nxy, self.owned.end as u64 * nxy)
     }
 
-    /// Where the time of `steps` steps goes, kernel by kernel: CUDA events
+    /// Where the time of `steps` steps goes, kernel by kernel (a `_near`
+    /// kernel's time includes the NEAR cells'): CUDA events
     /// around each launch (which keeps a step kernel from starting under the
     /// previous one, so the sum exceeds a plain step slightly). Milliseconds
     /// per kernel name, summed.
@@ -563,25 +656,34 @@ impl CudaSolver {
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
             let overlap = std::mem::replace(&mut self.overlap_steps, false);
-            let result = self.launch_bulk(owned.clone());
+            let result = self.launch_bulk_with(owned.clone(), self.kparams, false, self.fuse_near);
             self.overlap_steps = overlap;
-            result?;
+            let fused = result?;
             let e1 = self
                 .stream
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
-            self.launch_boundary(owned.clone())?;
+            let near = self.near_entries(&owned);
+            if !fused && !near.is_empty() {
+                self.launch_boundary_with(near, self.kparams, false)?;
+            }
             let e2 = self
                 .stream
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
-            events.push((bulk, e0, e1, e2));
+            let boundary = match self.parity() {
+                0 => "aa_boundary even",
+                _ => "aa_boundary odd",
+            };
+            events.push((bulk, (!fused).then_some(boundary), e0, e1, e2));
             self.t += 1;
         }
         self.stream.synchronize().map_err(dev)?;
-        for (bulk, e0, e1, e2) in events {
+        for (bulk, boundary, e0, e1, e2) in events {
             add(bulk, e0.elapsed_ms(&e1).map_err(dev)? as f64);
-            add("aa_boundary", e1.elapsed_ms(&e2).map_err(dev)? as f64);
+            if let Some(boundary) = boundary {
+                add(boundary, e1.elapsed_ms(&e2).map_err(dev)? as f64);
+            }
         }
         Ok(times)
     }
@@ -603,6 +705,13 @@ impl CudaSolver {
     /// it on to compare both kernels with the CPU.
     pub fn set_odd_quads(&mut self, on: bool) {
         self.odd_quads = on && self.kernels.odd4.is_some() && self.grid.size[0].is_multiple_of(4);
+    }
+
+    /// Whether the step updates the NEAR cells in the bulk kernel's launch
+    /// where that kernel has a `_near` variant (the default), or with
+    /// `aa_boundary` after it. Checks and benchmarks run both.
+    pub fn set_fuse_near(&mut self, on: bool) {
+        self.fuse_near = on;
     }
 
     pub(super) fn lattice_ptr(&self) -> sys::CUdeviceptr {
@@ -691,6 +800,53 @@ mod tests {
             launch([65, 10, 6], 1, 0..6, 128, false),
             (StepKernel::Odd, (1, 10, 6), (96, 1, 1))
         );
+    }
+
+    #[test]
+    fn near_blocks_follow_the_bulk_block_of_their_first_cell() {
+        for (size, layers) in [
+            ([64, 64, 64], 0..64),
+            ([64, 64, 64], 8..24),
+            ([66, 40, 30], 3..30),
+            ([16, 4, 4], 0..4),
+        ] {
+            let (kernel, cfg) = step_launch(size, 0, layers.clone(), 128, false);
+            assert_eq!(kernel, StepKernel::Even2);
+            let [nx, ny, _] = size;
+            let c_begin = (layers.start * nx * ny) as u64;
+            // Cells of the layers' faces along x and y, and every 7th.
+            let near: Vec<u32> = (layers.start * nx * ny..layers.end * nx * ny)
+                .filter(|c| {
+                    let (x, y) = (c % nx, c / nx % ny);
+                    x == 0 || x == nx - 1 || y == 0 || c % 7 == 0
+                })
+                .map(|c| c as u32)
+                .collect();
+            let order = near_schedule(&cfg, c_begin, &near);
+            assert_eq!(
+                order.len(),
+                cfg.grid_dim.0 as usize + near.len().div_ceil(128)
+            );
+            let (mut next_near, mut next_bulk) = (0, 0);
+            for (k, &s) in order.iter().enumerate() {
+                if s & NEAR_BLOCK == 0 {
+                    assert_eq!(s, next_bulk);
+                    next_bulk += 1;
+                    continue;
+                }
+                let i = (s & !NEAR_BLOCK) as usize;
+                assert_eq!(i, next_near);
+                next_near += 1;
+                // Right after the block whose pairs hold its first cell: the
+                // bulk entry before it is that block.
+                let first = near[i * 128] as u64;
+                let owner = ((first - c_begin) / 2 / 128) as u32;
+                let before = order[..k].iter().rev().find(|&&s| s & NEAR_BLOCK == 0);
+                assert_eq!(before, Some(&owner), "{size:?} cell {first}");
+            }
+            assert_eq!(next_near, near.len().div_ceil(128));
+            assert_eq!(next_bulk, cfg.grid_dim.0);
+        }
     }
 
     #[test]

@@ -128,6 +128,13 @@ pub struct CudaSolver {
     pub poison: bool,
     /// The odd step's bulk kernel is `aa_odd4` (see `set_odd_quads`).
     odd_quads: bool,
+    /// The NEAR cells are updated in the bulk kernel's launch (its `_near`
+    /// variant) where it has one, instead of by `aa_boundary` after it
+    /// ([`Tuning::fuse_near`], `set_fuse_near`).
+    fuse_near: bool,
+    /// The block orders of `aa_even2_near` launches (launch::near_schedule),
+    /// by layers, made on first use.
+    near_schedules: Vec<(Range<usize>, CudaSlice<u32>)>,
     /// How `kernels` were compiled (again when the collision model changes).
     build: KernelBuild,
     /// The same compiled with `WRITE_VELOCITY`, once a step was asked to
@@ -181,6 +188,7 @@ impl KernelBuild {
                 Precision::Fp16 => None,
             },
             odd: load("aa_odd")?,
+            even2_near: load("aa_even2_near")?,
             boundary: load("aa_boundary")?,
             fields: load("fields")?,
             average: load("average_sample")?,
@@ -340,6 +348,8 @@ impl CudaSolver {
             device_name: info.name,
             poison: false,
             odd_quads,
+            fuse_near: tuning.fuse_near,
+            near_schedules: Vec::new(),
             build,
             velocity_kernels: None,
         };
