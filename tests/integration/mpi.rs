@@ -157,6 +157,99 @@ fn a_blow_up_on_one_process_stops_them_all_with_its_message() {
     );
 }
 
+/// The processes of a run under `mpirun` whose arguments hold `marker`, as
+/// (rank, pid), from /proc (Linux).
+fn ranks_running(marker: &str) -> Vec<(u32, u32)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args = String::from_utf8_lossy(&cmdline);
+        if !args.contains(marker) || !args.starts_with(env!("CARGO_BIN_EXE_flowscope")) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let rank = environ
+            .split(|&b| b == 0)
+            .filter_map(|v| v.strip_prefix(b"OMPI_COMM_WORLD_RANK="))
+            .find_map(|v| std::str::from_utf8(v).ok()?.parse().ok());
+        if let Some(rank) = rank {
+            found.push((rank, pid));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_killed_process_ends_the_run_with_a_message_naming_it_not_a_hang() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The run's output path, unique to this test, finds its processes.
+    let out = d.join("never-written.vti");
+    let log = std::fs::File::create(d.join("stderr.txt")).unwrap();
+    let path = scenario_path("cube.toml");
+    let mut job = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(env!("CARGO_BIN_EXE_flowscope"))
+        .args(run_args(
+            path.to_str().unwrap(),
+            &["--steps", "10000000", "--vti", out.to_str().unwrap()],
+        ))
+        .current_dir(d)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("mpirun starts (Debian's openmpi-bin)");
+    let marker = out.to_str().unwrap();
+    let started = Instant::now();
+    let victim = loop {
+        let ranks = ranks_running(marker);
+        if ranks.len() == 2 {
+            break ranks.iter().find(|r| r.0 == 1).expect("rank 1").1;
+        }
+        if started.elapsed() > Duration::from_secs(60) || job.try_wait().unwrap().is_some() {
+            let _ = job.kill();
+            panic!("the two processes did not start: {ranks:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Into the steps (MPI set up, halos being exchanged).
+    std::thread::sleep(Duration::from_secs(3));
+    let killed = Command::new("kill")
+        .args(["-KILL", &victim.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let killed_at = Instant::now();
+    let status = loop {
+        if let Some(status) = job.try_wait().unwrap() {
+            break status;
+        }
+        if killed_at.elapsed() > Duration::from_secs(60) {
+            let _ = job.kill();
+            for (_, pid) in ranks_running(marker) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+            panic!("the run hung after rank 1 was killed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let e = std::fs::read_to_string(d.join("stderr.txt")).unwrap();
+    assert!(!status.success(), "{e}");
+    assert!(e.contains("rank 1"), "the message names the rank: {e}");
+    // The other process went with it.
+    assert!(ranks_running(marker).is_empty(), "{e}");
+}
+
 #[test]
 fn commands_other_than_run_are_refused_under_mpirun() {
     let dir = tempfile::tempdir().unwrap();
