@@ -1154,8 +1154,14 @@ __device__ __noinline__ void near_cell(store_t* __restrict__ f, const unsigned c
 // (in the even step, where aa_even2_near runs, only with
 // FLOWSCOPE_SEPARATE_BOUNDARY). The parameters are __grid_constant__ (here
 // and in aa_even2_near) so that near_cell, not inlined, reads them where
-// they are instead of from a copy.
-extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, const u32* __restrict__ cells, u32 count, u32 first) {
+// they are instead of from a copy (compute capability 7.0 and newer; older
+// GPUs, which only NVRTC 12 still compiles for, get the copy).
+#if __CUDA_ARCH__ >= 700
+#define GRID_CONSTANT __grid_constant__
+#else
+#define GRID_CONSTANT
+#endif
+extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, u32 parity, const u32* __restrict__ cells, u32 count, u32 first) {
     LET_NEXT_LAUNCH();
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
@@ -1175,7 +1181,7 @@ extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restric
 // than the bulk kernels' budget (16-bit: 300 bytes spilled), and fused there
 // they cost more than apart (BENCHMARKS.md, 2026-11-25, twelfth session).
 #define NEAR_BLOCK 0x80000000u
-extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2_near(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u64 n, u64 c_begin, u64 c_end, const u32* __restrict__ cells, u32 count, u32 first, const u32* __restrict__ schedule) {
+extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2_near(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, u64 n, u64 c_begin, u64 c_end, const u32* __restrict__ cells, u32 count, u32 first, const u32* __restrict__ schedule) {
     FOLLOW_PREVIOUS_STEP();
     const u32 s = schedule[blockIdx.x];
     if (s & NEAR_BLOCK) {
