@@ -209,3 +209,20 @@ fn asking_for_cuda_without_a_gpu_is_a_one_line_error() {
         stderr(&o)
     );
 }
+
+#[test]
+fn check_cuda_in_parts_refuses_two_parts_at_once_and_needs_a_gpu() {
+    let o = flowscope(&["check-cuda", "--lbm-only", "--projection-only"], &repo());
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("cannot be used with"), "{e}");
+    let o = flowscope(&["check-cuda", "--lbm-only", "--steps", "3"], &repo());
+    let e = stderr(&o);
+    if o.status.success() {
+        // A machine with a GPU ran the part.
+        assert!(stdout(&o).contains("all checks passed"), "{e}");
+        return;
+    }
+    assert!(e.contains("no usable CUDA GPU"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}
