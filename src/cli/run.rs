@@ -159,12 +159,13 @@ impl Outputs<'_> {
         if whole.is_none() && args.probe.is_none() {
             return Ok(());
         }
-        // Every rank gathers (the call is collective); rank 0 writes.
-        let fields = solver.fields()?;
+        // Every rank takes part (the calls are collective); rank 0 alone
+        // receives the fields, and writes.
+        let fields = solver.fields_on_root()?;
         let averages = solver.averages()?;
-        if !ranks::is_root() {
+        let Some(fields) = fields else {
             return Ok(());
-        }
+        };
         if let Some(path) = whole {
             self.write_vti(
                 &place(path, step),
@@ -596,9 +597,9 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         }
         if let Some(series) = series.as_mut() {
             if t % vti_every == 0 {
-                let fields = solver.fields()?;
+                let fields = solver.fields_on_root()?;
                 let averages = solver.averages()?;
-                if ranks::is_root() {
+                if let Some(fields) = fields {
                     series
                         .write(t, &fields, averages.as_ref(), solver.flags())
                         .with_context(|| format!("cannot write {}", series.member(t).display()))?;

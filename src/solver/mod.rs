@@ -466,6 +466,12 @@ pub trait Solver: Send {
         *out = self.fields()?;
         Ok(())
     }
+    /// [`Solver::fields`] for writing out: the same on MPI rank 0 and in a
+    /// single process, `None` on the other ranks, which then hold no copy of
+    /// the whole domain (every rank calls it together).
+    fn fields_on_root(&mut self) -> Result<Option<Fields>, SolverError> {
+        Ok(Some(self.fields()?))
+    }
     fn stats(&mut self) -> Result<Stats, SolverError>;
     /// Force on each obstacle tag (index 0 is unused) by momentum exchange on the
     /// bounce-back links at the current step, in lattice units.

@@ -19,6 +19,9 @@ pub trait Peers: Send + Sync {
     fn all_gather_f32(&self, local: &[f32]) -> Vec<f32>;
     /// As [`Peers::all_gather_f32`], for sums and counts that must stay exact.
     fn all_gather_f64(&self, local: &[f64]) -> Vec<f64>;
+    /// As [`Peers::all_gather_f32`] on rank 0; the other ranks get nothing
+    /// (an empty vector) and hold no copy of the whole.
+    fn gather_f32_to_root(&self, local: &[f32]) -> Vec<f32>;
     /// Whether `flag` is set on any rank.
     fn any(&self, flag: bool) -> bool;
     /// Posts the sends (to rank, tag, data) and receives (from rank, tag,
@@ -227,6 +230,30 @@ mod mpi_world {
             let mut out = vec![0.0f64; counts.iter().map(|&c| c as usize).sum()];
             let mut parts = PartitionMut::new(&mut out[..], &counts[..], &displs[..]);
             self.world.all_gather_varcount_into(local, &mut parts);
+            out
+        }
+
+        fn gather_f32_to_root(&self, local: &[f32]) -> Vec<f32> {
+            let root = self.world.process_at_rank(0);
+            if self.world.rank() != 0 {
+                // Rank 0 needs every rank's count first.
+                root.gather_into(&(local.len() as i32));
+                root.gather_varcount_into(local);
+                return Vec::new();
+            }
+            let mut counts = vec![0i32; self.world.size() as usize];
+            root.gather_into_root(&(local.len() as i32), &mut counts[..]);
+            let displs: Vec<i32> = counts
+                .iter()
+                .scan(0i32, |at, &c| {
+                    let d = *at;
+                    *at += c;
+                    Some(d)
+                })
+                .collect();
+            let mut out = vec![0.0f32; counts.iter().map(|&c| c as usize).sum()];
+            let mut parts = PartitionMut::new(&mut out[..], &counts[..], &displs[..]);
+            root.gather_varcount_into_root(local, &mut parts);
             out
         }
 

@@ -615,6 +615,23 @@ impl<S: SlabLattice> SlabSolver<S> {
         &mut self,
         len: impl Fn(usize) -> usize,
         gather: fn(&dyn Peers, &[T]) -> Vec<T>,
+        get: impl FnMut(usize, &mut S) -> Result<Vec<T>, SolverError>,
+    ) -> Result<Vec<Vec<T>>, SolverError> {
+        let mine = self.own_slabs(&len, get)?;
+        let Some(peers) = self.peers else {
+            return Ok(mine);
+        };
+        Ok(split_slabs(
+            &gather(peers, &mine.concat()),
+            self.partition.slabs.len(),
+            len,
+        ))
+    }
+
+    /// `get` of this process's slabs, checked against `len`.
+    fn own_slabs<T>(
+        &mut self,
+        len: &impl Fn(usize) -> usize,
         mut get: impl FnMut(usize, &mut S) -> Result<Vec<T>, SolverError>,
     ) -> Result<Vec<Vec<T>>, SolverError> {
         let mut mine = Vec::with_capacity(self.slabs.len());
@@ -629,18 +646,7 @@ impl<S: SlabLattice> SlabSolver<S> {
             }
             mine.push(values);
         }
-        let Some(peers) = self.peers else {
-            return Ok(mine);
-        };
-        let all = gather(peers, &mine.concat());
-        let mut at = 0;
-        Ok((0..self.partition.slabs.len())
-            .map(|s| {
-                let part = all[at..at + len(s)].to_vec();
-                at += len(s);
-                part
-            })
-            .collect())
+        Ok(mine)
     }
 
     fn gather_planes(
@@ -648,18 +654,61 @@ impl<S: SlabLattice> SlabSolver<S> {
         planes: usize,
         get: impl Fn(&mut S) -> Result<Vec<f32>, SolverError>,
     ) -> Result<Vec<f32>, SolverError> {
+        let gathered = self.gather_planes_with(planes, |peers, v| peers.all_gather_f32(v), get)?;
+        Ok(gathered.expect("every process gathers the whole"))
+    }
+
+    /// The whole domain's fields, gathered across processes by `gather`:
+    /// `None` where it leaves this process nothing.
+    fn fields_with(
+        &mut self,
+        gather: fn(&dyn Peers, &[f32]) -> Vec<f32>,
+    ) -> Result<Option<Fields>, SolverError> {
+        let gathered = self.gather_planes_with(4, gather, |s| {
+            let f = s.fields()?;
+            Ok([f.rho, f.ux, f.uy, f.uz].concat())
+        })?;
+        let Some(all) = gathered else {
+            return Ok(None);
+        };
+        let n = self.partition.grid.cells();
+        Ok(Some(Fields {
+            size: self.partition.grid.size,
+            rho: all[..n].to_vec(),
+            ux: all[n..2 * n].to_vec(),
+            uy: all[2 * n..3 * n].to_vec(),
+            uz: all[3 * n..].to_vec(),
+            concentration: Vec::new(),
+        }))
+    }
+
+    /// [`SlabSolver::gather_planes`] with `gather` across processes: `None`
+    /// where it leaves this process nothing ([`Peers::gather_f32_to_root`]).
+    fn gather_planes_with(
+        &mut self,
+        planes: usize,
+        gather: fn(&dyn Peers, &[f32]) -> Vec<f32>,
+        get: impl Fn(&mut S) -> Result<Vec<f32>, SolverError>,
+    ) -> Result<Option<Vec<f32>>, SolverError> {
         let n = self.partition.grid.cells();
         let p = self.partition.clone();
-        let all = self.each_slab(
-            |s| planes * p.local_grid(s).cells(),
-            |peers, v| peers.all_gather_f32(v),
-            |_, slab| get(slab),
-        )?;
+        let counts = |s: usize| planes * p.local_grid(s).cells();
+        let mine = self.own_slabs(&counts, |_, slab| get(slab))?;
+        let all = match self.peers {
+            Some(peers) => {
+                let whole = gather(peers, &mine.concat());
+                if whole.is_empty() {
+                    return Ok(None);
+                }
+                split_slabs(&whole, p.slabs.len(), counts)
+            }
+            None => mine,
+        };
         let mut out = vec![0.0f32; planes * n];
         for (s, local) in all.iter().enumerate() {
             self.partition.gather(s, local, planes, &mut out);
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// [`SlabSolver::each_slab`] of f64 values (sums stay exact on the wire).
@@ -889,20 +938,12 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn fields(&mut self) -> Result<Fields, SolverError> {
-        let size = self.partition.grid.size;
-        let all = self.gather_planes(4, |s| {
-            let f = s.fields()?;
-            Ok([f.rho, f.ux, f.uy, f.uz].concat())
-        })?;
-        let n = self.partition.grid.cells();
-        Ok(Fields {
-            size,
-            rho: all[..n].to_vec(),
-            ux: all[n..2 * n].to_vec(),
-            uy: all[2 * n..3 * n].to_vec(),
-            uz: all[3 * n..].to_vec(),
-            concentration: Vec::new(),
-        })
+        let fields = self.fields_with(|peers, v| peers.all_gather_f32(v))?;
+        Ok(fields.expect("every process gathers the whole"))
+    }
+
+    fn fields_on_root(&mut self) -> Result<Option<Fields>, SolverError> {
+        self.fields_with(|peers, v| peers.gather_f32_to_root(v))
     }
 
     fn stats(&mut self) -> Result<Stats, SolverError> {
@@ -1129,6 +1170,18 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
         }
         Ok(total.map(|t| t.ratio()))
     }
+}
+
+/// `all`, the values of `slabs` slabs in order, cut into slab `s`'s `len(s)`.
+fn split_slabs<T: Copy>(all: &[T], slabs: usize, len: impl Fn(usize) -> usize) -> Vec<Vec<T>> {
+    let mut at = 0;
+    (0..slabs)
+        .map(|s| {
+            let part = all[at..at + len(s)].to_vec();
+            at += len(s);
+            part
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -165,6 +165,14 @@ impl Solver for Carried {
         Ok(out)
     }
 
+    fn fields_on_root(&mut self) -> Result<Option<Fields>, SolverError> {
+        let Some(mut out) = self.flow.fields_on_root()? else {
+            return Ok(None);
+        };
+        out.concentration = self.engine.fields()?.to_vec();
+        Ok(Some(out))
+    }
+
     fn fields_into(&mut self, out: &mut Fields) -> Result<(), SolverError> {
         self.flow.fields_into(out)?;
         let fields = self.engine.fields()?;
