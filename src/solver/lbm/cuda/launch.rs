@@ -437,21 +437,23 @@ impl CudaSolver {
             return Ok(());
         }
         let near = self.near_entries(&layers);
-        let fused = self.launch_bulk_with(layers.clone(), params, leave_velocity, fuse)?;
+        let fused = self.launch_bulk_with(layers, near.clone(), params, leave_velocity, fuse)?;
         if !fused && !near.is_empty() {
             self.launch_boundary_with(near, params, leave_velocity)?;
         }
         Ok(())
     }
 
-    /// The bulk step kernel of the current step over `layers` with `params`,
-    /// from the `WRITE_VELOCITY` module with `leave_velocity`; with `fuse` its
+    /// The bulk step kernel of the current step over `layers` (whose NEAR
+    /// cells are the entries `near` of the boundary list) with `params`, from
+    /// the `WRITE_VELOCITY` module with `leave_velocity`; with `fuse` its
     /// `_near` variant where there is one and the layers hold NEAR cells.
     /// Returns whether it was that variant (which leaves nothing to
     /// `aa_boundary`).
     fn launch_bulk_with(
         &mut self,
         layers: Range<usize>,
+        near: Range<usize>,
         mut params: CudaParams,
         leave_velocity: bool,
         fuse: bool,
@@ -460,7 +462,6 @@ impl CudaSolver {
         let n = self.grid.cells() as u64;
         let parity = self.parity();
         let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
-        let near = self.near_entries(&layers);
         let mut f = self.lattice_ptr();
         let mut flags = self.flags_dev.device_ptr(&self.stream).0;
         let (kernel, mut cfg) = step_launch(
@@ -655,15 +656,21 @@ impl CudaSolver {
                 .stream
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
+            let near = self.near_entries(&owned);
             let overlap = std::mem::replace(&mut self.overlap_steps, false);
-            let result = self.launch_bulk_with(owned.clone(), self.kparams, false, self.fuse_near);
+            let result = self.launch_bulk_with(
+                owned.clone(),
+                near.clone(),
+                self.kparams,
+                false,
+                self.fuse_near,
+            );
             self.overlap_steps = overlap;
             let fused = result?;
             let e1 = self
                 .stream
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
-            let near = self.near_entries(&owned);
             if !fused && !near.is_empty() {
                 self.launch_boundary_with(near, self.kparams, false)?;
             }
