@@ -11,13 +11,12 @@ typedef unsigned long long u64;
 #define HELD 1u
 #define CLOSED 2u
 
-// What one sub-step reads. `u` is the ux plane of the flow's fields; uy and
-// uz follow it, n floats apart. Cells are indexed with 32 bits (the flow
-// solver takes fewer than 2^32).
+// What one sub-step reads. `u` holds the flow's ux, uy and uz planes. Cells
+// are indexed with 32 bits (the flow solver takes fewer than 2^32).
 struct Flow {
     const float* c;
     const unsigned char* role;
-    const float* u;
+    const float* u[3];
     const float* diff;
     bool diff_single;
     float dt;
@@ -29,13 +28,14 @@ struct Flow {
 
 __device__ __forceinline__ Flow make_flow(const float* c, const unsigned char* role, const float* u, const float* diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
     Flow f;
-    f.c = c; f.role = role; f.u = u; f.diff = diff;
+    f.c = c; f.role = role; f.diff = diff;
     f.diff_single = diff_single != 0u;
     f.dt = dt;
     f.size[0] = nx; f.size[1] = ny; f.size[2] = nz;
     f.stride[0] = 1u; f.stride[1] = (u32)nx; f.stride[2] = (u32)nx * (u32)ny;
     f.periodic = periodic;
     f.n = (u32)nx * (u32)ny * (u32)nz;
+    f.u[0] = u; f.u[1] = u + f.n; f.u[2] = u + 2 * (size_t)f.n;
     return f;
 }
 
@@ -60,7 +60,7 @@ __device__ __forceinline__ u32 step(const Flow& f, u32 c, int p, int a, int d) {
 }
 
 __device__ __forceinline__ float vel(const Flow& f, u32 k, int a) {
-    return f.u[(size_t)a * f.n + k];
+    return f.u[a][k];
 }
 
 __device__ __forceinline__ float diffusivity(const Flow& f, u32 k) {
@@ -105,6 +105,27 @@ __device__ __forceinline__ float face(const Flow& f, u32 lo, int p, u32 hi, int 
     return advective - d * (f.c[hi] - f.c[lo]);
 }
 
+// `face` where the cells one beyond lo and hi (s apart along a) are inside
+// the grid: everything the face may read is loaded first, unconditionally,
+// and the rules pick from it. The kernel waits on its loads (L1 latency,
+// not bandwidth), and `face` chains them: roles, then the velocity, then
+// the cell beyond. The values and the arithmetic are `face`'s.
+__device__ __forceinline__ float face_inner(const Flow& f, u32 lo, u32 s, int a) {
+    const u32 hi = lo + s;
+    const u32 rb = f.role[lo - s], rl = f.role[lo], rh = f.role[hi], ra = f.role[hi + s];
+    const float cb = f.c[lo - s], cl = f.c[lo], ch = f.c[hi], ca = f.c[hi + s];
+    const float vl = vel(f, lo, a), vh = vel(f, hi, a);
+    const float dl = diffusivity(f, lo), dh = diffusivity(f, hi);
+    const bool shut = rl == CLOSED || rh == CLOSED || (rl == HELD && rh == HELD);
+    const float u = 0.5f * (vl + vh);
+    const bool forward = u >= 0.0f;
+    const float far = forward ? (rb != CLOSED ? cb : cl) : (ra != CLOSED ? ca : ch);
+    const float advective = advective_flux(u, far, forward ? cl : ch, forward ? ch : cl, f.dt);
+    const float d = 0.5f * (dl + dh);
+    const float flux = advective - d * (ch - cl);
+    return shut ? 0.0f : flux;
+}
+
 // transport::edge_flux: out through a grid face without a neighbour.
 __device__ __forceinline__ float edge_flux(const Flow& f, u32 cell, int a, float side) {
     float u = vel(f, cell, a);
@@ -123,31 +144,52 @@ extern "C" __global__ void __launch_bounds__(128) fluxes(const float* __restrict
     int p[3] = {x, y, z};
 #pragma unroll
     for (int a = 0; a < 3; a++) {
-        u32 hi = step(f, cell, p[a], a, 1);
-        int q = p[a] + 1 == f.size[a] ? 0 : p[a] + 1;
-        flux[(size_t)a * f.n + cell] = hi != NONE ? face(f, cell, p[a], hi, q, a) : edge_flux(f, cell, a, 1.0f);
+        float out;
+        // Tested per axis: along y and z a warp (one row of x) agrees, and
+        // only the x faces of the rows' end cells take the general path.
+        if (p[a] >= 1 && p[a] < f.size[a] - 2) {
+            out = face_inner(f, cell, f.stride[a], a);
+        } else {
+            u32 hi = step(f, cell, p[a], a, 1);
+            int q = p[a] + 1 == f.size[a] ? 0 : p[a] + 1;
+            out = hi != NONE ? face(f, cell, p[a], hi, q, a) : edge_flux(f, cell, a, 1.0f);
+        }
+        flux[(size_t)a * f.n + cell] = out;
     }
 }
 
-// transport::advance's sum over the faces, in its order, in f64.
+// transport::advance's sum over the faces, in its order, in f64. The
+// fluxes are loaded before the cell's role decides whether they are used,
+// so that the loads are in flight together.
 extern "C" __global__ void __launch_bounds__(128) update(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ flux, float dt, int nx, int ny, int nz, u32 periodic) {
     CELL_XYZ
     Flow f = make_flow(c, role, u, 0, 1u, dt, nx, ny, nz, periodic);
     u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
-    if (role[cell] != OPEN) {
-        next[cell] = c[cell];
-        return;
-    }
     int p[3] = {x, y, z};
-    double net = 0.0;
+    float out[3], in[3];
 #pragma unroll
     for (int a = 0; a < 3; a++) {
         const float* plane = flux + (size_t)a * f.n;
-        net += (double)plane[cell];
-        u32 lo = step(f, cell, p[a], a, -1);
-        net -= (double)(lo != NONE ? plane[lo] : edge_flux(f, cell, a, -1.0f));
+        out[a] = plane[cell];
+        if (p[a] >= 1) {
+            in[a] = plane[cell - f.stride[a]];
+        } else {
+            u32 lo = step(f, cell, p[a], a, -1);
+            in[a] = lo != NONE ? plane[lo] : edge_flux(f, cell, a, -1.0f);
+        }
     }
-    next[cell] = (float)((double)c[cell] - (double)dt * net);
+    const float own = c[cell];
+    if (role[cell] != OPEN) {
+        next[cell] = own;
+        return;
+    }
+    double net = 0.0;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        net += (double)out[a];
+        net -= (double)in[a];
+    }
+    next[cell] = (float)((double)own - (double)dt * net);
 }
 
 // transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t at a cell
@@ -192,10 +234,10 @@ __device__ __forceinline__ float eddy_at(const Flow& f, u32 cell, int x, int y, 
 // open cells into out[0] and, with `eddy`, the largest diffusivity into
 // out[1], as float bits (all values are at least +0, where the bits order
 // as the floats); out is zeroed first. A NaN is skipped, as f32::max skips
-// it on the CPU. Each thread takes MAXIMA_LAYERS layers of its column, so
-// that few warps meet at the two atomics (one a warp over the whole grid
-// cost 0.75 ms at 256³).
-#define MAXIMA_LAYERS 32
+// it on the CPU. Each thread takes MAXIMA_LAYERS layers of its column and
+// each block meets the two atomics once (one a warp over the whole grid
+// cost 0.75 ms at 256³; 32 layers a thread left too few loads in flight).
+// cuda.rs defines MAXIMA_LAYERS, and sizes the grid by it.
 extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned char* __restrict__ role, const float* __restrict__ u, int nx, int ny, int nz, u32 periodic, u32 eddy, float smagorinsky, float schmidt_turbulent, float molecular, float* __restrict__ diff, u32* __restrict__ out) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -222,8 +264,20 @@ extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned cha
         m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
         dm = fmaxf(dm, __shfl_down_sync(0xffffffffu, dm, o));
     }
+    // The warps' maxima through shared memory: one atomic pair a block.
+    __shared__ float warp_m[4], warp_dm[4];
     const u32 t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     if ((t & 31u) == 0u) {
+        warp_m[t >> 5] = m;
+        warp_dm[t >> 5] = dm;
+    }
+    __syncthreads();
+    if (t == 0u) {
+        const u32 warps = (blockDim.x * blockDim.y * blockDim.z + 31u) >> 5;
+        for (u32 w = 1; w < warps; w++) {
+            m = fmaxf(m, warp_m[w]);
+            dm = fmaxf(dm, warp_dm[w]);
+        }
         atomicMax(out, __float_as_uint(m));
         atomicMax(out + 1, __float_as_uint(dm));
     }

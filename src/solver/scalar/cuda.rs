@@ -23,8 +23,8 @@ use crate::solver::{Grid, Params, Solver, SolverError};
 
 const SOURCE: &str = include_str!("../../../kernels/scalar/transport.cu");
 
-/// Layers per thread of `eddy_maxima` (its MAXIMA_LAYERS).
-const MAXIMA_LAYERS: u32 = 32;
+/// Layers per thread of `eddy_maxima` (defined for NVRTC as MAXIMA_LAYERS).
+const MAXIMA_LAYERS: u32 = 8;
 
 struct Kernels {
     fluxes: CudaFunction,
@@ -53,6 +53,7 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
             format!("--gpu-architecture=compute_{major}{minor}"),
             // Products rounded as on the CPU: the same values.
             "--fmad=false".into(),
+            format!("-DMAXIMA_LAYERS={MAXIMA_LAYERS}"),
         ],
         ..Default::default()
     };
