@@ -162,7 +162,7 @@ impl Outputs<'_> {
         // Every rank takes part (the calls are collective); rank 0 alone
         // receives the fields, and writes.
         let fields = solver.fields_on_root()?;
-        let averages = solver.averages()?;
+        let averages = solver.averages_on_root()?;
         let Some(fields) = fields else {
             return Ok(());
         };
@@ -598,7 +598,7 @@ pub fn run(args: RunArgs, tuning: &Tuning) -> anyhow::Result<i32> {
         if let Some(series) = series.as_mut() {
             if t % vti_every == 0 {
                 let fields = solver.fields_on_root()?;
-                let averages = solver.averages()?;
+                let averages = solver.averages_on_root()?;
                 if let Some(fields) = fields {
                     series
                         .write(t, &fields, averages.as_ref(), solver.flags())

@@ -521,6 +521,13 @@ pub trait Solver: Send {
         Ok(None)
     }
 
+    /// [`Solver::averages`] for writing out, as [`Solver::fields_on_root`]:
+    /// the same on MPI rank 0 and in a single process, `None` on the other
+    /// ranks (every rank calls it together).
+    fn averages_on_root(&mut self) -> Result<Option<Averages>, SolverError> {
+        self.averages()
+    }
+
     /// The first step averaged and the samples so far, while averages are
     /// kept (without copying them).
     fn average_progress(&self) -> Option<(u64, u64)> {

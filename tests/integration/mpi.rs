@@ -37,7 +37,8 @@ fn bytes(path: &Path) -> Vec<u8> {
 fn two_and_three_processes_write_the_files_of_one_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // cavity-dye: a contaminant, whose concentration rank 0 writes too.
+    // cavity-dye: a contaminant, whose concentration (and its mean) rank 0
+    // writes too.
     for name in ["cylinder", "cube", "urban", "cavity-dye"] {
         let path = scenario_path(&format!("{name}.toml"));
         let s = path.to_str().unwrap();
@@ -51,6 +52,11 @@ fn two_and_three_processes_write_the_files_of_one_bit_for_bit() {
                 format!("{name}-{tag}.csv"),
                 "--every".into(),
                 "8".into(),
+                // Averages too: rank 0 alone gathers them, as the fields.
+                "--average-from".into(),
+                "8".into(),
+                "--average-every".into(),
+                "2".into(),
             ]
         };
         let one = outputs("one");

@@ -711,6 +711,41 @@ impl<S: SlabLattice> SlabSolver<S> {
         Ok(Some(out))
     }
 
+    /// The whole domain's averages, gathered across processes by `gather`:
+    /// `None` where none are kept or `gather` leaves this process nothing.
+    fn averages_with(
+        &mut self,
+        gather: fn(&dyn Peers, &[f32]) -> Vec<f32>,
+    ) -> Result<Option<Averages>, SolverError> {
+        let Some((schedule, samples)) = self.averages else {
+            return Ok(None);
+        };
+        let planes = 2 * average::QUANTITIES;
+        let all = self.gather_planes_with(planes, gather, |s| {
+            let a = s
+                .averages()?
+                .ok_or_else(|| SolverError::StateMismatch("a slab lost its averages".into()))?;
+            let [u0, u1, u2] = a.velocity_mean;
+            let [r0, r1, r2] = a.velocity_rms;
+            Ok([u0, u1, u2, a.pressure_mean, r0, r1, r2, a.pressure_rms].concat())
+        })?;
+        let Some(all) = all else {
+            return Ok(None);
+        };
+        let n = self.partition.grid.cells();
+        let plane = |k: usize| all[k * n..(k + 1) * n].to_vec();
+        Ok(Some(Averages {
+            size: self.partition.grid.size,
+            from_step: schedule.from_step,
+            samples,
+            velocity_mean: [plane(0), plane(1), plane(2)],
+            pressure_mean: plane(3),
+            velocity_rms: [plane(4), plane(5), plane(6)],
+            pressure_rms: plane(7),
+            concentration_mean: Vec::new(),
+        }))
+    }
+
     /// [`SlabSolver::each_slab`] of f64 values (sums stay exact on the wire).
     fn each_slab_f64(
         &mut self,
@@ -899,30 +934,11 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
     }
 
     fn averages(&mut self) -> Result<Option<Averages>, SolverError> {
-        let Some((schedule, samples)) = self.averages else {
-            return Ok(None);
-        };
-        let planes = 2 * average::QUANTITIES;
-        let all = self.gather_planes(planes, |s| {
-            let a = s
-                .averages()?
-                .ok_or_else(|| SolverError::StateMismatch("a slab lost its averages".into()))?;
-            let [u0, u1, u2] = a.velocity_mean;
-            let [r0, r1, r2] = a.velocity_rms;
-            Ok([u0, u1, u2, a.pressure_mean, r0, r1, r2, a.pressure_rms].concat())
-        })?;
-        let n = self.partition.grid.cells();
-        let plane = |k: usize| all[k * n..(k + 1) * n].to_vec();
-        Ok(Some(Averages {
-            size: self.partition.grid.size,
-            from_step: schedule.from_step,
-            samples,
-            velocity_mean: [plane(0), plane(1), plane(2)],
-            pressure_mean: plane(3),
-            velocity_rms: [plane(4), plane(5), plane(6)],
-            pressure_rms: plane(7),
-            concentration_mean: Vec::new(),
-        }))
+        self.averages_with(|peers, v| peers.all_gather_f32(v))
+    }
+
+    fn averages_on_root(&mut self) -> Result<Option<Averages>, SolverError> {
+        self.averages_with(|peers, v| peers.gather_f32_to_root(v))
     }
 
     fn time_step(&self) -> u64 {

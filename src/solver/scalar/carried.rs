@@ -95,6 +95,19 @@ impl Carried {
         }
         Ok(())
     }
+
+    /// The flow's averages with the concentration's means, where these are
+    /// kept.
+    fn with_concentration_means(&self, mut a: Averages) -> Averages {
+        if let Some(m) = &self.means {
+            a.concentration_mean = m
+                .mean
+                .iter()
+                .map(|v| v.iter().map(|&x| x as f32).collect())
+                .collect();
+        }
+        a
+    }
 }
 
 impl Solver for Carried {
@@ -255,17 +268,13 @@ impl Solver for Carried {
     }
 
     fn averages(&mut self) -> Result<Option<Averages>, SolverError> {
-        let Some(mut a) = self.flow.averages()? else {
-            return Ok(None);
-        };
-        if let Some(m) = &self.means {
-            a.concentration_mean = m
-                .mean
-                .iter()
-                .map(|v| v.iter().map(|&x| x as f32).collect())
-                .collect();
-        }
-        Ok(Some(a))
+        let a = self.flow.averages()?;
+        Ok(a.map(|a| self.with_concentration_means(a)))
+    }
+
+    fn averages_on_root(&mut self) -> Result<Option<Averages>, SolverError> {
+        let a = self.flow.averages_on_root()?;
+        Ok(a.map(|a| self.with_concentration_means(a)))
     }
 
     fn average_progress(&self) -> Option<(u64, u64)> {
