@@ -1035,6 +1035,17 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
         self.gather_planes(Q, |s| s.populations())
     }
 
+    /// Under MPI rank 0 alone receives the whole lattice (it writes a
+    /// checkpoint in one file); the other processes send theirs and visit
+    /// nothing.
+    fn visit_populations(&mut self, visit: &mut dyn FnMut(&[f32])) -> Result<(), SolverError> {
+        let gather = |peers: &dyn Peers, v: &[f32]| peers.gather_f32_to_root(v);
+        if let Some(all) = self.gather_planes_with(Q, gather, |s| s.populations())? {
+            visit(&all);
+        }
+        Ok(())
+    }
+
     fn set_populations(&mut self, step: u64, populations: &[f32]) -> Result<(), SolverError> {
         let expected = Q * self.partition.grid.cells();
         if populations.len() != expected {
