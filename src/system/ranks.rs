@@ -7,7 +7,10 @@
 //! (the step, reduced statistics, the arguments). Rank 0 alone writes files and
 //! prints; the others' standard output and error go to `/dev/null`, except for
 //! their own errors, which name the rank and stop the whole job
-//! ([`fail`]) so that no rank waits for one that has gone.
+//! ([`fail`]) so that no rank waits for one that has gone. A rank that waits
+//! on the others past [`TIMEOUT_VARIABLE`]'s limit (a network failure, a
+//! stopped process) ends the job too, saying what it waited for
+//! ([`Watchdog`]).
 
 use std::sync::OnceLock;
 
@@ -33,6 +36,129 @@ pub trait Peers: Send + Sync {
         receives: &mut [(usize, i32, &mut [f32])],
         work: &mut dyn FnMut(),
     );
+}
+
+/// Seconds a rank waits on the others before it ends the job.
+pub const TIMEOUT_VARIABLE: &str = "FLOWSCOPE_MPI_TIMEOUT";
+
+/// The wait past which a rank gives up when [`TIMEOUT_VARIABLE`] is not set:
+/// long enough for rank 0 to write a checkpoint of the largest grid while
+/// the others wait for it at the next step.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The limit [`TIMEOUT_VARIABLE`] sets (`value`, when set), or why it is
+/// not one.
+pub fn parse_timeout(value: Option<&str>) -> Result<std::time::Duration, String> {
+    let Some(v) = value else {
+        return Ok(DEFAULT_TIMEOUT);
+    };
+    match v.trim().parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs.is_finite() => Ok(std::time::Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "{TIMEOUT_VARIABLE}={v}: give the seconds a process may wait on the others, a \
+             positive number (default {})",
+            DEFAULT_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// What a rank is waiting for, while it waits on the others.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wait {
+    pub since: std::time::Instant,
+    /// The operation, e.g. "the fields gathered to rank 0".
+    pub what: &'static str,
+    /// The ranks it expects messages from (empty where it cannot tell).
+    pub from: Vec<usize>,
+}
+
+impl Wait {
+    /// The message of a rank that gave up after `waited`.
+    pub fn message(&self, waited: std::time::Duration, limit: std::time::Duration) -> String {
+        let whom = match &self.from[..] {
+            [] => "from the other processes".to_string(),
+            [one] => format!("from rank {one}"),
+            [rest @ .., last] => format!(
+                "from ranks {} and {last}",
+                rest.iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        format!(
+            "error: no answer {whom} for {:.0} s while waiting for {}: a network failure, or a \
+             process stopped or stuck; ending the job (the limit is {} s: {TIMEOUT_VARIABLE}=SECONDS \
+             sets it)",
+            waited.as_secs_f64(),
+            self.what,
+            limit.as_secs_f64()
+        )
+    }
+}
+
+/// Watches the waits on the other ranks from a thread of its own: one that
+/// lasts past the limit cannot end by itself (MPI's calls do not time out),
+/// so the watchdog reports it and ends the process, and `mpirun` then ends
+/// the others.
+pub struct Watchdog {
+    current: std::sync::Mutex<Option<Wait>>,
+    limit: std::time::Duration,
+}
+
+impl Watchdog {
+    pub fn new(limit: std::time::Duration) -> Watchdog {
+        Watchdog {
+            current: std::sync::Mutex::new(None),
+            limit,
+        }
+    }
+
+    /// Marks the start of a wait; it ends when the guard is dropped.
+    pub fn waiting(&self, what: &'static str, from: Vec<usize>) -> WaitGuard<'_> {
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(Wait {
+            since: std::time::Instant::now(),
+            what,
+            from,
+        });
+        WaitGuard(self)
+    }
+
+    /// The wait under way when it has lasted past the limit at `now`.
+    pub fn overdue(&self, now: std::time::Instant) -> Option<(Wait, std::time::Duration)> {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let wait = current.as_ref()?;
+        let waited = now.saturating_duration_since(wait.since);
+        (waited > self.limit).then(|| (wait.clone(), waited))
+    }
+
+    /// Checks every so often from a thread of its own, and ends the process
+    /// on the first wait past the limit.
+    pub fn watch(&'static self) {
+        let every = (self.limit / 10).clamp(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(5),
+        );
+        std::thread::spawn(move || loop {
+            std::thread::sleep(every);
+            if let Some((wait, waited)) = self.overdue(std::time::Instant::now()) {
+                report(&wait.message(waited, self.limit));
+                // Straight out: the main thread is inside MPI, and exit's
+                // handlers could wait on it.
+                // SAFETY: ends the process; nothing runs after it.
+                unsafe { libc::_exit(crate::cli::exit::ERROR) }
+            }
+        });
+    }
+}
+
+/// Ends a wait of [`Watchdog::waiting`].
+pub struct WaitGuard<'a>(&'a Watchdog);
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
 }
 
 static WORLD: OnceLock<Option<Box<dyn Peers>>> = OnceLock::new();
@@ -79,7 +205,12 @@ pub fn local_rank() -> usize {
 /// would each write the same files.
 pub fn init() -> Result<(), String> {
     let launched = launched_size();
-    let world = if launched > 1 { join(launched)? } else { None };
+    let world = if launched > 1 {
+        let limit = parse_timeout(std::env::var(TIMEOUT_VARIABLE).ok().as_deref())?;
+        join(launched, limit)?
+    } else {
+        None
+    };
     if let Some(w) = &world {
         if w.rank() != 0 {
             quiet_stdio();
@@ -90,7 +221,7 @@ pub fn init() -> Result<(), String> {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn join(launched: usize) -> Result<Option<Box<dyn Peers>>, String> {
+fn join(launched: usize, _limit: std::time::Duration) -> Result<Option<Box<dyn Peers>>, String> {
     Err(format!(
         "started as one of {launched} MPI processes, but this flowscope was built without MPI: \
          build it with `cargo build --release --features mpi` (needs Open MPI's libopenmpi-dev \
@@ -99,8 +230,8 @@ fn join(launched: usize) -> Result<Option<Box<dyn Peers>>, String> {
 }
 
 #[cfg(feature = "mpi")]
-fn join(_launched: usize) -> Result<Option<Box<dyn Peers>>, String> {
-    let world = mpi_world::Mpi::init()?;
+fn join(_launched: usize, limit: std::time::Duration) -> Result<Option<Box<dyn Peers>>, String> {
+    let world = mpi_world::Mpi::init(limit)?;
     Ok((world.size() > 1).then(|| Box::new(world) as Box<dyn Peers>))
 }
 
@@ -168,12 +299,13 @@ mod mpi_world {
     use mpi::datatype::PartitionMut;
     use mpi::traits::*;
 
-    use super::Peers;
+    use super::{Peers, Watchdog};
 
     /// The world communicator; MPI is used from the thread that runs the
     /// command only (`Threading::Funneled`).
     pub struct Mpi {
         world: mpi::topology::SimpleCommunicator,
+        watchdog: &'static Watchdog,
     }
 
     /// Kept until [`finish`]: dropping it finalises MPI.
@@ -185,12 +317,21 @@ mod mpi_world {
     unsafe impl Sync for Mpi {}
 
     impl Mpi {
-        pub fn init() -> Result<Mpi, String> {
+        pub fn init(limit: std::time::Duration) -> Result<Mpi, String> {
             let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Funneled)
                 .ok_or("MPI was already initialised")?;
             let world = universe.world();
             *UNIVERSE.lock().unwrap_or_else(|e| e.into_inner()) = Some(universe);
-            Ok(Mpi { world })
+            // One for the life of the process, as MPI's.
+            let watchdog: &'static Watchdog = Box::leak(Box::new(Watchdog::new(limit)));
+            watchdog.watch();
+            Ok(Mpi { world, watchdog })
+        }
+
+        /// Every rank but this one: those a collective call waits on.
+        fn others(&self) -> Vec<usize> {
+            let me = self.rank();
+            (0..self.size()).filter(|&r| r != me).collect()
         }
 
         fn counts(&self, len: usize) -> (Vec<i32>, Vec<i32>) {
@@ -218,6 +359,9 @@ mod mpi_world {
         }
 
         fn all_gather_f32(&self, local: &[f32]) -> Vec<f32> {
+            let _wait = self
+                .watchdog
+                .waiting("values gathered from every process", self.others());
             let (counts, displs) = self.counts(local.len());
             let mut out = vec![0.0f32; counts.iter().map(|&c| c as usize).sum()];
             let mut parts = PartitionMut::new(&mut out[..], &counts[..], &displs[..]);
@@ -226,6 +370,9 @@ mod mpi_world {
         }
 
         fn all_gather_f64(&self, local: &[f64]) -> Vec<f64> {
+            let _wait = self
+                .watchdog
+                .waiting("sums gathered from every process", self.others());
             let (counts, displs) = self.counts(local.len());
             let mut out = vec![0.0f64; counts.iter().map(|&c| c as usize).sum()];
             let mut parts = PartitionMut::new(&mut out[..], &counts[..], &displs[..]);
@@ -234,6 +381,9 @@ mod mpi_world {
         }
 
         fn gather_f32_to_root(&self, local: &[f32]) -> Vec<f32> {
+            let _wait = self
+                .watchdog
+                .waiting("the fields gathered to rank 0", self.others());
             let root = self.world.process_at_rank(0);
             if self.world.rank() != 0 {
                 // Rank 0 needs every rank's count first.
@@ -258,6 +408,9 @@ mod mpi_world {
         }
 
         fn any(&self, flag: bool) -> bool {
+            let _wait = self
+                .watchdog
+                .waiting("a flag shared by every process", self.others());
             let mut all = vec![0u8; self.size()];
             self.world.all_gather_into(&(flag as u8), &mut all[..]);
             all.iter().any(|&f| f != 0)
@@ -269,6 +422,9 @@ mod mpi_world {
             receives: &mut [(usize, i32, &mut [f32])],
             work: &mut dyn FnMut(),
         ) {
+            let mut from: Vec<usize> = receives.iter().map(|r| r.0).collect();
+            from.sort_unstable();
+            from.dedup();
             mpi::request::scope(|scope| {
                 let mut pending = Vec::with_capacity(receives.len() + sends.len());
                 for (from, tag, buffer) in receives.iter_mut() {
@@ -287,6 +443,8 @@ mod mpi_world {
                     );
                 }
                 work();
+                // The work is this process's own: the wait starts after it.
+                let _wait = self.watchdog.waiting("the halo planes", from);
                 for r in pending {
                     r.wait();
                 }
@@ -307,5 +465,65 @@ mod mpi_world {
         }
         drop(universe);
         std::process::exit(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_wait_limit_is_read_from_its_variable_and_a_bad_value_says_what_to_give() {
+        assert_eq!(parse_timeout(None), Ok(DEFAULT_TIMEOUT));
+        assert_eq!(parse_timeout(Some("5")), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_timeout(Some(" 0.5 ")), Ok(Duration::from_millis(500)));
+        for bad in ["0", "-3", "ten", "inf", ""] {
+            let e = parse_timeout(Some(bad)).unwrap_err();
+            assert!(
+                e.contains(TIMEOUT_VARIABLE) && e.contains("positive"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_wait_past_the_limit_is_reported_with_what_and_whom_it_waited_for() {
+        let dog = Watchdog::new(Duration::from_secs(5));
+        let start = Instant::now();
+        assert_eq!(dog.overdue(start + Duration::from_secs(60)), None);
+        {
+            let _wait = dog.waiting("the halo planes", vec![1, 3]);
+            let now = Instant::now();
+            assert_eq!(dog.overdue(now + Duration::from_secs(4)), None);
+            let (wait, waited) = dog.overdue(now + Duration::from_secs(6)).expect("overdue");
+            assert!(waited >= Duration::from_secs(6));
+            let m = wait.message(waited, Duration::from_secs(5));
+            assert!(m.contains("from ranks 1 and 3"), "{m}");
+            let three = Wait {
+                from: vec![1, 2, 3],
+                ..wait.clone()
+            };
+            let m3 = three.message(waited, Duration::from_secs(5));
+            assert!(m3.contains("from ranks 1, 2 and 3"), "{m3}");
+            assert!(m.contains("the halo planes"), "{m}");
+            assert!(m.contains("network failure"), "{m}");
+            assert!(m.contains("FLOWSCOPE_MPI_TIMEOUT"), "{m}");
+        }
+        // Over once its guard is dropped.
+        assert_eq!(dog.overdue(Instant::now() + Duration::from_secs(60)), None);
+        let _wait = dog.waiting("the fields gathered to rank 0", Vec::new());
+        let (wait, waited) = dog
+            .overdue(Instant::now() + Duration::from_secs(6))
+            .unwrap();
+        let m = wait.message(waited, Duration::from_secs(5));
+        assert!(m.contains("from the other processes"), "{m}");
+        let one = Wait {
+            from: vec![2],
+            ..wait
+        };
+        assert!(one
+            .message(waited, Duration::from_secs(5))
+            .contains("from rank 2 "));
     }
 }

@@ -193,28 +193,30 @@ fn ranks_running(marker: &str) -> Vec<(u32, u32)> {
     found
 }
 
-#[test]
-fn a_killed_process_ends_the_run_with_a_message_naming_it_not_a_hang() {
+/// Two processes running the cube for good under `mpirun` (with `env` set
+/// for them), stderr to `stderr.txt` in `d`, and the process id of rank 1
+/// once both run; `marker` (the run's output path) finds the processes.
+fn start_two(d: &Path, marker: &Path, env: &[(&str, &str)]) -> (std::process::Child, u32) {
     use std::time::{Duration, Instant};
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    // The run's output path, unique to this test, finds its processes.
-    let out = d.join("never-written.vti");
     let log = std::fs::File::create(d.join("stderr.txt")).unwrap();
     let path = scenario_path("cube.toml");
-    let mut job = Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+    let mut mpirun = Command::new("mpirun");
+    mpirun.args(["--allow-run-as-root", "--oversubscribe", "-n", "2"]);
+    for (k, v) in env {
+        mpirun.env(k, v).args(["-x", k]);
+    }
+    let mut job = mpirun
         .arg(env!("CARGO_BIN_EXE_flowscope"))
         .args(run_args(
             path.to_str().unwrap(),
-            &["--steps", "10000000", "--vti", out.to_str().unwrap()],
+            &["--steps", "10000000", "--vti", marker.to_str().unwrap()],
         ))
         .current_dir(d)
         .stdout(std::process::Stdio::null())
         .stderr(log)
         .spawn()
         .expect("mpirun starts (Debian's openmpi-bin)");
-    let marker = out.to_str().unwrap();
+    let marker = marker.to_str().unwrap();
     let started = Instant::now();
     let victim = loop {
         let ranks = ranks_running(marker);
@@ -229,32 +231,81 @@ fn a_killed_process_ends_the_run_with_a_message_naming_it_not_a_hang() {
     };
     // Into the steps (MPI set up, halos being exchanged).
     std::thread::sleep(Duration::from_secs(3));
-    let killed = Command::new("kill")
-        .args(["-KILL", &victim.to_string()])
+    (job, victim)
+}
+
+/// Waits up to a minute for the job to end after `signal` went to rank 1,
+/// and returns its status and stderr; a job still running is killed and the
+/// test fails.
+fn ended_after(
+    mut job: std::process::Child,
+    victim: u32,
+    signal: &str,
+    d: &Path,
+    marker: &Path,
+) -> (std::process::ExitStatus, String) {
+    use std::time::{Duration, Instant};
+    let marker = marker.to_str().unwrap();
+    let sent = Command::new("kill")
+        .args([signal, &victim.to_string()])
         .status()
         .unwrap();
-    assert!(killed.success());
-    let killed_at = Instant::now();
+    assert!(sent.success());
+    let since = Instant::now();
     let status = loop {
         if let Some(status) = job.try_wait().unwrap() {
             break status;
         }
-        if killed_at.elapsed() > Duration::from_secs(60) {
+        if since.elapsed() > Duration::from_secs(60) {
             let _ = job.kill();
             for (_, pid) in ranks_running(marker) {
                 let _ = Command::new("kill")
                     .args(["-KILL", &pid.to_string()])
                     .status();
             }
-            panic!("the run hung after rank 1 was killed");
+            panic!("the run hung after rank 1 got {signal}");
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let e = std::fs::read_to_string(d.join("stderr.txt")).unwrap();
+    // The other process went with it.
+    let left = ranks_running(marker);
+    for (_, pid) in &left {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(left.is_empty(), "processes left: {left:?}; {e}");
+    (status, e)
+}
+
+#[test]
+fn a_killed_process_ends_the_run_with_a_message_naming_it_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The run's output path, unique to this test, finds its processes.
+    let marker = d.join("never-written.vti");
+    let (job, victim) = start_two(d, &marker, &[]);
+    let (status, e) = ended_after(job, victim, "-KILL", d, &marker);
     assert!(!status.success(), "{e}");
     assert!(e.contains("rank 1"), "the message names the rank: {e}");
-    // The other process went with it.
-    assert!(ranks_running(marker).is_empty(), "{e}");
+}
+
+/// A process that stops answering, as behind a failed network: its peer
+/// waits past the limit, says for what and from whom, and ends the job.
+#[test]
+fn a_process_that_stops_answering_ends_the_run_after_the_wait_limit_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let marker = d.join("never-written-either.vti");
+    let (job, victim) = start_two(d, &marker, &[("FLOWSCOPE_MPI_TIMEOUT", "5")]);
+    let (status, e) = ended_after(job, victim, "-STOP", d, &marker);
+    assert!(!status.success(), "{e}");
+    assert!(
+        e.contains("rank 0 of 2: error: no answer from rank 1 for"),
+        "rank 0 names rank 1: {e}"
+    );
+    assert!(e.contains("network failure"), "{e}");
 }
 
 #[test]
