@@ -66,7 +66,7 @@ pub fn parse_timeout(value: Option<&str>) -> Result<std::time::Duration, String>
 #[derive(Clone, Debug, PartialEq)]
 pub struct Wait {
     pub since: std::time::Instant,
-    /// The operation, e.g. "the fields gathered to rank 0".
+    /// The operation, e.g. "values gathered to rank 0".
     pub what: &'static str,
     /// The ranks it expects messages from (empty where it cannot tell).
     pub from: Vec<usize>,
@@ -383,7 +383,7 @@ mod mpi_world {
         fn gather_f32_to_root(&self, local: &[f32]) -> Vec<f32> {
             let _wait = self
                 .watchdog
-                .waiting("the fields gathered to rank 0", self.others());
+                .waiting("values gathered to rank 0", self.others());
             let root = self.world.process_at_rank(0);
             if self.world.rank() != 0 {
                 // Rank 0 needs every rank's count first.
