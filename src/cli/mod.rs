@@ -17,16 +17,9 @@ use crate::session::{Backend, Choice, Gpus};
 use crate::solver::Precision;
 use crate::system::{available_memory, human_bytes, Tuning};
 
-/// Exit codes of the binary.
-pub mod exit {
-    pub const OK: i32 = 0;
-    /// Bad input or a failure with a message.
-    pub const ERROR: i32 = 1;
-    /// The simulation became unstable (outputs so far were written).
-    pub const UNSTABLE: i32 = 3;
-    /// Stopped by Ctrl-C (outputs were written).
-    pub const INTERRUPTED: i32 = 130;
-}
+/// Exit codes of the binary (in `system`, where a process that gives up
+/// on the others ends with one too).
+pub use crate::system::exit;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -337,10 +330,7 @@ fn info(
         Method::Projection => println!(
             "method          projection (staggered grid, Adams–Bashforth, pressure by {}; \
              CPU), CFL {}",
-            match s.run.pressure {
-                crate::scenario::PressureSolver::Multigrid => "multigrid-preconditioned CG",
-                crate::scenario::PressureSolver::Jacobi => "Jacobi iteration",
-            },
+            s.run.pressure.describe(),
             s.run.cfl
         ),
     }

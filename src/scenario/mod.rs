@@ -448,17 +448,8 @@ pub struct RunSection {
     pub upwind: f64,
 }
 
-/// The projection method's pressure solver.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum PressureSolver {
-    /// Conjugate gradients preconditioned by a multigrid V-cycle.
-    #[default]
-    Multigrid,
-    /// Plain Jacobi iteration, the urban-flow seed's solver: the baseline
-    /// the multigrid is measured against.
-    Jacobi,
-}
+/// The projection method's pressure solver: the solver's own type.
+pub use crate::solver::projection::PressureSolver;
 
 fn default_cfl() -> f64 {
     0.5

@@ -7,6 +7,17 @@ use std::path::PathBuf;
 
 pub mod ranks;
 
+/// Exit codes of the binary.
+pub mod exit {
+    pub const OK: i32 = 0;
+    /// Bad input or a failure with a message.
+    pub const ERROR: i32 = 1;
+    /// The simulation became unstable (outputs so far were written).
+    pub const UNSTABLE: i32 = 3;
+    /// Stopped by Ctrl-C (outputs were written).
+    pub const INTERRUPTED: i32 = 130;
+}
+
 /// Memory the system can give us now (Linux `MemAvailable`), if known.
 pub fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;

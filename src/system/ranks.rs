@@ -102,34 +102,66 @@ impl Wait {
 /// so the watchdog reports it and ends the process, and `mpirun` then ends
 /// the others.
 pub struct Watchdog {
-    current: std::sync::Mutex<Option<Wait>>,
+    current: std::sync::Mutex<Current>,
     limit: std::time::Duration,
+}
+
+/// The wait under way, if `active`; its list of ranks keeps its capacity
+/// from wait to wait (a wait begins at every step's halo exchange).
+struct Current {
+    active: bool,
+    wait: Wait,
 }
 
 impl Watchdog {
     pub fn new(limit: std::time::Duration) -> Watchdog {
         Watchdog {
-            current: std::sync::Mutex::new(None),
+            current: std::sync::Mutex::new(Current {
+                active: false,
+                wait: Wait {
+                    since: std::time::Instant::now(),
+                    what: "",
+                    from: Vec::new(),
+                },
+            }),
             limit,
         }
     }
 
-    /// Marks the start of a wait; it ends when the guard is dropped.
-    pub fn waiting(&self, what: &'static str, from: Vec<usize>) -> WaitGuard<'_> {
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(Wait {
-            since: std::time::Instant::now(),
-            what,
-            from,
-        });
+    /// Marks the start of a wait for messages `from` these ranks (in any
+    /// order, repeats allowed); it ends when the guard is dropped.
+    pub fn waiting(
+        &self,
+        what: &'static str,
+        from: impl IntoIterator<Item = usize>,
+    ) -> WaitGuard<'_> {
+        let wait = self.prepare(what, from);
+        wait.start();
+        wait
+    }
+
+    /// [`Watchdog::waiting`] that begins at [`WaitGuard::start`]: for a
+    /// caller that can name the ranks only before work of its own.
+    pub fn prepare(
+        &self,
+        what: &'static str,
+        from: impl IntoIterator<Item = usize>,
+    ) -> WaitGuard<'_> {
+        let mut c = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        c.active = false;
+        c.wait.what = what;
+        c.wait.from.clear();
+        c.wait.from.extend(from);
+        c.wait.from.sort_unstable();
+        c.wait.from.dedup();
         WaitGuard(self)
     }
 
     /// The wait under way when it has lasted past the limit at `now`.
     pub fn overdue(&self, now: std::time::Instant) -> Option<(Wait, std::time::Duration)> {
-        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        let wait = current.as_ref()?;
-        let waited = now.saturating_duration_since(wait.since);
-        (waited > self.limit).then(|| (wait.clone(), waited))
+        let c = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let waited = now.saturating_duration_since(c.wait.since);
+        (c.active && waited > self.limit).then(|| (c.wait.clone(), waited))
     }
 
     /// Checks every so often from a thread of its own, and ends the process
@@ -146,7 +178,7 @@ impl Watchdog {
                 // Straight out: the main thread is inside MPI, and exit's
                 // handlers could wait on it.
                 // SAFETY: ends the process; nothing runs after it.
-                unsafe { libc::_exit(crate::cli::exit::ERROR) }
+                unsafe { libc::_exit(super::exit::ERROR) }
             }
         });
     }
@@ -155,9 +187,22 @@ impl Watchdog {
 /// Ends a wait of [`Watchdog::waiting`].
 pub struct WaitGuard<'a>(&'a Watchdog);
 
+impl WaitGuard<'_> {
+    /// Begins the wait now.
+    pub fn start(&self) {
+        let mut c = self.0.current.lock().unwrap_or_else(|e| e.into_inner());
+        c.wait.since = std::time::Instant::now();
+        c.active = true;
+    }
+}
+
 impl Drop for WaitGuard<'_> {
     fn drop(&mut self) {
-        *self.0.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.0
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .active = false;
     }
 }
 
@@ -306,6 +351,8 @@ mod mpi_world {
     pub struct Mpi {
         world: mpi::topology::SimpleCommunicator,
         watchdog: &'static Watchdog,
+        /// Every rank but this one: those a collective call waits on.
+        others: Vec<usize>,
     }
 
     /// Kept until [`finish`]: dropping it finalises MPI.
@@ -325,13 +372,13 @@ mod mpi_world {
             // One for the life of the process, as MPI's.
             let watchdog: &'static Watchdog = Box::leak(Box::new(Watchdog::new(limit)));
             watchdog.watch();
-            Ok(Mpi { world, watchdog })
-        }
-
-        /// Every rank but this one: those a collective call waits on.
-        fn others(&self) -> Vec<usize> {
-            let me = self.rank();
-            (0..self.size()).filter(|&r| r != me).collect()
+            let me = world.rank() as usize;
+            let others = (0..world.size() as usize).filter(|&r| r != me).collect();
+            Ok(Mpi {
+                world,
+                watchdog,
+                others,
+            })
         }
 
         fn counts(&self, len: usize) -> (Vec<i32>, Vec<i32>) {
@@ -359,9 +406,10 @@ mod mpi_world {
         }
 
         fn all_gather_f32(&self, local: &[f32]) -> Vec<f32> {
-            let _wait = self
-                .watchdog
-                .waiting("values gathered from every process", self.others());
+            let _wait = self.watchdog.waiting(
+                "values gathered from every process",
+                self.others.iter().copied(),
+            );
             let (counts, displs) = self.counts(local.len());
             let mut out = vec![0.0f32; counts.iter().map(|&c| c as usize).sum()];
             let mut parts = PartitionMut::new(&mut out[..], &counts[..], &displs[..]);
@@ -370,9 +418,10 @@ mod mpi_world {
         }
 
         fn all_gather_f64(&self, local: &[f64]) -> Vec<f64> {
-            let _wait = self
-                .watchdog
-                .waiting("sums gathered from every process", self.others());
+            let _wait = self.watchdog.waiting(
+                "sums gathered from every process",
+                self.others.iter().copied(),
+            );
             let (counts, displs) = self.counts(local.len());
             let mut out = vec![0.0f64; counts.iter().map(|&c| c as usize).sum()];
             let mut parts = PartitionMut::new(&mut out[..], &counts[..], &displs[..]);
@@ -383,7 +432,7 @@ mod mpi_world {
         fn gather_f32_to_root(&self, local: &[f32]) -> Vec<f32> {
             let _wait = self
                 .watchdog
-                .waiting("values gathered to rank 0", self.others());
+                .waiting("values gathered to rank 0", self.others.iter().copied());
             let root = self.world.process_at_rank(0);
             if self.world.rank() != 0 {
                 // Rank 0 needs every rank's count first.
@@ -408,9 +457,10 @@ mod mpi_world {
         }
 
         fn any(&self, flag: bool) -> bool {
-            let _wait = self
-                .watchdog
-                .waiting("a flag shared by every process", self.others());
+            let _wait = self.watchdog.waiting(
+                "a flag shared by every process",
+                self.others.iter().copied(),
+            );
             let mut all = vec![0u8; self.size()];
             self.world.all_gather_into(&(flag as u8), &mut all[..]);
             all.iter().any(|&f| f != 0)
@@ -422,9 +472,9 @@ mod mpi_world {
             receives: &mut [(usize, i32, &mut [f32])],
             work: &mut dyn FnMut(),
         ) {
-            let mut from: Vec<usize> = receives.iter().map(|r| r.0).collect();
-            from.sort_unstable();
-            from.dedup();
+            let wait = self
+                .watchdog
+                .prepare("the halo planes", receives.iter().map(|r| r.0));
             mpi::request::scope(|scope| {
                 let mut pending = Vec::with_capacity(receives.len() + sends.len());
                 for (from, tag, buffer) in receives.iter_mut() {
@@ -444,7 +494,7 @@ mod mpi_world {
                 }
                 work();
                 // The work is this process's own: the wait starts after it.
-                let _wait = self.watchdog.waiting("the halo planes", from);
+                wait.start();
                 for r in pending {
                     r.wait();
                 }
@@ -493,7 +543,16 @@ mod tests {
         let start = Instant::now();
         assert_eq!(dog.overdue(start + Duration::from_secs(60)), None);
         {
-            let _wait = dog.waiting("the halo planes", vec![1, 3]);
+            // Prepared, not begun: the process's own work is not a wait.
+            let wait = dog.prepare("the halo planes", [1]);
+            assert_eq!(dog.overdue(Instant::now() + Duration::from_secs(60)), None);
+            wait.start();
+            assert!(dog
+                .overdue(Instant::now() + Duration::from_secs(6))
+                .is_some());
+        }
+        {
+            let _wait = dog.waiting("the halo planes", [3, 1, 3]);
             let now = Instant::now();
             assert_eq!(dog.overdue(now + Duration::from_secs(4)), None);
             let (wait, waited) = dog.overdue(now + Duration::from_secs(6)).expect("overdue");
@@ -512,7 +571,7 @@ mod tests {
         }
         // Over once its guard is dropped.
         assert_eq!(dog.overdue(Instant::now() + Duration::from_secs(60)), None);
-        let _wait = dog.waiting("the fields gathered to rank 0", Vec::new());
+        let _wait = dog.waiting("values gathered to rank 0", []);
         let (wait, waited) = dog
             .overdue(Instant::now() + Duration::from_secs(6))
             .unwrap();

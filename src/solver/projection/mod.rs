@@ -15,3 +15,25 @@ pub mod poisson;
 pub mod solver;
 
 pub use solver::ProjectionSolver;
+
+/// The projection method's pressure solver (`run.pressure` of a scenario).
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PressureSolver {
+    /// Conjugate gradients preconditioned by a multigrid V-cycle.
+    #[default]
+    Multigrid,
+    /// Plain Jacobi iteration, the urban-flow seed's solver: the baseline
+    /// the multigrid is measured against.
+    Jacobi,
+}
+
+impl PressureSolver {
+    /// Its name in descriptions.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PressureSolver::Multigrid => "multigrid-preconditioned CG",
+            PressureSolver::Jacobi => "Jacobi iteration",
+        }
+    }
+}

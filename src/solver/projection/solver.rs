@@ -8,7 +8,7 @@
 
 use super::cuda::DeviceFlow;
 use super::flow::{Flow, Kind};
-use crate::scenario::PressureSolver;
+use super::PressureSolver;
 use crate::solver::flags::{self, CellType};
 use crate::solver::{
     check_params, relative_change, Fields, Grid, Initial, Params, Solver, SolverError, Stats,
@@ -222,10 +222,7 @@ fn unsupported(what: &str) -> SolverError {
 
 impl Solver for ProjectionSolver {
     fn describe(&self) -> String {
-        let pressure = match self.pressure {
-            PressureSolver::Multigrid => "multigrid-preconditioned CG",
-            PressureSolver::Jacobi => "Jacobi iteration",
-        };
+        let pressure = self.pressure.describe();
         let advection = match self.flow.upwind {
             0.0 => String::new(),
             share => format!("; {share} upwind"),
