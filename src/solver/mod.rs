@@ -581,6 +581,25 @@ pub trait Solver: Send {
     fn piece(&mut self) -> Result<Option<Piece>, SolverError> {
         Ok(None)
     }
+    /// The layers along z this process owns and the processes of the run,
+    /// when the solver is spread over processes (MPI); `None` in one process.
+    fn own_layers(
+        &self,
+    ) -> Option<(
+        std::ops::Range<usize>,
+        &'static dyn crate::system::ranks::Peers,
+    )> {
+        None
+    }
+    /// The velocity of [`Solver::own_layers`] (ux, uy, uz, each those layers'
+    /// cells in order), gathered from nowhere else.
+    fn own_velocity_into(&mut self, _out: &mut [Vec<f32>; 3]) -> Result<(), SolverError> {
+        Err(SolverError::StateMismatch(
+            "the velocity of this process's layers was asked of a solver that is not spread \
+             over processes"
+                .into(),
+        ))
+    }
 
     /// State beyond the flow that a checkpoint keeps (the contaminants of
     /// [`scalar::carried::Carried`]), as FP32 values; `None` without any.

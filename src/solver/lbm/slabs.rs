@@ -1178,6 +1178,28 @@ impl<S: SlabLattice> Solver for SlabSolver<S> {
         }))
     }
 
+    fn own_layers(&self) -> Option<(Range<usize>, &'static dyn Peers)> {
+        let peers = self.peers?;
+        let slabs = &self.partition.slabs;
+        Some((
+            slabs[self.held.start].layers.start..slabs[self.held.end - 1].layers.end,
+            peers,
+        ))
+    }
+
+    fn own_velocity_into(&mut self, out: &mut [Vec<f32>; 3]) -> Result<(), SolverError> {
+        let nxy = self.partition.plane();
+        out.iter_mut().for_each(Vec::clear);
+        for (s, slab) in self.held.clone().zip(&mut self.slabs) {
+            let f = slab.fields()?;
+            let owned = self.partition.slabs[s].owned();
+            for (o, v) in out.iter_mut().zip([&f.ux, &f.uy, &f.uz]) {
+                o.extend_from_slice(&v[owned.start * nxy..owned.end * nxy]);
+            }
+        }
+        Ok(())
+    }
+
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
         // Per slab: whether it has sums yet, its steps, and the two sums.
         let all = self.each_slab_f64(4, |_, slab| {

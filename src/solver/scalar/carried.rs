@@ -7,6 +7,7 @@
 
 use super::cuda::DeviceDispersion;
 use super::engine::{Engine, Host};
+use super::slab::SlabHost;
 use super::{Reading, Setup};
 use crate::solver::average::{welford, Schedule};
 use crate::solver::display::downsample_scalar_into;
@@ -42,6 +43,13 @@ impl Carried {
     /// runs on one ([`Solver::device_stream`]), else on the host; with
     /// why a flow on a GPU could not take them there.
     pub fn placed(mut flow: Box<dyn Solver>, setup: Setup) -> (Carried, Option<String>) {
+        if let Some((layers, peers)) = flow.own_layers() {
+            let why = match SlabHost::new(&*flow, layers, peers, setup.clone()) {
+                Ok(engine) => return (Carried::with_engine(flow, Box::new(engine)), None),
+                Err(e) => e.to_string(),
+            };
+            return (Carried::new(flow, setup), Some(why));
+        }
         let why = match DeviceDispersion::new(&mut *flow, setup.clone()) {
             Ok(Some(engine)) => return (Carried::with_engine(flow, Box::new(engine)), None),
             Ok(None) => None,
@@ -179,11 +187,13 @@ impl Solver for Carried {
     }
 
     fn fields_on_root(&mut self) -> Result<Option<Fields>, SolverError> {
-        let Some(mut out) = self.flow.fields_on_root()? else {
-            return Ok(None);
-        };
-        out.concentration = self.engine.fields()?.to_vec();
-        Ok(Some(out))
+        // Both gathers on every process, in the same order.
+        let flow = self.flow.fields_on_root()?;
+        let concentration = self.engine.fields_on_root()?;
+        Ok(flow.zip(concentration).map(|(mut out, c)| {
+            out.concentration = c.to_vec();
+            out
+        }))
     }
 
     fn fields_into(&mut self, out: &mut Fields) -> Result<(), SolverError> {

@@ -32,6 +32,11 @@ pub trait Engine: Send {
     fn add_doses(&mut self) -> Result<(), SolverError>;
     /// The concentration fields (copied to the host where they are not).
     fn fields(&mut self) -> Result<&[Vec<f32>], SolverError>;
+    /// As [`Engine::fields`] where this process writes files (rank 0 of an
+    /// MPI run), `None` on the others; every process calls it together.
+    fn fields_on_root(&mut self) -> Result<Option<&[Vec<f32>]>, SolverError> {
+        self.fields().map(Some)
+    }
     /// Each receptor's readings, one per field.
     fn readings(&mut self) -> Result<Vec<Vec<Reading>>, SolverError>;
     /// The state a checkpoint keeps ([`super::pack_state`]), with the

@@ -6,6 +6,7 @@
 pub mod carried;
 pub mod cuda;
 pub mod engine;
+pub mod slab;
 pub mod transport;
 
 pub use carried::Carried;
