@@ -194,6 +194,27 @@ fn contaminants_moved_by_each_process_on_its_layers_equal_one_process_bit_for_bi
             );
         }
     }
+    // Pieces: each process its own layers' concentrations and means.
+    let mut a = args(&outputs("parts"));
+    let at = a.iter().position(|v| v == "parts.vti").unwrap();
+    a[at] = "parts.pvti".into();
+    let o = mpirun(3, &a.iter().map(String::as_str).collect::<Vec<_>>(), d);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("parts.pvti (3 pieces beside it)"), "{e}");
+    let out = Command::new("python3")
+        .args(["-c", SAME_AS_VTI, "parts.pvti", "one.vti"])
+        .current_dir(d)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The same arrays as one process's file, the two concentrations and
+    // their means among them.
+    assert!(
+        out.status.success() && text.starts_with("same"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A checkpoint inside a transport step (301 = 100 × 3 + 1), written by 3
     // processes, resumes on 3 and on 1 as the run that went straight on.
     let stop = args(&[

@@ -11,7 +11,9 @@ use super::slab::SlabHost;
 use super::{Reading, Setup};
 use crate::solver::average::{welford, Schedule};
 use crate::solver::display::downsample_scalar_into;
-use crate::solver::{Averages, Fields, Grid, Params, Solver, SolverError, Stats, TakenFrame};
+use crate::solver::{
+    Averages, Fields, Grid, Params, Piece, Solver, SolverError, Stats, TakenFrame,
+};
 
 pub struct Carried {
     flow: Box<dyn Solver>,
@@ -91,7 +93,7 @@ impl Carried {
             return Ok(());
         }
         m.samples += 1;
-        for (k, c) in self.engine.fields()?.iter().enumerate() {
+        for (k, c) in self.engine.own_fields()?.iter().enumerate() {
             for (cell, &v) in c.iter().enumerate() {
                 welford(
                     &mut m.mean[k][cell],
@@ -104,18 +106,38 @@ impl Carried {
         Ok(())
     }
 
-    /// The flow's averages with the concentration's means, where these are
-    /// kept.
-    fn with_concentration_means(&self, mut a: Averages) -> Averages {
-        if let Some(m) = &self.means {
-            a.concentration_mean = m
-                .mean
-                .iter()
-                .map(|v| v.iter().map(|&x| x as f32).collect())
-                .collect();
-        }
-        a
+    /// The concentrations' means, where they are kept, over the cells
+    /// `cut` asks for. Collective where the engine's cells are spread over
+    /// processes (each keeps its own cells' means).
+    fn concentration_means(&self, cut: Cut) -> Option<Vec<Vec<f32>>> {
+        let m = self.means.as_ref()?;
+        let spread = self.engine.spread();
+        let plane = self.flow.grid().size[0] * self.flow.grid().size[1];
+        let means = m.mean.iter().map(|v| {
+            let own: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+            match (spread, cut) {
+                (Some(s), Cut::All) => s.gather_all(&own),
+                (Some(s), Cut::Root) => s.gather_to_root(&own),
+                (Some(s), Cut::Piece { .. }) => s.with_next_layer(&own),
+                (None, Cut::Piece { first, layers }) => {
+                    own[first * plane..(first + layers) * plane].to_vec()
+                }
+                (None, _) => own,
+            }
+        });
+        Some(means.collect())
     }
+}
+
+/// Which cells of the whole grid a process is given.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// All of them, on every process.
+    All,
+    /// All of them on rank 0, none on the others.
+    Root,
+    /// The layers of this process's piece of a `.pvti`.
+    Piece { first: usize, layers: usize },
 }
 
 impl Solver for Carried {
@@ -261,7 +283,8 @@ impl Solver for Carried {
     fn start_averages(&mut self, schedule: Schedule) -> Result<(), SolverError> {
         self.flow.start_averages(schedule)?;
         let schedule = schedule.from_now(self.flow.time_step());
-        let (k, n) = (self.engine.setup().fields, self.flow.grid().cells());
+        let k = self.engine.setup().fields;
+        let n = self.engine.own_fields()?.first().map_or(0, |c| c.len());
         self.means = Some(Means {
             schedule,
             samples: 0,
@@ -279,12 +302,38 @@ impl Solver for Carried {
 
     fn averages(&mut self) -> Result<Option<Averages>, SolverError> {
         let a = self.flow.averages()?;
-        Ok(a.map(|a| self.with_concentration_means(a)))
+        let means = self.concentration_means(Cut::All);
+        Ok(a.map(|a| with_means(a, means)))
     }
 
     fn averages_on_root(&mut self) -> Result<Option<Averages>, SolverError> {
         let a = self.flow.averages_on_root()?;
-        Ok(a.map(|a| self.with_concentration_means(a)))
+        let means = self.concentration_means(Cut::Root);
+        Ok(a.map(|a| with_means(a, means)))
+    }
+
+    fn piece(&mut self) -> Result<Option<Piece>, SolverError> {
+        let Some(mut piece) = self.flow.piece()? else {
+            return Ok(None);
+        };
+        let (first, layers) = (piece.first_layer, piece.fields.size[2]);
+        let plane = self.flow.grid().size[0] * self.flow.grid().size[1];
+        let own: Vec<Vec<f32>> = self
+            .engine
+            .own_fields()?
+            .iter()
+            .map(|c| c.to_vec())
+            .collect();
+        piece.fields.concentration = match self.engine.spread() {
+            Some(s) => own.iter().map(|c| s.with_next_layer(c)).collect(),
+            None => own
+                .iter()
+                .map(|c| c[first * plane..(first + layers) * plane].to_vec())
+                .collect(),
+        };
+        let means = self.concentration_means(Cut::Piece { first, layers });
+        piece.averages = piece.averages.map(|a| with_means(a, means));
+        Ok(Some(piece))
     }
 
     fn average_progress(&self) -> Option<(u64, u64)> {
@@ -336,6 +385,14 @@ impl Solver for Carried {
             .map(|(r, readings)| (r.name.clone(), readings.clone()))
             .collect()
     }
+}
+
+/// `a` with the concentrations' means, where there are any.
+fn with_means(mut a: Averages, means: Option<Vec<Vec<f32>>>) -> Averages {
+    if let Some(means) = means {
+        a.concentration_mean = means;
+    }
+    a
 }
 
 #[cfg(test)]

@@ -37,6 +37,16 @@ pub trait Engine: Send {
     fn fields_on_root(&mut self) -> Result<Option<&[Vec<f32>]>, SolverError> {
         self.fields().map(Some)
     }
+    /// The fields of this process's cells, gathered from nowhere else: the
+    /// whole grid's but where [`Engine::spread`] says otherwise.
+    fn own_fields(&mut self) -> Result<Vec<&[f32]>, SolverError> {
+        Ok(self.fields()?.iter().map(|c| &c[..]).collect())
+    }
+    /// How the cells are shared among the processes of an MPI run, where
+    /// each moves its own.
+    fn spread(&self) -> Option<&super::slab::Spread> {
+        None
+    }
     /// Each receptor's readings, one per field.
     fn readings(&mut self) -> Result<Vec<Vec<Reading>>, SolverError>;
     /// The state a checkpoint keeps ([`super::pack_state`]), with the

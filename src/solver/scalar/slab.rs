@@ -24,11 +24,56 @@ const TAG_UP: i32 = 30_001;
 const TAG_DOWN: i32 = 30_002;
 const TAG_VELOCITY_UP: i32 = 30_003;
 const TAG_VELOCITY_DOWN: i32 = 30_004;
+const TAG_PIECE: i32 = 30_005;
+
+/// How the cells of an MPI run are shared: each process owns a range of
+/// layers along z, in rank order. Every call is collective.
+pub struct Spread {
+    peers: &'static dyn Peers,
+    /// Cells in a layer.
+    plane: usize,
+}
+
+impl Spread {
+    /// The whole grid's `own` (this process's cells), on every process.
+    pub fn gather_all(&self, own: &[f32]) -> Vec<f32> {
+        self.peers.all_gather_f32(own)
+    }
+
+    /// The whole grid's `own` on rank 0; empty on the others.
+    pub fn gather_to_root(&self, own: &[f32]) -> Vec<f32> {
+        self.peers.gather_f32_to_root(own)
+    }
+
+    /// `own` and, where there is a next process, its first layer: a piece of
+    /// a `.pvti`, whose pieces share their boundary points
+    /// ([`crate::solver::Piece`]).
+    pub fn with_next_layer(&self, own: &[f32]) -> Vec<f32> {
+        let (rank, ranks) = (self.peers.rank(), self.peers.size());
+        let mut next = vec![0.0f32; self.plane];
+        let sends: Vec<(usize, i32, &[f32])> = match rank {
+            0 => Vec::new(),
+            _ => vec![(rank - 1, TAG_PIECE, &own[..self.plane])],
+        };
+        let has_next = rank + 1 < ranks;
+        let mut receives: Vec<(usize, i32, &mut [f32])> = match has_next {
+            true => vec![(rank + 1, TAG_PIECE, &mut next[..])],
+            false => Vec::new(),
+        };
+        self.peers.exchange(&sends, &mut receives, &mut || {});
+        let mut out = own.to_vec();
+        if has_next {
+            out.extend_from_slice(&next);
+        }
+        out
+    }
+}
 
 /// The host engine of one process of an MPI run: its own layers of every
 /// field (and halos), the sources and receptors in them.
 pub struct SlabHost {
     peers: &'static dyn Peers,
+    spread: Spread,
     /// The whole run's setup (what [`Engine::setup`] answers).
     setup: Setup,
     global: Grid,
@@ -153,6 +198,7 @@ impl SlabHost {
             .collect();
         let mut engine = SlabHost {
             peers,
+            spread: Spread { peers, plane: nxy },
             global,
             layers,
             owned,
@@ -394,17 +440,25 @@ impl Engine for SlabHost {
         let whole: Vec<Vec<f32>> = self
             .fields
             .iter()
-            .map(|c| self.peers.all_gather_f32(self.own(c)))
+            .map(|c| self.spread.gather_all(self.own(c)))
             .collect();
         self.whole = whole;
         Ok(&self.whole)
+    }
+
+    fn own_fields(&mut self) -> Result<Vec<&[f32]>, SolverError> {
+        Ok(self.fields.iter().map(|c| self.own(c)).collect())
+    }
+
+    fn spread(&self) -> Option<&Spread> {
+        Some(&self.spread)
     }
 
     fn fields_on_root(&mut self) -> Result<Option<&[Vec<f32>]>, SolverError> {
         let whole: Vec<Vec<f32>> = self
             .fields
             .iter()
-            .map(|c| self.peers.gather_f32_to_root(self.own(c)))
+            .map(|c| self.spread.gather_to_root(self.own(c)))
             .collect();
         self.whole = whole;
         Ok((self.peers.rank() == 0).then_some(&self.whole[..]))
@@ -419,7 +473,7 @@ impl Engine for SlabHost {
         let fields: Vec<Vec<f32>> = self
             .fields
             .iter()
-            .map(|c| self.peers.gather_f32_to_root(self.own(c)))
+            .map(|c| self.spread.gather_to_root(self.own(c)))
             .collect();
         let doses: Vec<[f64; MAX_FIELDS]> = self
             .gathered_readings()
@@ -432,7 +486,7 @@ impl Engine for SlabHost {
             .collect();
         let velocity = self.begun.is_some().then(|| {
             let v = &self.velocity;
-            [&v.ux, &v.uy, &v.uz].map(|c| self.peers.gather_f32_to_root(self.own(c)))
+            [&v.ux, &v.uy, &v.uz].map(|c| self.spread.gather_to_root(self.own(c)))
         });
         if self.peers.rank() != 0 {
             return Ok(Vec::new());
