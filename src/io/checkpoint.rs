@@ -127,10 +127,15 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
     if let Some(e) = solver.stats()?.instability() {
         return Err(e.into());
     }
+    let carried = solver.carried_state()?.unwrap_or_default();
+    save_with(path, solver, &carried)
+}
+
+/// [`save`] with `carried` as the state beyond the flow.
+fn save_with(path: &Path, solver: &mut dyn Solver, carried: &[f32]) -> Result<(), CheckpointError> {
     let size = solver.grid().size;
     let count = solver.state_len() as u64;
     let (step, hash) = (solver.time_step(), flags_hash(solver.flags()));
-    let carried = solver.carried_state()?.unwrap_or_default();
     let mut failed = None;
     let written = super::write_atomically(path, |file| {
         let mut out = Hashing {
@@ -171,7 +176,7 @@ pub fn save(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError>
                 "the solver handed over a wrong state",
             ));
         }
-        out.put_floats(&carried)?;
+        out.put_floats(carried)?;
         let h = out.hash;
         out.inner.write_all(&h.to_le_bytes())
     });
@@ -339,17 +344,26 @@ pub fn piece_path(path: &Path, k: usize) -> PathBuf {
 /// on the same number of processes ([`restore_pieces`]).
 pub fn save_pieces(path: &Path, solver: &mut dyn Solver) -> Result<(), CheckpointError> {
     use crate::system::ranks;
-    if solver.carried_state()?.is_some() {
+    // Contaminants: each process's own cells, beside its lattice.
+    let carried = solver.own_carried_state()?;
+    let spread = solver.own_lattice().is_some();
+    if spread && carried.is_none() && solver.carried_state()?.is_some() {
         return Err(CheckpointError::Pieces {
             path: path.into(),
-            why: "a run with contaminants is saved whole: name the checkpoint .ckpt".into(),
+            why: "this run's contaminants are not spread over the processes: name the \
+                  checkpoint .ckpt"
+                .into(),
         });
+    }
+    if let Some(e) = solver.stats()?.instability() {
+        return Err(e.into());
     }
     let (size, step) = (solver.grid().size, solver.time_step());
     let piece = piece_path(path, ranks::rank());
-    let written = match solver.own_lattice() {
-        Some(own) => save(&piece, own),
-        None => save(&piece, solver),
+    let written = match (solver.own_lattice(), carried) {
+        (Some(own), Some(carried)) => save_with(&piece, own, &carried),
+        (Some(own), None) => save(&piece, own),
+        (None, _) => save(&piece, solver),
     };
     // No manifest names a piece that is missing.
     let failed = ranks::world().map_or(written.is_err(), |w| w.any(written.is_err()));
@@ -422,10 +436,17 @@ pub fn restore_pieces(path: &Path, solver: &mut dyn Solver) -> Result<u64, Check
         });
     }
     let piece = piece_path(path, ranks::rank());
-    let resumed = match solver.own_lattice() {
-        Some(own) => restore(&piece, own)?,
-        None => restore(&piece, solver)?,
+    let (resumed, carried) = match solver.own_lattice() {
+        Some(own) => {
+            let c = load(&piece, own.grid().size, own.flags(), own.state_len())?;
+            own.set_populations(c.step, &c.populations)?;
+            (c.step, c.carried)
+        }
+        None => (restore(&piece, solver)?, Vec::new()),
     };
+    if !carried.is_empty() {
+        solver.set_own_carried_state(&carried)?;
+    }
     if resumed != step {
         return Err(CheckpointError::Pieces {
             path: path.into(),

@@ -581,6 +581,20 @@ pub trait Solver: Send {
     fn piece(&mut self) -> Result<Option<Piece>, SolverError> {
         Ok(None)
     }
+    /// [`Solver::carried_state`] of this process's own cells, where the
+    /// state beyond the flow is spread over processes (a checkpoint in
+    /// pieces); `None` otherwise.
+    fn own_carried_state(&mut self) -> Result<Option<Vec<f32>>, SolverError> {
+        Ok(None)
+    }
+    /// Restores [`Solver::own_carried_state`], every process together.
+    fn set_own_carried_state(&mut self, _state: &[f32]) -> Result<(), SolverError> {
+        Err(SolverError::StateMismatch(
+            "the checkpoint's piece holds contaminant concentrations but this run carries \
+             none spread over processes"
+                .into(),
+        ))
+    }
     /// The layers along z this process owns and the processes of the run,
     /// when the solver is spread over processes (MPI); `None` in one process.
     fn own_layers(

@@ -233,6 +233,10 @@ fn contaminants_moved_by_each_process_on_its_layers_equal_one_process_bit_for_bi
             "c.ckpt".into(),
             "--vti".into(),
             format!("{tag}.vti"),
+            "--receptors".into(),
+            format!("{tag}.csv"),
+            "--every".into(),
+            "100".into(),
         ])
     };
     let o = mpirun(
@@ -257,13 +261,42 @@ fn contaminants_moved_by_each_process_on_its_layers_equal_one_process_bit_for_bi
         "600".into(),
         "--vti".into(),
         "straight.vti".into(),
+        "--receptors".into(),
+        "straight.csv".into(),
+        "--every".into(),
+        "100".into(),
     ]);
     let o = flowscope(&straight.iter().map(String::as_str).collect::<Vec<_>>(), d);
     assert!(o.status.success(), "{}", stderr(&o));
-    for tag in ["three", "single"] {
+    // The same checkpoint in pieces: each process its own layers'
+    // concentrations, doses and the velocity under way.
+    let stop = args(&[
+        "--steps".into(),
+        "301".into(),
+        "--checkpoint".into(),
+        "c.pckpt".into(),
+    ]);
+    let o = mpirun(3, &stop.iter().map(String::as_str).collect::<Vec<_>>(), d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut pieces = resume("pieces");
+    let at = pieces.iter().position(|v| v == "c.ckpt").unwrap();
+    pieces[at] = "c.pckpt".into();
+    let o = mpirun(3, &pieces.iter().map(String::as_str).collect::<Vec<_>>(), d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let last_line = |name: &str| {
+        let text = std::fs::read_to_string(d.join(name)).unwrap();
+        text.lines().last().unwrap().to_string()
+    };
+    for tag in ["three", "single", "pieces"] {
         assert!(
             bytes(&d.join(format!("{tag}.vti"))) == bytes(&d.join("straight.vti")),
             "resumed on {tag}: the .vti differs from the run that went straight on"
+        );
+        // The doses went through the checkpoint too.
+        assert_eq!(
+            last_line(&format!("{tag}.csv")),
+            last_line("straight.csv"),
+            "resumed on {tag}"
         );
     }
 }

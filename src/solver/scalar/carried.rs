@@ -106,6 +106,23 @@ impl Carried {
         Ok(())
     }
 
+    /// After a resumed state: a checkpoint inside a transport step must
+    /// hold its velocity; the receptors read what it holds.
+    fn check_resumed(&mut self) -> Result<(), SolverError> {
+        let step = self.flow.time_step();
+        let setup = self.engine.setup();
+        if !setup.transport_starting_at(step) && !self.engine.under_way() {
+            return Err(SolverError::StateMismatch(format!(
+                "the checkpoint stops in the middle of a transport step of the contaminant \
+                 (one every {} flow steps, step {step}) but holds no velocity for it: it was \
+                 written by an older flowscope; resume it with [dispersion] interval = 1",
+                setup.interval
+            )));
+        }
+        self.readings = self.engine.readings()?;
+        Ok(())
+    }
+
     /// The concentrations' means, where they are kept, over the cells
     /// `cut` asks for. Collective where the engine's cells are spread over
     /// processes (each keeps its own cells' means).
@@ -258,18 +275,20 @@ impl Solver for Carried {
 
     fn set_carried_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
         self.engine.set_state(state, self.flow.params())?;
-        let step = self.flow.time_step();
-        let setup = self.engine.setup();
-        if !setup.transport_starting_at(step) && !self.engine.under_way() {
-            return Err(SolverError::StateMismatch(format!(
-                "the checkpoint stops in the middle of a transport step of the contaminant \
-                 (one every {} flow steps, step {step}) but holds no velocity for it: it was \
-                 written by an older flowscope; resume it with [dispersion] interval = 1",
-                setup.interval
-            )));
-        }
-        self.readings = self.engine.readings()?;
-        Ok(())
+        self.check_resumed()
+    }
+
+    fn own_carried_state(&mut self) -> Result<Option<Vec<f32>>, SolverError> {
+        Ok(self.engine.own_state())
+    }
+
+    fn set_own_carried_state(&mut self, state: &[f32]) -> Result<(), SolverError> {
+        self.engine.set_own_state(state, self.flow.params())?;
+        self.check_resumed()
+    }
+
+    fn own_lattice(&mut self) -> Option<&mut dyn Solver> {
+        self.flow.own_lattice()
     }
 
     fn memory_bytes(&self) -> u64 {

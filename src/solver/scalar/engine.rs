@@ -42,6 +42,18 @@ pub trait Engine: Send {
     fn own_fields(&mut self) -> Result<Vec<&[f32]>, SolverError> {
         Ok(self.fields()?.iter().map(|c| &c[..]).collect())
     }
+    /// [`Engine::state`] of this process's own cells where they are spread
+    /// ([`Engine::spread`]); `None` otherwise.
+    fn own_state(&mut self) -> Option<Vec<f32>> {
+        None
+    }
+    /// Restores [`Engine::own_state`] (a transport step under way continues
+    /// with `params`).
+    fn set_own_state(&mut self, _state: &[f32], _params: &Params) -> Result<(), SolverError> {
+        Err(SolverError::StateMismatch(
+            "these contaminants are not spread over processes".into(),
+        ))
+    }
     /// How the cells are shared among the processes of an MPI run, where
     /// each moves its own.
     fn spread(&self) -> Option<&super::slab::Spread> {

@@ -454,6 +454,35 @@ impl Engine for SlabHost {
         Some(&self.spread)
     }
 
+    fn own_state(&mut self) -> Option<Vec<f32>> {
+        // The local layers as they are, halos included (the velocity's were
+        // exchanged as the transport step began), and the doses of the
+        // receptors owned here among zeros: a piece resumes on the same
+        // processes without asking the others.
+        let v = &self.velocity;
+        let velocity = self
+            .begun
+            .is_some()
+            .then(|| [&v.ux[..], &v.uy[..], &v.uz[..]]);
+        Some(pack_state(&self.fields, &self.doses, velocity))
+    }
+
+    fn set_own_state(&mut self, state: &[f32], params: &Params) -> Result<(), SolverError> {
+        let cells = self.grid.cells();
+        let velocity = unpack_state(state, cells, &mut self.fields, &mut self.doses)
+            .map_err(SolverError::StateMismatch)?;
+        self.begun = None;
+        if !velocity.is_empty() {
+            let v = &mut self.velocity;
+            v.size = self.grid.size;
+            v.ux = velocity[..cells].to_vec();
+            v.uy = velocity[cells..2 * cells].to_vec();
+            v.uz = velocity[2 * cells..].to_vec();
+            self.begun = Some(params.clone());
+        }
+        Ok(())
+    }
+
     fn fields_on_root(&mut self) -> Result<Option<&[Vec<f32>]>, SolverError> {
         let whole: Vec<Vec<f32>> = self
             .fields
