@@ -23,7 +23,9 @@ pub struct DispersionSection {
     #[serde(default)]
     pub inflow: f64,
     /// Flow steps per transport step: the scalar is moved with the velocity
-    /// of every `interval`-th step (1: every step). The flow's time step is
+    /// of about every `interval`-th step (1: every step; the steps taken
+    /// alternate between even and odd, [`Setup::transport_starting_at`]).
+    /// The flow's time step is
     /// bound by its sound speed, the scalar's only by the flow speed, so a
     /// few flow steps per transport step cost little accuracy and save most
     /// of the scalar's cost.

@@ -157,7 +157,8 @@ fn bench_contaminant(args: &BenchArgs, scenario: &Scenario, tuning: &Tuning) -> 
     Ok(())
 }
 
-/// Steps per timing of [`bench_contaminant`] (a multiple of the intervals).
-const CONTAMINANT_STEPS: u64 = 400;
+/// Steps per timing of [`bench_contaminant`]: whole periods of every
+/// interval timed (an even interval k repeats every 2k steps).
+const CONTAMINANT_STEPS: u64 = 416;
 /// Untimed steps before them.
 const WARM_UP_STEPS: u64 = 32;
