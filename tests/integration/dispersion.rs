@@ -189,7 +189,8 @@ fn a_resumed_release_equals_an_uninterrupted_one_bit_for_bit() {
         assert!(read("whole.vti") == read("resumed.vti"), "every {interval}");
     }
     // A checkpoint without contaminants does not resume a run with them
-    // silently: the note says they start again.
+    // silently: the note says they start again, and they do, inside a
+    // transport step (step 40 of spans of 7 and 9 steps).
     write_plain(dir.path());
     let o = flowscope(
         &[

@@ -24,6 +24,9 @@ pub struct Carried {
     display_stride: usize,
     /// The receptors' readings at the end of the last `step`.
     readings: Vec<Vec<Reading>>,
+    /// The step a transport step under way began at, where that was not
+    /// its scheduled start.
+    late_start: Option<u64>,
 }
 
 struct Means {
@@ -81,6 +84,7 @@ impl Carried {
             means: None,
             display_stride: 1,
             readings,
+            late_start: None,
         }
     }
 
@@ -109,6 +113,7 @@ impl Carried {
     /// After a resumed state: a checkpoint inside a transport step must
     /// hold its velocity; the receptors read what it holds.
     fn check_resumed(&mut self) -> Result<(), SolverError> {
+        self.late_start = None;
         let step = self.flow.time_step();
         let setup = self.engine.setup();
         if !setup.transport_starting_at(step) && !self.engine.under_way() {
@@ -191,14 +196,25 @@ impl Solver for Carried {
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
         for _ in 0..n {
             let step = self.flow.time_step();
+            // A run that starts inside a transport step with nothing under
+            // way (a checkpoint without contaminants resumed) begins one
+            // there, over the rest of that step.
+            let starting = self.engine.setup().transport_starting_at(step);
+            if !starting && !self.engine.under_way() {
+                self.late_start = Some(step);
+            }
             // Queued, not waited for: the engine's own copies and reductions
             // wait where they need the flow.
-            if self.engine.setup().transport_starting_at(step) {
+            if starting || self.late_start == Some(step) {
                 self.engine.begin(&mut *self.flow)?;
             } else {
                 self.flow.enqueue(1)?;
             }
             if let Some((first, span)) = self.engine.setup().transport_ending_at(step) {
+                let (first, span) = match self.late_start.take() {
+                    Some(from) => (from, (first + span as u64 - from) as u32),
+                    None => (first, span),
+                };
                 self.engine.transport(&*self.flow, first, span)?;
             }
             self.engine.add_doses()?;
@@ -215,6 +231,7 @@ impl Solver for Carried {
         self.flow.reset()?;
         self.engine.reset(self.flow.flags())?;
         self.means = None;
+        self.late_start = None;
         self.readings = self.engine.readings()?;
         Ok(())
     }
