@@ -202,19 +202,9 @@ fn contaminants_moved_by_each_process_on_its_layers_equal_one_process_bit_for_bi
     let e = stderr(&o);
     assert!(o.status.success(), "{e}");
     assert!(e.contains("parts.pvti (3 pieces beside it)"), "{e}");
-    let out = Command::new("python3")
-        .args(["-c", SAME_AS_VTI, "parts.pvti", "one.vti"])
-        .current_dir(d)
-        .output()
-        .expect("python3 runs");
-    let text = String::from_utf8_lossy(&out.stdout);
     // The same arrays as one process's file, the two concentrations and
     // their means among them.
-    assert!(
-        out.status.success() && text.starts_with("same"),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_same_in_vtk(d, "parts.pvti", "one.vti");
     // A checkpoint inside a transport step (301 = 100 × 3 + 1), written by 3
     // processes, resumes on 3 and on 1 as the run that went straight on.
     let stop = args(&[
@@ -582,18 +572,24 @@ fn pieces_written_by_three_processes_open_in_vtk_as_the_single_file() {
             let stem = pvti.trim_end_matches(".pvti");
             assert!(d.join(format!("{stem}_{k}.vti")).exists());
         }
-        let out = Command::new("python3")
-            .args(["-c", SAME_AS_VTI, pvti, "whole.vti"])
-            .current_dir(d)
-            .output()
-            .expect("python3 runs");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.starts_with("same"),
-            "{pvti}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_same_in_vtk(d, pvti, "whole.vti");
     }
+}
+
+/// `pvti` and `whole` (in `d`) open in Python's `vtk` with the same arrays,
+/// equal value for value ([`SAME_AS_VTI`]).
+fn assert_same_in_vtk(d: &Path, pvti: &str, whole: &str) {
+    let out = Command::new("python3")
+        .args(["-c", SAME_AS_VTI, pvti, whole])
+        .current_dir(d)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.starts_with("same"),
+        "{pvti}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

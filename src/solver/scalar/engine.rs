@@ -1,10 +1,12 @@
 //! Where the concentrations of a run live and move: the [`Engine`] behind
 //! [`super::Carried`], and its host implementation [`Host`] ([`Dispersion`]
 //! with the flow's velocity copied out); the GPU's is
-//! [`super::cuda::DeviceDispersion`].
+//! [`super::cuda::DeviceDispersion`], each MPI process's
+//! [`super::slab::SlabHost`], whose cells are shared as a [`Spread`] says.
 
 use super::{Dispersion, Reading, Setup};
 use crate::solver::{Fields, Grid, Params, Solver, SolverError};
+use crate::system::ranks::Peers;
 
 /// Where the concentrations live and move.
 ///
@@ -56,7 +58,7 @@ pub trait Engine: Send {
     }
     /// How the cells are shared among the processes of an MPI run, where
     /// each moves its own.
-    fn spread(&self) -> Option<&super::slab::Spread> {
+    fn spread(&self) -> Option<&Spread> {
         None
     }
     /// Each receptor's readings, one per field.
@@ -179,5 +181,56 @@ impl Engine for Host {
         // The fields, the next values, the three flux planes, the
         // diffusivities and the copied flow.
         (self.dispersion.fields().len() as u64 + 9) * 4 * n
+    }
+}
+
+/// Message tag of [`Spread::with_next_layer`], apart from the flow's (which
+/// number their transfers from 0) and [`super::slab`]'s.
+const TAG_PIECE: i32 = 30_005;
+
+/// How the cells of an MPI run are shared: each process owns a range of
+/// layers along z, in rank order. Every call is collective.
+pub struct Spread {
+    peers: &'static dyn Peers,
+    /// Cells in a layer.
+    plane: usize,
+}
+
+impl Spread {
+    pub(super) fn new(peers: &'static dyn Peers, plane: usize) -> Spread {
+        Spread { peers, plane }
+    }
+
+    /// The whole grid's `own` (this process's cells), on every process.
+    pub fn gather_all(&self, own: &[f32]) -> Vec<f32> {
+        self.peers.all_gather_f32(own)
+    }
+
+    /// The whole grid's `own` on rank 0; empty on the others.
+    pub fn gather_to_root(&self, own: &[f32]) -> Vec<f32> {
+        self.peers.gather_f32_to_root(own)
+    }
+
+    /// `own` and, where there is a next process, its first layer: a piece of
+    /// a `.pvti`, whose pieces share their boundary points
+    /// ([`crate::solver::Piece`]).
+    pub fn with_next_layer(&self, own: &[f32]) -> Vec<f32> {
+        let (rank, ranks) = (self.peers.rank(), self.peers.size());
+        let mut next = vec![0.0f32; self.plane];
+        let sends: Vec<(usize, i32, &[f32])> = match rank {
+            0 => Vec::new(),
+            _ => vec![(rank - 1, TAG_PIECE, &own[..self.plane])],
+        };
+        let has_next = rank + 1 < ranks;
+        let mut receives: Vec<(usize, i32, &mut [f32])> = match has_next {
+            true => vec![(rank + 1, TAG_PIECE, &mut next[..])],
+            false => Vec::new(),
+        };
+        self.peers.exchange(&sends, &mut receives, &mut || {});
+        let mut out = own.to_vec();
+        if has_next {
+            out.extend_from_slice(&next);
+        }
+        out
     }
 }

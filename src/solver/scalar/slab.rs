@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use super::engine::{not_begun, Engine};
+use super::engine::{not_begun, Engine, Spread};
 use super::transport::{self, Role};
 use super::{pack_state, unpack_state, Reading, Setup, MAX_FIELDS};
 use crate::solver::{Fields, Grid, Params, Solver, SolverError};
@@ -24,50 +24,6 @@ const TAG_UP: i32 = 30_001;
 const TAG_DOWN: i32 = 30_002;
 const TAG_VELOCITY_UP: i32 = 30_003;
 const TAG_VELOCITY_DOWN: i32 = 30_004;
-const TAG_PIECE: i32 = 30_005;
-
-/// How the cells of an MPI run are shared: each process owns a range of
-/// layers along z, in rank order. Every call is collective.
-pub struct Spread {
-    peers: &'static dyn Peers,
-    /// Cells in a layer.
-    plane: usize,
-}
-
-impl Spread {
-    /// The whole grid's `own` (this process's cells), on every process.
-    pub fn gather_all(&self, own: &[f32]) -> Vec<f32> {
-        self.peers.all_gather_f32(own)
-    }
-
-    /// The whole grid's `own` on rank 0; empty on the others.
-    pub fn gather_to_root(&self, own: &[f32]) -> Vec<f32> {
-        self.peers.gather_f32_to_root(own)
-    }
-
-    /// `own` and, where there is a next process, its first layer: a piece of
-    /// a `.pvti`, whose pieces share their boundary points
-    /// ([`crate::solver::Piece`]).
-    pub fn with_next_layer(&self, own: &[f32]) -> Vec<f32> {
-        let (rank, ranks) = (self.peers.rank(), self.peers.size());
-        let mut next = vec![0.0f32; self.plane];
-        let sends: Vec<(usize, i32, &[f32])> = match rank {
-            0 => Vec::new(),
-            _ => vec![(rank - 1, TAG_PIECE, &own[..self.plane])],
-        };
-        let has_next = rank + 1 < ranks;
-        let mut receives: Vec<(usize, i32, &mut [f32])> = match has_next {
-            true => vec![(rank + 1, TAG_PIECE, &mut next[..])],
-            false => Vec::new(),
-        };
-        self.peers.exchange(&sends, &mut receives, &mut || {});
-        let mut out = own.to_vec();
-        if has_next {
-            out.extend_from_slice(&next);
-        }
-        out
-    }
-}
 
 /// The host engine of one process of an MPI run: its own layers of every
 /// field (and halos), the sources and receptors in them.
@@ -198,7 +154,7 @@ impl SlabHost {
             .collect();
         let mut engine = SlabHost {
             peers,
-            spread: Spread { peers, plane: nxy },
+            spread: Spread::new(peers, nxy),
             global,
             layers,
             owned,
