@@ -265,7 +265,7 @@ impl Dispersion {
             self.diffusivity.push(molecular);
             molecular
         };
-        let courant = transport::largest_courant(flags, velocity);
+        let courant = transport::largest_courant(flags, velocity, 0..flags.len());
         self.maxima = (courant, largest);
         let n = Setup::substeps(span, courant, largest);
         self.substeps = n;

@@ -60,8 +60,12 @@ pub struct SlabHost {
     maxima: (f32, f32),
     /// The whole fields, gathered for [`Engine::fields`].
     whole: Vec<Vec<f32>>,
-    /// Halo planes on the way in, below then above.
+    /// Halo planes on the way in, below then above, and the owned planes
+    /// on the way out (kept from sub-step to sub-step).
     incoming: Vec<f32>,
+    outgoing: Vec<f32>,
+    /// The flow's velocity of the owned layers, as it hands it over.
+    own_velocity: [Vec<f32>; 3],
 }
 
 impl SlabHost {
@@ -172,6 +176,8 @@ impl SlabHost {
             maxima: (0.0, 0.0),
             whole: Vec::new(),
             incoming: Vec::new(),
+            outgoing: Vec::new(),
+            own_velocity: [Vec::new(), Vec::new(), Vec::new()],
             fields: vec![Vec::new(); setup.fields],
             grid,
             flags,
@@ -206,17 +212,15 @@ impl SlabHost {
         let nxy = self.plane();
         let (first, end) = (self.owned.start, self.owned.end);
         let chunk = HALO * nxy;
-        let bottom: Vec<f32> = planes
-            .iter()
-            .flat_map(|p| &p[first * nxy..first * nxy + chunk])
-            .copied()
-            .collect();
-        let top: Vec<f32> = planes
-            .iter()
-            .flat_map(|p| &p[end * nxy - chunk..end * nxy])
-            .copied()
-            .collect();
         let count = planes.len() * chunk;
+        self.outgoing.resize(2 * count, 0.0);
+        let (bottom, top) = self.outgoing.split_at_mut(count);
+        for (k, p) in planes.iter().enumerate() {
+            bottom[k * chunk..(k + 1) * chunk]
+                .copy_from_slice(&p[first * nxy..first * nxy + chunk]);
+            top[k * chunk..(k + 1) * chunk].copy_from_slice(&p[end * nxy - chunk..end * nxy]);
+        }
+        let (bottom, top) = (&*bottom, &*top);
         self.incoming.resize(2 * count, 0.0);
         let (from_below, from_above) = self.incoming.split_at_mut(count);
         // What goes up arrives as the halo below of the process above.
@@ -224,11 +228,11 @@ impl SlabHost {
         let mut sends: Vec<(usize, i32, &[f32])> = Vec::new();
         let mut receives: Vec<(usize, i32, &mut [f32])> = Vec::new();
         if let Some(r) = self.below {
-            sends.push((r, down, &bottom[..]));
+            sends.push((r, down, bottom));
             receives.push((r, up, from_below));
         }
         if let Some(r) = self.above {
-            sends.push((r, up, &top[..]));
+            sends.push((r, up, top));
             receives.push((r, down, from_above));
         }
         self.peers.exchange(&sends, &mut receives, &mut || {});
@@ -294,7 +298,7 @@ impl Engine for SlabHost {
     }
 
     fn begin(&mut self, flow: &mut dyn Solver) -> Result<(), SolverError> {
-        let mut own = [Vec::new(), Vec::new(), Vec::new()];
+        let mut own = std::mem::take(&mut self.own_velocity);
         flow.own_velocity_into(&mut own)?;
         let nxy = self.plane();
         let (n, at) = (self.grid.cells(), self.owned.start * nxy);
@@ -309,6 +313,7 @@ impl Engine for SlabHost {
             [TAG_VELOCITY_UP, TAG_VELOCITY_DOWN],
         );
         self.velocity = v;
+        self.own_velocity = own;
         self.begun = Some(flow.params().clone());
         flow.enqueue(1)
     }
@@ -335,12 +340,9 @@ impl Engine for SlabHost {
             self.diffusivity.push(molecular);
             molecular
         };
-        let v = &self.velocity;
         let nxy = self.plane();
-        let own_courant = (self.owned.start * nxy..self.owned.end * nxy)
-            .filter(|&c| Role::of(self.flags[c]) == Role::Open)
-            .map(|c| v.ux[c].abs() + v.uy[c].abs() + v.uz[c].abs())
-            .fold(0.0, f32::max);
+        let own = self.owned.start * nxy..self.owned.end * nxy;
+        let own_courant = transport::largest_courant(&self.flags, &self.velocity, own);
         let [courant, largest] = self.largest([own_courant, own_largest]);
         self.maxima = (courant, largest);
         let n = Setup::substeps(span, courant, largest);

@@ -266,10 +266,10 @@ pub fn substeps(courant: f32, diffusivity: f32) -> u32 {
     shared.max(diffusion).ceil().max(1.0).min(1e6) as u32
 }
 
-/// The largest |u_x| + |u_y| + |u_z| over the open cells.
-pub fn largest_courant(flags: &[u8], velocity: &Fields) -> f32 {
+/// The largest |u_x| + |u_y| + |u_z| over the open cells of `cells`.
+pub fn largest_courant(flags: &[u8], velocity: &Fields, cells: std::ops::Range<usize>) -> f32 {
     use rayon::prelude::*;
-    (0..flags.len())
+    cells
         .into_par_iter()
         .with_min_len(1 << 14)
         .filter(|&c| Role::of(flags[c]) == Role::Open)
@@ -357,7 +357,7 @@ mod tests {
 
     /// Runs `steps` flow steps of `c` in the given flow.
     fn run(grid: &Grid, flags: &[u8], v: &Fields, d: f32, c: &mut Vec<f32>, steps: usize) {
-        let n = substeps(largest_courant(flags, v), d);
+        let n = substeps(largest_courant(flags, v, 0..flags.len()), d);
         let flow = Flow {
             grid,
             flags,
