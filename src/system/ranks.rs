@@ -251,6 +251,7 @@ pub fn local_rank() -> usize {
 pub fn init() -> Result<(), String> {
     let launched = launched_size();
     let world = if launched > 1 {
+        nccl_between_processes_through_cuda_ipc();
         let limit = parse_timeout(std::env::var(TIMEOUT_VARIABLE).ok().as_deref())?;
         join(launched, limit)?
     } else {
@@ -263,6 +264,29 @@ pub fn init() -> Result<(), String> {
     }
     let _ = WORLD.set(world);
     Ok(())
+}
+
+/// NCCL's variable for its transport between processes of one machine, and
+/// what flowscope sets it to unless the user has.
+pub const NCCL_CUMEM: (&str, &str) = ("NCCL_CUMEM_ENABLE", "0");
+
+/// NCCL (2.28) passes buffers between the processes of one machine through
+/// cuMem handles by default (its `P2P/CUMEM` transport): on 4 H100s over
+/// NVLink that cost 0.57 ms a step against one process's slabs (512³ FP32:
+/// 52.6 against 68.5 GLUPS), where the legacy CUDA IPC transport it falls
+/// back to with NCCL_CUMEM_ENABLE=0 matched them (69.7; BENCHMARKS.md,
+/// issue 26). Set before MPI and NCCL start any thread, and only where the
+/// user has not chosen (`mpirun -x NCCL_CUMEM_ENABLE=1` brings cuMem back).
+fn nccl_between_processes_through_cuda_ipc() {
+    let (name, _) = NCCL_CUMEM;
+    if let Some(value) = nccl_cumem_to_set(std::env::var_os(name).as_deref()) {
+        std::env::set_var(name, value);
+    }
+}
+
+/// The value to give [`NCCL_CUMEM`]'s variable, given the one it has.
+fn nccl_cumem_to_set(current: Option<&std::ffi::OsStr>) -> Option<&'static str> {
+    current.is_none().then_some(NCCL_CUMEM.1)
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -522,6 +546,13 @@ mod mpi_world {
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn nccl_between_processes_uses_cuda_ipc_unless_the_user_chose() {
+        assert_eq!(nccl_cumem_to_set(None), Some("0"));
+        assert_eq!(nccl_cumem_to_set(Some("1".as_ref())), None);
+        assert_eq!(nccl_cumem_to_set(Some("0".as_ref())), None);
+    }
 
     #[test]
     fn the_wait_limit_is_read_from_its_variable_and_a_bad_value_says_what_to_give() {
