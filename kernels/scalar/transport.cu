@@ -192,6 +192,61 @@ extern "C" __global__ void __launch_bounds__(128) update(const float* __restrict
     next[cell] = (float)((double)own - (double)dt * net);
 }
 
+// transport::Flow::diffusive: the diffusive flux alone from lo to its +a
+// neighbour hi, given their roles, values and diffusivities (selected, not
+// branched on, so that the loads come first: the arithmetic is the CPU's
+// where the face is open).
+__device__ __forceinline__ float diffusive(u32 rl, u32 rh, float cl, float ch, float dl, float dh) {
+    const bool shut = rl == CLOSED || rh == CLOSED || (rl == HELD && rh == HELD);
+    const float d = 0.5f * (dl + dh);
+    const float flux = -(d * (ch - cl));
+    return shut ? 0.0f : flux;
+}
+
+// transport::diffuse: a diffusion-only sub-step in one pass, each cell
+// working out its six faces (each face the same bits from both sides).
+// Inside the grid every value the cell may read is loaded first,
+// unconditionally: with the loads chained behind the roles (`step`, then
+// the role, then the value) the kernel took as long as `fluxes` (232 µs at
+// 256³ on the H100, 18% of DRAM).
+extern "C" __global__ void __launch_bounds__(128) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
+    CELL_XYZ
+    Flow f = make_flow(c, role, 0, diff, diff_single, dt, nx, ny, nz, periodic);
+    const u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
+    const int p[3] = {x, y, z};
+    const bool inner = x >= 1 && x < nx - 1 && y >= 1 && y < ny - 1 && z >= 1 && z < nz - 1;
+    u32 hi[3], lo[3];
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        hi[a] = inner ? cell + f.stride[a] : step(f, cell, p[a], a, 1);
+        lo[a] = inner ? cell - f.stride[a] : step(f, cell, p[a], a, -1);
+    }
+    // Beyond a closed grid face: the cell itself, whose face is then left
+    // out below.
+    u32 rh[3], rlo[3];
+    float ch[3], clo[3], dh[3], dlo[3];
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        const u32 h = hi[a] != NONE ? hi[a] : cell, l = lo[a] != NONE ? lo[a] : cell;
+        rh[a] = role[h]; rlo[a] = role[l];
+        ch[a] = c[h]; clo[a] = c[l];
+        dh[a] = diffusivity(f, h); dlo[a] = diffusivity(f, l);
+    }
+    const u32 own_role = role[cell];
+    const float own = c[cell], d = diffusivity(f, cell);
+    if (own_role != OPEN) {
+        next[cell] = own;
+        return;
+    }
+    double net = 0.0;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        if (hi[a] != NONE) net += (double)diffusive(own_role, rh[a], own, ch[a], d, dh[a]);
+        if (lo[a] != NONE) net -= (double)diffusive(rlo[a], own_role, clo[a], own, dlo[a], d);
+    }
+    next[cell] = (float)((double)own - (double)dt * net);
+}
+
 // transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t at a cell
 // (at (x, y, z)).
 __device__ __forceinline__ float eddy_at(const Flow& f, u32 cell, int x, int y, int z, float smagorinsky, float schmidt_turbulent, float molecular) {

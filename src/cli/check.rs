@@ -1079,13 +1079,19 @@ fn check_contaminants(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool>
             cpu.step(args.steps)?;
             // Step by step: each transport step's maxima, read back from the
             // GPU as it ends, against the host engine's from the same flow.
-            let mut maxima_differ = 0;
+            // Which sub-steps ran: advection and diffusion together, or
+            // split (transport::Plan), each kernel path checked.
+            let (mut maxima_differ, mut plans) = (0, Vec::new());
             for _ in 0..args.steps {
                 host.step(1)?;
                 device.step(1)?;
                 let (a, b) = (host.maxima(), device.maxima());
                 if a.0.to_bits() != b.0.to_bits() || a.1.to_bits() != b.1.to_bits() {
                     maxima_differ += 1;
+                }
+                let plan = crate::solver::scalar::Setup::plan(interval, a.0, a.1).to_string();
+                if !plans.contains(&plan) {
+                    plans.push(plan);
                 }
             }
             let c = |s: &mut dyn Solver| -> anyhow::Result<Vec<f32>> {
@@ -1126,10 +1132,11 @@ fn check_contaminants(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool>
                 && rel <= cpu_bound;
             ok &= pass;
             println!(
-                "contaminant {:<20} {:>12} every {interval} step{}: GPU vs host engine {differ} values, {maxima_differ} maxima differ{}; vs CPU max|Δc|/max c {rel:.2e} (bound {cpu_bound:.0e}, {} differ): {}",
+                "contaminant {:<20} {:>12} every {interval} step{} (sub-steps {}): GPU vs host engine {differ} values, {maxima_differ} maxima differ{}; vs CPU max|Δc|/max c {rel:.2e} (bound {cpu_bound:.0e}, {} differ): {}",
                 name,
                 grid.to_string(),
                 if interval == 1 { " " } else { "s" },
+                plans.join(", "),
                 if same_state { "" } else { ", receptors or state DIFFER" },
                 bits(&on_cpu, &on_device),
                 if pass { "ok" } else { "FAIL" }

@@ -146,12 +146,14 @@ fn bench_contaminant(args: &BenchArgs, scenario: &Scenario, tuning: &Tuning) -> 
         }
         carried.step(WARM_UP_STEPS)?;
         let with = median_rate(&mut carried, CONTAMINANT_STEPS, args.repeats)?;
+        let (courant, diffusivity) = carried.maxima();
         println!(
-            " FP32  with {} contaminant field{} moved every {interval} step{}: {with:>8.0} MLUPS against {alone:.0} alone: +{:.1}% per step",
+            " FP32  with {} contaminant field{} moved every {interval} step{}: {with:>8.0} MLUPS against {alone:.0} alone: +{:.1}% per step ({} sub-steps a transport step)",
             setup.fields,
             if setup.fields == 1 { "" } else { "s" },
             if interval == 1 { "" } else { "s" },
-            100.0 * (alone / with - 1.0)
+            100.0 * (alone / with - 1.0),
+            Setup::plan(interval, courant, diffusivity),
         );
     }
     Ok(())

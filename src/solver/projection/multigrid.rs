@@ -5,7 +5,7 @@
 //! one fine cell), their operators weighted by the fine couplings across
 //! each coarse face ([`Operator::coarse`]), so that obstacles thinner than a
 //! coarse cell still block. The
-//! V-cycle smooths with red-black Gauss–Seidel (two sweeps down, two up),
+//! V-cycle smooths with red-black Gauss–Seidel ([`SWEEPS`] sweeps down and as many up),
 //! restricts the residual by summing the fine cells (halved: the unscaled
 //! seven-point operator of a grid twice as coarse is four times the fine
 //! one's, and eight cells are summed), solves the coarsest grid by conjugate

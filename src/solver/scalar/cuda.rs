@@ -16,7 +16,7 @@ use cudarc::driver::{
 };
 
 use super::engine::{not_begun, Engine};
-use super::transport::Role;
+use super::transport::{Plan, Role, Sub};
 use super::{pack_state, unpack_state, Reading, Setup, MAX_FIELDS};
 use crate::solver::lbm::cuda::guarded;
 use crate::solver::{Grid, Params, Solver, SolverError};
@@ -29,6 +29,7 @@ const MAXIMA_LAYERS: u32 = 8;
 struct Kernels {
     fluxes: CudaFunction,
     update: CudaFunction,
+    diffuse: CudaFunction,
     eddy_maxima: CudaFunction,
     release: CudaFunction,
     doses: CudaFunction,
@@ -88,6 +89,8 @@ pub struct DeviceDispersion {
     flux: CudaSlice<f32>,
     /// Per cell with the subgrid model; else the molecular value first.
     diffusivity: CudaSlice<f32>,
+    /// One zero: the diffusivity of an advection-only sub-step.
+    zero: CudaSlice<f32>,
     /// Each source's cells.
     sources: Vec<CudaSlice<u32>>,
     receptors: CudaSlice<u32>,
@@ -171,6 +174,7 @@ impl DeviceDispersion {
             Ok(Kernels {
                 fluxes: load("fluxes")?,
                 update: load("update")?,
+                diffuse: load("diffuse")?,
                 eddy_maxima: load("eddy_maxima")?,
                 release: load("release")?,
                 doses: load("doses")?,
@@ -192,6 +196,7 @@ impl DeviceDispersion {
                 next: stream.alloc_zeros(n)?,
                 flux: stream.alloc_zeros(3 * n)?,
                 diffusivity: stream.alloc_zeros(n)?,
+                zero: stream.alloc_zeros(1)?,
                 sources: setup
                     .sources
                     .iter()
@@ -321,58 +326,82 @@ impl DeviceDispersion {
         Ok(())
     }
 
-    /// Queues the `n` sub-steps of field `k` of the transport step over the
-    /// `span` flow steps from `first`, in `self.velocity`, each followed by
-    /// its sources' release ([`Setup::release_value`], as on the host).
+    /// Queues the sub-steps of field `k` of the transport step over the
+    /// `span` flow steps from `first` as `plan` cuts it, in
+    /// `self.velocity`, each followed by its sources' release
+    /// ([`Setup::release`], as on the host).
     fn substeps(
         &mut self,
         k: usize,
         eddy: bool,
         first: u64,
         span: u32,
-        n: u32,
+        plan: Plan,
     ) -> Result<(), SolverError> {
-        let dt = span as f32 / n as f32;
         let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
         let periodic = self.periodic();
-        let single = (!eddy) as u32;
         let cfg = self.lattice_config();
-        for _ in 0..n {
-            let mut b = self.stream.launch_builder(&self.kernels.fluxes);
-            b.arg(&self.fields[k])
-                .arg(&self.role)
-                .arg(&self.velocity)
-                .arg(&self.diffusivity)
-                .arg(&single)
-                .arg(&dt)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&periodic)
-                .arg(&mut self.flux);
-            // SAFETY: fluxes(const float*, const u8*, const float*, const
-            // float*, u32, float, int, int, int, u32, float*): n cells each,
-            // the velocity and the fluxes 3n floats; the grid covers the cells.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
-            let mut b = self.stream.launch_builder(&self.kernels.update);
-            b.arg(&self.fields[k])
-                .arg(&mut self.next)
-                .arg(&self.role)
-                .arg(&self.velocity)
-                .arg(&self.flux)
-                .arg(&dt)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&periodic);
-            // SAFETY: update(const float*, float*, const u8*, const float*,
-            // const float*, float, int, int, int, u32): as `fluxes`.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
+        for (sub, dt, round_ends) in plan.sub_steps(span) {
+            let (diffusivity, single) = match sub {
+                Sub::Advection => (&self.zero, 1u32),
+                _ => (&self.diffusivity, (!eddy) as u32),
+            };
+            if sub == Sub::Diffusion {
+                let mut b = self.stream.launch_builder(&self.kernels.diffuse);
+                b.arg(&self.fields[k])
+                    .arg(&mut self.next)
+                    .arg(&self.role)
+                    .arg(diffusivity)
+                    .arg(&single)
+                    .arg(&dt)
+                    .arg(&nx)
+                    .arg(&ny)
+                    .arg(&nz)
+                    .arg(&periodic);
+                // SAFETY: diffuse(const float*, float*, const u8*, const
+                // float*, u32, float, int, int, int, u32): n cells each (the
+                // diffusivities one where `single`); the grid covers them.
+                unsafe { b.launch(cfg) }.map_err(dev)?;
+            } else {
+                let mut b = self.stream.launch_builder(&self.kernels.fluxes);
+                b.arg(&self.fields[k])
+                    .arg(&self.role)
+                    .arg(&self.velocity)
+                    .arg(diffusivity)
+                    .arg(&single)
+                    .arg(&dt)
+                    .arg(&nx)
+                    .arg(&ny)
+                    .arg(&nz)
+                    .arg(&periodic)
+                    .arg(&mut self.flux);
+                // SAFETY: fluxes(const float*, const u8*, const float*,
+                // const float*, u32, float, int, int, int, u32, float*): n
+                // cells each (the diffusivities one where `single`), the
+                // velocity and the fluxes 3n floats; the grid covers them.
+                unsafe { b.launch(cfg) }.map_err(dev)?;
+                let mut b = self.stream.launch_builder(&self.kernels.update);
+                b.arg(&self.fields[k])
+                    .arg(&mut self.next)
+                    .arg(&self.role)
+                    .arg(&self.velocity)
+                    .arg(&self.flux)
+                    .arg(&dt)
+                    .arg(&nx)
+                    .arg(&ny)
+                    .arg(&nz)
+                    .arg(&periodic);
+                // SAFETY: update(const float*, float*, const u8*, const
+                // float*, const float*, float, int, int, int, u32): as
+                // `fluxes`.
+                unsafe { b.launch(cfg) }.map_err(dev)?;
+            }
             std::mem::swap(&mut self.fields[k], &mut self.next);
             for (source, s) in self.setup.sources.iter().enumerate() {
                 let Some((add, value)) = (s.field == k)
-                    .then(|| Setup::release_value(s, first, span, n))
+                    .then(|| Setup::release_value(s, first, span, plan.rounds))
                     .flatten()
+                    .filter(|&(add, _)| round_ends || !add)
                 else {
                     continue;
                 };
@@ -416,9 +445,9 @@ impl Engine for DeviceDispersion {
         let begun = self.begun.take().ok_or_else(not_begun)?;
         let (courant, diffusivity) = self.maxima(begun)?;
         self.last_maxima = (courant, diffusivity);
-        let n = Setup::substeps(span, courant, diffusivity);
+        let plan = Setup::plan(span, courant, diffusivity);
         for k in 0..self.setup.fields {
-            self.substeps(k, begun.eddy, first, span, n)?;
+            self.substeps(k, begun.eddy, first, span, plan)?;
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ pub mod transport;
 pub use carried::Carried;
 
 use crate::solver::{Fields, Grid, Params};
-use transport::Role;
+use transport::{Plan, Role};
 
 /// Most concentration fields a run carries.
 pub const MAX_FIELDS: usize = 4;
@@ -120,15 +120,15 @@ impl Setup {
             .count() as u32
     }
 
-    /// What a source does to its cells after each of `substeps` sub-steps
-    /// of the `span` flow steps from `first`: `None` while it is off, else
-    /// the value to set (`false`) or add (`true`). The CUDA path applies the
-    /// same value.
+    /// What a source does to its cells in each of `rounds` rounds of the
+    /// `span` flow steps from `first` ([`Plan`]): `None` while it is off,
+    /// else the value to set (`false`) or add (`true`). The CUDA path
+    /// applies the same value.
     pub fn release_value(
         source: &Source,
         first: u64,
         span: u32,
-        substeps: u32,
+        rounds: u32,
     ) -> Option<(bool, f32)> {
         let active = Self::active_steps(source, first, span);
         if active == 0 {
@@ -138,16 +138,35 @@ impl Setup {
             Release::Concentration(v) => (false, v),
             Release::Rate(r) => (
                 true,
-                r * (active as f32 / substeps as f32) / source.cells.len() as f32,
+                r * (active as f32 / rounds as f32) / source.cells.len() as f32,
             ),
         })
     }
 
-    /// The sub-steps of a transport step over `span` flow steps, for the
-    /// largest Courant-number sum `courant` and diffusivity `diffusivity` of
-    /// one flow step.
-    pub fn substeps(span: u32, courant: f32, diffusivity: f32) -> u32 {
-        transport::substeps(span as f32 * courant, span as f32 * diffusivity)
+    /// How a transport step over `span` flow steps is cut into sub-steps,
+    /// for the largest Courant-number sum `courant` and diffusivity
+    /// `diffusivity` of one flow step.
+    pub fn plan(span: u32, courant: f32, diffusivity: f32) -> Plan {
+        Plan::of(span as f32 * courant, span as f32 * diffusivity)
+    }
+
+    /// What `source` does to its `cells` of field `c` after a sub-step of
+    /// the transport step over the `span` flow steps from `first` cut as
+    /// `plan` says: a held value is set after every sub-step, a rate is
+    /// added as each round ends ([`Plan::sub_steps`]).
+    pub fn release(
+        source: &Source,
+        cells: &[u32],
+        c: &mut [f32],
+        (first, span): (u64, u32),
+        plan: Plan,
+        round_ends: bool,
+    ) {
+        match Self::release_value(source, first, span, plan.rounds) {
+            Some((false, v)) => cells.iter().for_each(|&i| c[i as usize] = v),
+            Some((true, v)) if round_ends => cells.iter().for_each(|&i| c[i as usize] += v),
+            _ => {}
+        }
     }
 }
 
@@ -171,8 +190,8 @@ pub struct Dispersion {
     diffusivity: Vec<f32>,
     /// Per receptor, per field.
     doses: Vec<[f64; MAX_FIELDS]>,
-    /// Sub-steps of the last flow step.
-    substeps: u32,
+    /// How the last transport step was cut.
+    plan: Plan,
     /// The largest Courant-number sum and diffusivity of the last
     /// transport step.
     maxima: (f32, f32),
@@ -186,7 +205,7 @@ impl Dispersion {
             flux: Vec::new(),
             diffusivity: Vec::new(),
             doses: vec![[0.0; MAX_FIELDS]; setup.receptors.len()],
-            substeps: 0,
+            plan: Plan::default(),
             maxima: (0.0, 0.0),
             setup,
         };
@@ -208,7 +227,7 @@ impl Dispersion {
             }));
         }
         self.doses.iter_mut().for_each(|d| *d = [0.0; MAX_FIELDS]);
-        self.substeps = 0;
+        self.plan = Plan::default();
     }
 
     pub fn setup(&self) -> &Setup {
@@ -231,9 +250,9 @@ impl Dispersion {
         self.maxima
     }
 
-    /// Sub-steps the last flow step took.
-    pub fn substeps(&self) -> u32 {
-        self.substeps
+    /// How the last transport step was cut.
+    pub fn plan(&self) -> Plan {
+        self.plan
     }
 
     /// Transports the fields over the `span` flow steps from `first` on in
@@ -267,25 +286,22 @@ impl Dispersion {
         };
         let courant = transport::largest_courant(flags, velocity, 0..flags.len());
         self.maxima = (courant, largest);
-        let n = Setup::substeps(span, courant, largest);
-        self.substeps = n;
-        let flow = transport::Flow {
+        let plan = Setup::plan(span, courant, largest);
+        self.plan = plan;
+        let mut flow = transport::Flow {
             grid,
             flags,
             velocity,
             diffusivity: &self.diffusivity,
-            dt: span as f32 / n as f32,
+            dt: 0.0,
         };
         for (k, c) in self.fields.iter_mut().enumerate() {
-            for _ in 0..n {
-                transport::advance(&flow, c, &mut self.next, &mut self.flux);
+            for (sub, dt, round_ends) in plan.sub_steps(span) {
+                flow.dt = dt;
+                transport::sub_step(&flow, sub, c, &mut self.next, &mut self.flux);
                 std::mem::swap(c, &mut self.next);
                 for s in self.setup.sources.iter().filter(|s| s.field == k) {
-                    match Setup::release_value(s, first, span, n) {
-                        Some((false, v)) => s.cells.iter().for_each(|&i| c[i as usize] = v),
-                        Some((true, v)) => s.cells.iter().for_each(|&i| c[i as usize] += v),
-                        None => {}
-                    }
+                    Setup::release(s, &s.cells, c, (first, span), plan, round_ends);
                 }
             }
         }
@@ -410,16 +426,26 @@ mod tests {
     fn a_continuous_point_source_in_uniform_flow_makes_the_analytic_plume() {
         // Moved every flow step, and every 4, 6 and 8 steps over as many at
         // once (the GPU's contaminant meets its cost goal at 256³ every 8:
-        // BENCHMARKS.md). Σ|u| = 0.1 and 6D = 0.3 per step: sub-steps
-        // (Σ|u|/0.5 + 6D) per step (transport::substeps) of the last
-        // transport step, which spans 1, 5, 7 and 9 steps (an even interval
-        // alternates spans one shorter and one longer).
-        for (interval, substeps) in [(1, 1), (4, 3), (6, 4), (8, 5)] {
-            plume(interval, substeps);
+        // BENCHMARKS.md). Σ|u| = 0.1 and 6D = 0.3 per step, and the last
+        // transport step spans 1, 5, 7 and 9 steps (an even interval
+        // alternates spans one shorter and one longer). Every step, one
+        // sub-step does both; from every 4th, diffusion takes more sub-steps
+        // than advection and gets its own (transport::Plan): 5 steps, one
+        // advection sub-step (Σν = 0.5) and two of diffusion (6DΔt = 0.75
+        // each); 7 and 9 steps, two rounds and three of diffusion (6DΔt =
+        // 0.7 and 0.9).
+        let plan = |rounds, diffusion| Plan { rounds, diffusion };
+        for (interval, plan) in [
+            (1, plan(1, 0)),
+            (4, plan(1, 2)),
+            (6, plan(2, 3)),
+            (8, plan(2, 3)),
+        ] {
+            plume(interval, plan);
         }
     }
 
-    fn plume(interval: u32, substeps: u32) {
+    fn plume(interval: u32, plan: Plan) {
         // Inlet at x = 0, outlet at x = nx − 1, periodic across.
         let size = [112, 48, 48];
         let grid = Grid {
@@ -470,7 +496,7 @@ mod tests {
         for step in 0..1600 {
             dispersion.step(&grid, &flags, &params, &v, step);
         }
-        assert_eq!(dispersion.substeps(), substeps, "every {interval}");
+        assert_eq!(dispersion.plan(), plan, "every {interval}");
         let readings = dispersion.readings();
         for (r, reading) in receptors.iter().zip(&readings) {
             let x = r.position[0] - at[0] as f64;

@@ -345,31 +345,27 @@ impl Engine for SlabHost {
         let own_courant = transport::largest_courant(&self.flags, &self.velocity, own);
         let [courant, largest] = self.largest([own_courant, own_largest]);
         self.maxima = (courant, largest);
-        let n = Setup::substeps(span, courant, largest);
+        let plan = Setup::plan(span, courant, largest);
         let mut fields = std::mem::take(&mut self.fields);
         let (mut next, mut flux) = (
             std::mem::take(&mut self.next),
             std::mem::take(&mut self.flux),
         );
         for (k, c) in fields.iter_mut().enumerate() {
-            for _ in 0..n {
+            for (sub, dt, round_ends) in plan.sub_steps(span) {
                 self.exchange(&mut [&mut *c], [TAG_UP, TAG_DOWN]);
                 let flow = transport::Flow {
                     grid: &self.grid,
                     flags: &self.flags,
                     velocity: &self.velocity,
                     diffusivity: &self.diffusivity,
-                    dt: span as f32 / n as f32,
+                    dt,
                 };
-                transport::advance(&flow, c, &mut next, &mut flux);
+                transport::sub_step(&flow, sub, c, &mut next, &mut flux);
                 std::mem::swap(c, &mut next);
                 let sources = self.setup.sources.iter().zip(&self.sources);
                 for (s, cells) in sources.filter(|(s, _)| s.field == k) {
-                    match Setup::release_value(s, first, span, n) {
-                        Some((false, v)) => cells.iter().for_each(|&i| c[i as usize] = v),
-                        Some((true, v)) => cells.iter().for_each(|&i| c[i as usize] += v),
-                        None => {}
-                    }
+                    Setup::release(s, cells, c, (first, span), plan, round_ends);
                 }
             }
         }

@@ -9,7 +9,9 @@
 //! the source's value]). The update is unsplit (every face's flux from the
 //! same values, which is what a GPU kernel wants). Diffusion is the
 //! explicit 7-point Laplacian with face diffusivities averaged from the
-//! cells'. The sub-steps keep both together bounded ([`substeps`]). Every face flux is a function of the face's two cells alone, so
+//! cells'. The sub-steps keep both together bounded ([`substeps`]), or,
+//! where diffusion would ask for many more of them, each on its own
+//! ([`Plan`]). Every face flux is a function of the face's two cells alone, so
 //! what leaves one cell enters its neighbour exactly: the total is conserved
 //! to rounding in a closed box.
 //!
@@ -136,12 +138,30 @@ impl Flow<'_> {
         }
     }
 
+    /// Whether nothing passes the face between `lo` and `hi`: walls and
+    /// obstacles are impermeable, and two held cells exchange nothing.
+    #[inline(always)]
+    fn shut(&self, lo: usize, hi: usize) -> bool {
+        let (rl, rh) = (Role::of(self.flags[lo]), Role::of(self.flags[hi]));
+        rl == Role::Closed || rh == Role::Closed || (rl == Role::Held && rh == Role::Held)
+    }
+
+    /// The diffusive flux alone through the face between `lo` and its
+    /// neighbour `hi` in +a ([`diffuse`]).
+    #[inline(always)]
+    fn diffusive(&self, c: &[f32], lo: usize, hi: usize) -> f32 {
+        if self.shut(lo, hi) {
+            return 0.0;
+        }
+        let d = 0.5 * (self.diffusivity(lo) + self.diffusivity(hi));
+        -(d * (c[hi] - c[lo]))
+    }
+
     /// The advective and diffusive flux through the face between `lo` and
     /// its neighbour `hi` in +`a` (both present), positive towards `hi`.
     #[inline(always)]
     fn face(&self, w: &Walker, c: &[f32], lo: usize, hi: usize, a: usize) -> f32 {
-        let (rl, rh) = (Role::of(self.flags[lo]), Role::of(self.flags[hi]));
-        if rl == Role::Closed || rh == Role::Closed || (rl == Role::Held && rh == Role::Held) {
+        if self.shut(lo, hi) {
             return 0.0;
         }
         let vel = |k: usize| match a {
@@ -266,6 +286,158 @@ pub fn substeps(courant: f32, diffusivity: f32) -> u32 {
     shared.max(diffusion).ceil().max(1.0).min(1e6) as u32
 }
 
+/// Cost of a diffusion-only sub-step ([`diffuse`]) against a sub-step that
+/// advects ([`advance`]), as [`Plan::of`] weighs them. On the H100 at 256³
+/// the costs of the Re 100 cavity moved every 4, 8 and 16 steps (plans of
+/// 1 + 4 to 3 + 22 sub-steps, BENCHMARKS.md) solve to about 0.17 ms a
+/// `diffuse` against 0.39 ms a `fluxes` + `update`. Every plan measured
+/// there is the same at 0.25 and at this value.
+pub const DIFFUSION_COST: f32 = 0.45;
+
+/// How a transport step is cut into sub-steps: `rounds` rounds, each an
+/// advection sub-step of 1/`rounds` of the step, and where diffusion does
+/// not fit in them, `diffusion` diffusion-only sub-steps of 1/`diffusion` of
+/// the step shared out among the rounds, after their advection. The
+/// releases follow each round.
+///
+/// Advection and diffusion in one sub-step share one bound ([`substeps`]):
+/// where diffusion dominates (a fine grid at a low Reynolds number, the
+/// diffusivity a fifth of a cell² per step) every sub-step pays the limited
+/// fluxes for what the Laplacian alone asks. Split, each operator keeps its
+/// own bound (Σν ≤ [`CFL`]; 6 D Δt ≤ [`DIFFUSION_NUMBER`]), so each stays
+/// bounded and the pair does too, and the extra sub-steps are the cheap
+/// ones. It is used where it saves time by [`DIFFUSION_COST`]; elsewhere the
+/// unsplit sub-step, as accurate and cheaper there, is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub rounds: u32,
+    /// Diffusion-only sub-steps in all; 0 where each advection sub-step
+    /// diffuses too.
+    pub diffusion: u32,
+}
+
+/// "3" (each advects and diffuses), "2 + 11" (two advect, eleven diffuse).
+impl std::fmt::Display for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self.diffusion {
+            0 => write!(f, "{}", self.rounds),
+            m => write!(f, "{} + {m}", self.rounds),
+        }
+    }
+}
+
+/// One sub-step of a [`Plan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sub {
+    /// [`advance`] with the diffusivities.
+    Both,
+    /// [`advance`] with none.
+    Advection,
+    /// [`diffuse`].
+    Diffusion,
+}
+
+impl Plan {
+    /// The plan for a transport step with the Courant-number sum `courant`
+    /// and the diffusivity `diffusivity` over all of it (in cells, and
+    /// cells² per transport step).
+    // min/max rather than clamp: NaN (a blown-up flow) gives one sub-step.
+    #[allow(clippy::manual_clamp)]
+    pub fn of(courant: f32, diffusivity: f32) -> Plan {
+        let both = substeps(courant, diffusivity);
+        let rounds = (courant / CFL).ceil().max(1.0).min(1e6) as u32;
+        if both > rounds {
+            let needed = 6.0 * diffusivity / DIFFUSION_NUMBER;
+            let diffusion = needed.ceil().max(1.0).min(1e6) as u32;
+            if rounds as f32 + diffusion as f32 * DIFFUSION_COST < both as f32 {
+                return Plan { rounds, diffusion };
+            }
+        }
+        Plan {
+            rounds: both,
+            diffusion: 0,
+        }
+    }
+
+    /// Sub-steps in all.
+    pub fn substeps(&self) -> u32 {
+        self.rounds + self.diffusion
+    }
+
+    /// The sub-steps of a transport step over `span` flow steps in order:
+    /// what each does, its length in flow steps, and whether a round ends
+    /// with it (the rates release then; held sources are set after each).
+    pub fn sub_steps(&self, span: u32) -> impl Iterator<Item = (Sub, f32, bool)> {
+        let (r, m) = (self.rounds, self.diffusion);
+        let round = span as f32 / r as f32;
+        let diffusion = span as f32 / m.max(1) as f32;
+        (0..r).flat_map(move |i| {
+            // Round i diffuses over the diffusion sub-steps j with
+            // ⌈(j + 1) r / m⌉ = i + 1: as evenly shared as they go.
+            let count = ((i + 1) * m).div_ceil(r) - (i * m).div_ceil(r);
+            let first = match (m, count) {
+                (0, _) => (Sub::Both, round, true),
+                (_, 0) => (Sub::Advection, round, true),
+                _ => (Sub::Advection, round, false),
+            };
+            let rest = (0..count).map(move |j| (Sub::Diffusion, diffusion, j + 1 == count));
+            std::iter::once(first).chain(rest)
+        })
+    }
+}
+
+/// One sub-step of `flow.dt` of a [`Plan`]: `next` becomes `c` advanced.
+pub fn sub_step(flow: &Flow, sub: Sub, c: &[f32], next: &mut [f32], flux: &mut Vec<f32>) {
+    match sub {
+        Sub::Both => advance(flow, c, next, flux),
+        Sub::Advection => advance(
+            &Flow {
+                diffusivity: &[0.0],
+                ..*flow
+            },
+            c,
+            next,
+            flux,
+        ),
+        Sub::Diffusion => diffuse(flow, c, next),
+    }
+}
+
+/// One diffusion-only sub-step of `flow.dt` for one field, in one pass:
+/// each open cell sums the diffusive fluxes through its six faces, each
+/// worked out as [`Flow::face`] works out its diffusive part (so what leaves
+/// one cell enters its neighbour exactly), in f64 in [`advance`]'s order.
+/// Grid faces without a neighbour carry nothing (zero gradient); held and
+/// closed cells keep their values. The CUDA kernel `diffuse` is the same.
+pub fn diffuse(flow: &Flow, c: &[f32], next: &mut [f32]) {
+    use rayon::prelude::*;
+    let w = Walker::new(flow.grid);
+    let [nx, ny, _] = flow.grid.size;
+    let layer = nx * ny;
+    next.par_chunks_mut(layer)
+        .enumerate()
+        .for_each(|(z, out_layer)| {
+            for (i, out) in out_layer.iter_mut().enumerate() {
+                let cell = z * layer + i;
+                *out = c[cell];
+                if Role::of(flow.flags[cell]) != Role::Open {
+                    continue;
+                }
+                let p = [i % nx, i / nx, z];
+                let mut net = 0.0f64;
+                for (a, &p) in p.iter().enumerate() {
+                    if let Some(hi) = w.step(cell, p, a, 1) {
+                        net += flow.diffusive(c, cell, hi) as f64;
+                    }
+                    if let Some(lo) = w.step(cell, p, a, -1) {
+                        net -= flow.diffusive(c, lo, cell) as f64;
+                    }
+                }
+                *out = (c[cell] as f64 - flow.dt as f64 * net) as f32;
+            }
+        });
+}
+
 /// The largest |u_x| + |u_y| + |u_z| over the open cells of `cells`.
 pub fn largest_courant(flags: &[u8], velocity: &Fields, cells: std::ops::Range<usize>) -> f32 {
     use rayon::prelude::*;
@@ -355,20 +527,24 @@ mod tests {
         (grid, vec![0u8; n], f)
     }
 
-    /// Runs `steps` flow steps of `c` in the given flow.
+    /// Runs `steps` flow steps of `c` in the given flow, each cut as
+    /// [`Plan`] says.
     fn run(grid: &Grid, flags: &[u8], v: &Fields, d: f32, c: &mut Vec<f32>, steps: usize) {
-        let n = substeps(largest_courant(flags, v, 0..flags.len()), d);
-        let flow = Flow {
+        let plan = Plan::of(largest_courant(flags, v, 0..flags.len()), d);
+        let mut flow = Flow {
             grid,
             flags,
             velocity: v,
             diffusivity: &[d],
-            dt: 1.0 / n as f32,
+            dt: 0.0,
         };
         let (mut next, mut flux) = (vec![0.0; c.len()], Vec::new());
-        for _ in 0..steps * n as usize {
-            advance(&flow, c, &mut next, &mut flux);
-            std::mem::swap(c, &mut next);
+        for _ in 0..steps {
+            for (sub, dt, _) in plan.sub_steps(1) {
+                flow.dt = dt;
+                sub_step(&flow, sub, c, &mut next, &mut flux);
+                std::mem::swap(c, &mut next);
+            }
         }
     }
 
@@ -393,15 +569,18 @@ mod tests {
         // Moved every flow step, and every eighth over eight at once (the
         // interval at which the GPU's contaminant costs what the issue
         // allows at 256³: BENCHMARKS.md).
-        // Σ|u| = 0.25 and 6D = 0.072 per step: sub-steps (Σ|u|/0.5 + 6D) per
-        // step (substeps): one, or six for the last transport step of nine
-        // (every eighth alternates spans of seven and nine).
-        for (interval, substeps) in [(1, 1), (8, 6)] {
-            puff(interval, substeps);
+        // Σ|u| = 0.25 and 6D = 0.072 per step: every step one sub-step does
+        // both; the last transport step of every eighth spans nine steps
+        // (spans of seven and nine alternate), and its diffusion, which
+        // would take a sixth sub-step doing both, takes one of its own
+        // after the first of five advection sub-steps (Plan).
+        let plan = |rounds, diffusion| Plan { rounds, diffusion };
+        for (interval, plan) in [(1, plan(1, 0)), (8, plan(5, 1))] {
+            puff(interval, plan);
         }
     }
 
-    fn puff(interval: u32, substeps: u32) {
+    fn puff(interval: u32, plan: Plan) {
         use crate::solver::lbm::lattice::Collision;
         use crate::solver::scalar::{pack_state, Dispersion, Setup};
         use crate::solver::Params;
@@ -438,7 +617,7 @@ mod tests {
         for step in 0..steps {
             dispersion.step(&grid, &flags, &params, &v, step);
         }
-        assert_eq!(dispersion.substeps(), substeps, "every {interval}");
+        assert_eq!(dispersion.plan(), plan, "every {interval}");
         let c = &dispersion.fields()[0];
         let t = steps as f64;
         let expected = s0 * s0 + 2.0 * d as f64 * t;
@@ -465,6 +644,130 @@ mod tests {
             "every {interval}: {mass} vs {mass0}"
         );
         assert!(c.iter().all(|&v| v >= 0.0));
+    }
+
+    #[test]
+    fn a_plan_splits_where_diffusion_asks_more_sub_steps_and_covers_the_step() {
+        // Advection-bound: one sub-step does both.
+        assert_eq!(
+            Plan::of(0.9, 0.01),
+            Plan {
+                rounds: 2,
+                diffusion: 0
+            }
+        );
+        // The diffusion of a fine grid at Re 100 (D = 0.19 per step) over 9
+        // steps with Σν = 0.1: 13 sub-steps unsplit; split, 2 and 12 cheap
+        // ones (6 D Δt = 0.855 each).
+        let plan = Plan::of(0.9, 1.71);
+        assert_eq!(
+            plan,
+            Plan {
+                rounds: 2,
+                diffusion: 12
+            }
+        );
+        assert_eq!(substeps(0.9, 1.71), 13);
+        for (plan, shares) in [
+            (plan, [6, 6, 0]),
+            (
+                Plan {
+                    rounds: 3,
+                    diffusion: 7,
+                },
+                [3, 2, 2],
+            ),
+        ] {
+            let subs: Vec<_> = plan.sub_steps(9).collect();
+            assert_eq!(subs.len() as u32, plan.substeps());
+            for kind in [Sub::Advection, Sub::Diffusion] {
+                let time: f32 = subs.iter().filter(|s| s.0 == kind).map(|s| s.1).sum();
+                assert!((time - 9.0).abs() < 1e-5, "{kind:?}: {time}");
+            }
+            // Each round is an advection sub-step, then its share of the
+            // diffusion, the last of which ends it.
+            let rounds: Vec<_> = subs.split_inclusive(|s| s.2).collect();
+            assert_eq!(rounds.len() as u32, plan.rounds);
+            for (round, share) in rounds.iter().zip(shares) {
+                assert_eq!(round[0].0, Sub::Advection);
+                assert_eq!(round.len(), 1 + share);
+                assert!(round[1..].iter().all(|s| s.0 == Sub::Diffusion));
+            }
+        }
+        // Fewer diffusion sub-steps than rounds: a round without any ends
+        // with its advection.
+        let subs: Vec<_> = Plan {
+            rounds: 3,
+            diffusion: 1,
+        }
+        .sub_steps(3)
+        .collect();
+        assert_eq!(subs[1], (Sub::Diffusion, 3.0, true));
+        assert_eq!(subs[2], (Sub::Advection, 1.0, true));
+        // Each operator within its own bound.
+        let diffusion = Plan::of(0.9, 1.71).sub_steps(9).nth(1).unwrap();
+        assert!(0.9 / 2.0 <= CFL && 6.0 * 0.19 * diffusion.1 <= DIFFUSION_NUMBER);
+        // A blown-up flow still gives a plan.
+        assert_eq!(Plan::of(f32::NAN, 0.01).rounds, 1);
+    }
+
+    #[test]
+    fn a_diffusion_dominated_top_hat_spreads_as_diffusion_says_within_its_bounds() {
+        use crate::solver::lbm::lattice::Collision;
+        use crate::solver::scalar::{pack_state, Dispersion, Setup};
+        use crate::solver::Params;
+        // A slab of 1 sixteen cells wide in x, in a slow flow along x with
+        // D = ν = 0.19 (Sc = 1), moved every 8th step: split sub-steps
+        // (a_plan_splits_…). Diffusion adds 2Dt to the variance of any
+        // shape; the limited fluxes add a little (the top-hat's edges).
+        let size = [128, 4, 4];
+        let u = [0.1f32, 0.0, 0.0];
+        let (grid, flags, v) = uniform(size, u);
+        let params = Params::new(1.07, Collision::Bgk);
+        let d = params.viscosity() as f64;
+        let c: Vec<f32> = (0..grid.cells())
+            .map(|cell| (40..56).contains(&grid.coords(cell)[0]) as u8 as f32)
+            .collect();
+        let mass0: f64 = c.iter().map(|&v| v as f64).sum();
+        let setup = Setup {
+            fields: 1,
+            sources: Vec::new(),
+            receptors: Vec::new(),
+            schmidt: 1.0,
+            schmidt_turbulent: 0.7,
+            inflow: 0.0,
+            interval: 8,
+        };
+        let mut dispersion = Dispersion::new(&grid, &flags, setup);
+        dispersion.set_state(&pack_state(&[c], &[], None)).unwrap();
+        let steps = 400;
+        let mut top = 1.0f32;
+        for step in 0..steps {
+            dispersion.step(&grid, &flags, &params, &v, step);
+            let c = &dispersion.fields()[0];
+            let (lo, hi) = c
+                .iter()
+                .fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+            assert!(lo >= 0.0 && hi <= top, "step {step}: c in [{lo}, {hi}]");
+            top = hi;
+        }
+        assert_eq!(
+            dispersion.plan(),
+            Plan {
+                rounds: 2,
+                diffusion: 12
+            }
+        );
+        let c = &dispersion.fields()[0];
+        let t = steps as f64;
+        let centre = 47.5 + u[0] as f64 * t;
+        let (mean, var) = moments(&grid, c, 0, centre);
+        let expected = (16.0f64 * 16.0 - 1.0) / 12.0 + 2.0 * d * t;
+        eprintln!("centre {mean:.3} vs {centre:.3}, variance {var:.3} vs {expected:.3}");
+        assert!((mean - centre).abs() < 0.05, "{mean} vs {centre}");
+        assert!((var / expected - 1.0).abs() < 0.02, "{var} vs {expected}");
+        let mass: f64 = c.iter().map(|&v| v as f64).sum();
+        assert!((mass / mass0 - 1.0).abs() < 1e-6, "{mass} vs {mass0}");
     }
 
     #[test]
