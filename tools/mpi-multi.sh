@@ -7,28 +7,12 @@
 #
 #   N=4 BIN=target/release/flowscope OMPI=folder bash tools/mpi-multi.sh
 #
-# BIN built with `--features mpi`; OMPI as in tools/mpi-check.sh (a copy of
-# Debian's Open MPI unpacked there), else the `mpirun` on PATH.
+# BIN built with `--features mpi`; Open MPI as tools/ompi-env.sh says.
 set -u
 BIN=$(realpath "${BIN:-target/release/flowscope}")
 N=${N:-$(nvidia-smi -L | wc -l)}
 STEPS=${STEPS:-301}
-if [ -n "${OMPI:-}" ]; then
-    O=$(realpath "$OMPI")
-    L=$O/usr/lib/x86_64-linux-gnu
-    export OPAL_PREFIX=$O/usr OPAL_EXEC_PREFIX=$O/usr OPAL_BINDIR=$O/usr/bin
-    export OPAL_LIBDIR=$L/openmpi/lib OPAL_PKGLIBDIR=$L/openmpi/lib/openmpi3
-    export OPAL_PKGDATADIR=$O/usr/share/openmpi OPAL_DATADIR=$O/usr/share OPAL_DATAROOTDIR=$O/usr/share
-    export OPAL_SYSCONFDIR=$O/etc/openmpi
-    export LD_LIBRARY_PATH=$L:$L/openmpi/lib:$L/pmix2/lib:${LD_LIBRARY_PATH:-}
-    export PMIX_MCA_mca_base_component_path=$L/pmix2/lib/pmix PMIX_MCA_pcompress_base_silence_warning=1
-    export PATH=$O/usr/bin:$PATH
-    MPIRUN=$O/usr/bin/orterun
-else
-    MPIRUN=mpirun
-fi
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mca_base_component_show_load_errors=0
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/ompi-env.sh"
 # NVLink multicast off (tools/gpu-multi.sh).
 export NCCL_NVLS_ENABLE=0
 M="$MPIRUN --oversubscribe --bind-to none"

@@ -208,7 +208,8 @@ __device__ __forceinline__ float diffusive(u32 rl, u32 rh, float cl, float ch, f
 // Inside the grid every value the cell may read is loaded first,
 // unconditionally: with the loads chained behind the roles (`step`, then
 // the role, then the value) the kernel took as long as `fluxes` (232 µs at
-// 256³ on the H100, 18% of DRAM).
+// 256³ on the H100, 18% of DRAM). Loaded first it still takes about 170 µs
+// there (BENCHMARKS.md, 2026-11-26), three times a memory-bound pass.
 extern "C" __global__ void __launch_bounds__(128) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
     CELL_XYZ
     Flow f = make_flow(c, role, 0, diff, diff_single, dt, nx, ny, nz, periodic);

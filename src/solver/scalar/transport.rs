@@ -227,6 +227,33 @@ pub fn advance(flow: &Flow, c: &[f32], next: &mut [f32], flux: &mut Vec<f32>) {
             }
         });
     let flux = &flux[..];
+    update_open_cells(flow, c, next, |cell, p| {
+        let mut net = 0.0f64;
+        for a in 0..3 {
+            let plane = &flux[a * n..(a + 1) * n];
+            net += plane[cell] as f64;
+            match w.step(cell, p[a], a, -1) {
+                Some(lo) => net -= plane[lo] as f64,
+                None => net -= edge_flux(flow, c, cell, a, -1.0) as f64,
+            }
+        }
+        net
+    });
+}
+
+/// `next` = `c` less `flow.dt` × the net flux out of each open cell,
+/// `net(cell, its coordinates)`, summed in f64 (the CUDA `update` and
+/// `diffuse` round the same way); held and closed cells keep their values.
+#[inline(always)]
+fn update_open_cells(
+    flow: &Flow,
+    c: &[f32],
+    next: &mut [f32],
+    net: impl Fn(usize, [usize; 3]) -> f64 + Sync,
+) {
+    use rayon::prelude::*;
+    let [nx, ny, _] = flow.grid.size;
+    let layer = nx * ny;
     next.par_chunks_mut(layer)
         .enumerate()
         .for_each(|(z, out_layer)| {
@@ -236,16 +263,7 @@ pub fn advance(flow: &Flow, c: &[f32], next: &mut [f32], flux: &mut Vec<f32>) {
                 if Role::of(flow.flags[cell]) != Role::Open {
                     continue;
                 }
-                let p = [i % nx, i / nx, z];
-                let mut net = 0.0f64;
-                for a in 0..3 {
-                    let plane = &flux[a * n..(a + 1) * n];
-                    net += plane[cell] as f64;
-                    match w.step(cell, p[a], a, -1) {
-                        Some(lo) => net -= plane[lo] as f64,
-                        None => net -= edge_flux(flow, c, cell, a, -1.0) as f64,
-                    }
-                }
+                let net = net(cell, [i % nx, i / nx, z]);
                 *out = (c[cell] as f64 - flow.dt as f64 * net) as f32;
             }
         });
@@ -410,32 +428,19 @@ pub fn sub_step(flow: &Flow, sub: Sub, c: &[f32], next: &mut [f32], flux: &mut V
 /// Grid faces without a neighbour carry nothing (zero gradient); held and
 /// closed cells keep their values. The CUDA kernel `diffuse` is the same.
 pub fn diffuse(flow: &Flow, c: &[f32], next: &mut [f32]) {
-    use rayon::prelude::*;
     let w = Walker::new(flow.grid);
-    let [nx, ny, _] = flow.grid.size;
-    let layer = nx * ny;
-    next.par_chunks_mut(layer)
-        .enumerate()
-        .for_each(|(z, out_layer)| {
-            for (i, out) in out_layer.iter_mut().enumerate() {
-                let cell = z * layer + i;
-                *out = c[cell];
-                if Role::of(flow.flags[cell]) != Role::Open {
-                    continue;
-                }
-                let p = [i % nx, i / nx, z];
-                let mut net = 0.0f64;
-                for (a, &p) in p.iter().enumerate() {
-                    if let Some(hi) = w.step(cell, p, a, 1) {
-                        net += flow.diffusive(c, cell, hi) as f64;
-                    }
-                    if let Some(lo) = w.step(cell, p, a, -1) {
-                        net -= flow.diffusive(c, lo, cell) as f64;
-                    }
-                }
-                *out = (c[cell] as f64 - flow.dt as f64 * net) as f32;
+    update_open_cells(flow, c, next, |cell, p| {
+        let mut net = 0.0f64;
+        for (a, &p) in p.iter().enumerate() {
+            if let Some(hi) = w.step(cell, p, a, 1) {
+                net += flow.diffusive(c, cell, hi) as f64;
             }
-        });
+            if let Some(lo) = w.step(cell, p, a, -1) {
+                net -= flow.diffusive(c, lo, cell) as f64;
+            }
+        }
+        net
+    });
 }
 
 /// The largest |u_x| + |u_y| + |u_z| over the open cells of `cells`.
