@@ -268,7 +268,7 @@ pub fn init() -> Result<(), String> {
 
 /// NCCL's variable for its transport between processes of one machine, and
 /// what flowscope sets it to unless the user has.
-pub const NCCL_CUMEM: (&str, &str) = ("NCCL_CUMEM_ENABLE", "0");
+const NCCL_CUMEM: (&str, &str) = ("NCCL_CUMEM_ENABLE", "0");
 
 /// NCCL (2.28) passes buffers between the processes of one machine through
 /// cuMem handles by default (its `P2P/CUMEM` transport): on 4 H100s over
