@@ -178,6 +178,23 @@ pub struct Reading {
     pub dose: f64,
 }
 
+#[cfg(test)]
+impl Setup {
+    /// One field, no sources or receptors, moved every `interval` flow
+    /// steps: for tests that set the concentrations themselves.
+    pub(crate) fn bare(interval: u32) -> Setup {
+        Setup {
+            fields: 1,
+            sources: Vec::new(),
+            receptors: Vec::new(),
+            schmidt: 1.0,
+            schmidt_turbulent: 0.7,
+            inflow: 0.0,
+            interval,
+        }
+    }
+}
+
 /// The concentration fields of a run, advanced one flow step at a time with
 /// the velocity of that step.
 #[derive(Clone, Debug)]
@@ -517,22 +534,10 @@ mod tests {
             .all(|k| c[k] == 0.0));
     }
 
-    fn setup_every(interval: u32) -> Setup {
-        Setup {
-            fields: 1,
-            sources: Vec::new(),
-            receptors: Vec::new(),
-            schmidt: 1.0,
-            schmidt_turbulent: 0.7,
-            inflow: 0.0,
-            interval,
-        }
-    }
-
     #[test]
     fn transport_steps_cover_every_flow_step_once_and_start_on_both_parities() {
         for interval in 1..=9u32 {
-            let setup = setup_every(interval);
+            let setup = Setup::bare(interval);
             let (mut next, mut starts) = (0u64, Vec::new());
             for step in 0..200 {
                 assert_eq!(
@@ -574,7 +579,7 @@ mod tests {
             stop: Some(11),
         };
         for interval in [1u32, 3, 4, 7] {
-            let setup = setup_every(interval);
+            let setup = Setup::bare(interval);
             let mut total = 0.0f64;
             for step in 0..40 {
                 let Some((first, span)) = setup.transport_ending_at(step) else {

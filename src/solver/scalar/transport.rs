@@ -604,15 +604,7 @@ mod tests {
             })
             .collect();
         let mass0: f64 = c.iter().map(|&v| v as f64).sum();
-        let setup = Setup {
-            fields: 1,
-            sources: Vec::new(),
-            receptors: Vec::new(),
-            schmidt: 1.0,
-            schmidt_turbulent: 0.7,
-            inflow: 0.0,
-            interval,
-        };
+        let setup = Setup::bare(interval);
         let mut dispersion = Dispersion::new(&grid, &flags, setup);
         dispersion
             .set_state(&pack_state(&[c], &[], None))
@@ -734,15 +726,7 @@ mod tests {
             .map(|cell| (40..56).contains(&grid.coords(cell)[0]) as u8 as f32)
             .collect();
         let mass0: f64 = c.iter().map(|&v| v as f64).sum();
-        let setup = Setup {
-            fields: 1,
-            sources: Vec::new(),
-            receptors: Vec::new(),
-            schmidt: 1.0,
-            schmidt_turbulent: 0.7,
-            inflow: 0.0,
-            interval: 8,
-        };
+        let setup = Setup::bare(8);
         let mut dispersion = Dispersion::new(&grid, &flags, setup);
         dispersion.set_state(&pack_state(&[c], &[], None)).unwrap();
         let steps = 400;
