@@ -192,60 +192,134 @@ extern "C" __global__ void __launch_bounds__(128) update(const float* __restrict
     next[cell] = (float)((double)own - (double)dt * net);
 }
 
-// transport::Flow::diffusive: the diffusive flux alone from lo to its +a
-// neighbour hi, given their roles, values and diffusivities (selected, not
-// branched on, so that the loads come first: the arithmetic is the CPU's
-// where the face is open).
-__device__ __forceinline__ float diffusive(u32 rl, u32 rh, float cl, float ch, float dl, float dh) {
-    const bool shut = rl == CLOSED || rh == CLOSED || (rl == HELD && rh == HELD);
-    const float d = 0.5f * (dl + dh);
-    const float flux = -(d * (ch - cl));
-    return shut ? 0.0f : flux;
+// transport::diffuse: a diffusion-only sub-step in one pass. Each thread
+// takes two neighbouring cells of a row and walks DIFFUSE_LAYERS layers of
+// their columns up z, carrying the layers below and at z in registers: the
+// pair's values above and beside it in y come in one load each (float2
+// where rows are of even length), those beside it in x from L1. Which faces
+// of a cell exchange it reads from one byte, transport::open_faces (bit 2a
+// towards +a, 2a + 1 towards -a, OPEN_CELL the cell open), instead of seven
+// roles and the grid's edges. A face's value is
+// transport::Flow::diffusive's, summed in f64 in diffuse's order (+x, -x,
+// +y, -y, +z, -z); a closed face adds nothing where the CPU adds a zero.
+// H100, 256^3: 174 us a sub-step with seven roles a cell and one cell a
+// thread, 72 us so (BENCHMARKS.md, 2026-11-26, sixteenth session). Two
+// sub-steps in one pass through shared memory took 207 us, more than two.
+#define OPEN_CELL 64u
+
+struct Pair {
+    float a, b;
+};
+
+// p[0] and, where `both`, p[1]; in one load where `vec` (p 8-byte aligned).
+__device__ __forceinline__ Pair load_pair(const float* p, bool vec, bool both) {
+    if (vec) {
+        const float2 v = *reinterpret_cast<const float2*>(p);
+        return {v.x, v.y};
+    }
+    return {p[0], both ? p[1] : 0.0f};
 }
 
-// transport::diffuse: a diffusion-only sub-step in one pass, each cell
-// working out its six faces (each face the same bits from both sides).
-// Inside the grid every value the cell may read is loaded first,
-// unconditionally: with the loads chained behind the roles (`step`, then
-// the role, then the value) the kernel took as long as `fluxes` (232 µs at
-// 256³ on the H100, 18% of DRAM). Loaded first it still takes about 170 µs
-// there (BENCHMARKS.md, 2026-11-26), three times a memory-bound pass.
-extern "C" __global__ void __launch_bounds__(128) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
-    CELL_XYZ
-    Flow f = make_flow(c, role, 0, diff, diff_single, dt, nx, ny, nz, periodic);
-    const u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
-    const int p[3] = {x, y, z};
-    const bool inner = x >= 1 && x < nx - 1 && y >= 1 && y < ny - 1 && z >= 1 && z < nz - 1;
-    u32 hi[3], lo[3];
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        hi[a] = inner ? cell + f.stride[a] : step(f, cell, p[a], a, 1);
-        lo[a] = inner ? cell - f.stride[a] : step(f, cell, p[a], a, -1);
-    }
-    // Beyond a closed grid face: the cell itself, whose face is then left
-    // out below.
-    u32 rh[3], rlo[3];
-    float ch[3], clo[3], dh[3], dlo[3];
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        const u32 h = hi[a] != NONE ? hi[a] : cell, l = lo[a] != NONE ? lo[a] : cell;
-        rh[a] = role[h]; rlo[a] = role[l];
-        ch[a] = c[h]; clo[a] = c[l];
-        dh[a] = diffusivity(f, h); dlo[a] = diffusivity(f, l);
-    }
-    const u32 own_role = role[cell];
-    const float own = c[cell], d = diffusivity(f, cell);
-    if (own_role != OPEN) {
-        next[cell] = own;
-        return;
-    }
+// One cell's new value from its own value `own` and diffusivity `d`, its
+// neighbours' values `nb` and diffusivities `dn` (in the order of the face
+// bits) and its `open` byte.
+__device__ __forceinline__ float diffused(float own, float d, const float* nb, const float* dn, u32 open, float dt) {
+    if (!(open & OPEN_CELL)) return own;
     double net = 0.0;
 #pragma unroll
     for (int a = 0; a < 3; a++) {
-        if (hi[a] != NONE) net += (double)diffusive(own_role, rh[a], own, ch[a], d, dh[a]);
-        if (lo[a] != NONE) net -= (double)diffusive(rlo[a], own_role, clo[a], own, dlo[a], d);
+        // Towards +a the cell is the face's low side, towards -a its high.
+        if (open & (1u << (2 * a))) net += (double)(-((0.5f * (d + dn[2 * a])) * (nb[2 * a] - own)));
+        if (open & (2u << (2 * a))) net -= (double)(-((0.5f * (dn[2 * a + 1] + d)) * (own - nb[2 * a + 1])));
     }
-    next[cell] = (float)((double)own - (double)dt * net);
+    return (float)((double)own - (double)dt * net);
+}
+
+// `SINGLE`: one diffusivity, diff[0], for all cells.
+template <bool SINGLE>
+__device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, float dt, int nx, int ny, int nz, u32 periodic) {
+    const int x0 = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int z0 = blockIdx.z * DIFFUSE_LAYERS;
+    if (x0 >= nx || y >= ny) return;
+    const bool both = x0 + 1 < nx;
+    const bool vec = (nx & 1) == 0;
+    const int sy = nx, sz = nx * ny;
+    // Offsets to the neighbours of the pair: -x of its first cell, +x of
+    // its last, then y and z; across a periodic edge to the other end, 0
+    // where there is none (the face's bit is then clear).
+    const int xl = x0, xr = both ? x0 + 1 : x0;
+    const int left = xl > 0 ? -1 : ((periodic & 1u) ? nx - 1 : 0);
+    const int right = (xr + 1 < nx ? 1 : ((periodic & 1u) ? 1 - nx : 0)) + (xr - xl);
+    const int up_y = y + 1 < ny ? sy : ((periodic & 2u) ? -(ny - 1) * sy : 0);
+    const int down_y = y > 0 ? -sy : ((periodic & 2u) ? (ny - 1) * sy : 0);
+    const int z1 = min(z0 + DIFFUSE_LAYERS, nz);
+    // The pair's values and diffusivities in the layers below and at z,
+    // carried up the column: each layer is read once a thread.
+    u32 cell = (u32)x0 + (u32)sy * (u32)y + (u32)sz * (u32)z0;
+    const int down_z0 = z0 > 0 ? -sz : ((periodic & 4u) ? (nz - 1) * sz : 0);
+    Pair below = load_pair(c + (cell + (u32)down_z0), vec, both);
+    Pair here = load_pair(c + cell, vec, both);
+    Pair d_below = {0.0f, 0.0f}, d_here = {0.0f, 0.0f};
+    if (!SINGLE) {
+        d_below = load_pair(diff + (cell + (u32)down_z0), vec, both);
+        d_here = load_pair(diff + cell, vec, both);
+    }
+    for (int z = z0; z < z1; z++, cell += (u32)sz) {
+        const int up_z = z + 1 < nz ? sz : ((periodic & 4u) ? -(nz - 1) * sz : 0);
+        u32 open0, open1;
+        if (vec) {
+            const uchar2 o = *reinterpret_cast<const uchar2*>(faces + cell);
+            open0 = o.x; open1 = o.y;
+        } else {
+            open0 = faces[cell];
+            open1 = both ? faces[cell + 1] : 0u;
+        }
+        const Pair own = here;
+        const float cl = c[cell + (u32)left], cr = c[cell + (u32)right];
+        const Pair py = load_pair(c + (cell + (u32)up_y), vec, both);
+        const Pair my = load_pair(c + (cell + (u32)down_y), vec, both);
+        const Pair pz = load_pair(c + (cell + (u32)up_z), vec, both);
+        const Pair mz = below;
+        const float nb0[6] = {both ? own.b : cr, cl, py.a, my.a, pz.a, mz.a};
+        const float nb1[6] = {cr, own.a, py.b, my.b, pz.b, mz.b};
+        float d0, d1, dn0[6], dn1[6];
+        Pair dpz = {0.0f, 0.0f};
+        if (SINGLE) {
+            d0 = d1 = diff[0];
+#pragma unroll
+            for (int k = 0; k < 6; k++) dn0[k] = dn1[k] = diff[0];
+        } else {
+            const Pair dd = d_here;
+            const float dl = diff[cell + (u32)left], dr = diff[cell + (u32)right];
+            const Pair dpy = load_pair(diff + (cell + (u32)up_y), vec, both);
+            const Pair dmy = load_pair(diff + (cell + (u32)down_y), vec, both);
+            dpz = load_pair(diff + (cell + (u32)up_z), vec, both);
+            const Pair dmz = d_below;
+            d0 = dd.a; d1 = dd.b;
+            dn0[0] = both ? dd.b : dr; dn0[1] = dl; dn0[2] = dpy.a; dn0[3] = dmy.a; dn0[4] = dpz.a; dn0[5] = dmz.a;
+            dn1[0] = dr; dn1[1] = dd.a; dn1[2] = dpy.b; dn1[3] = dmy.b; dn1[4] = dpz.b; dn1[5] = dmz.b;
+        }
+        const float out0 = diffused(own.a, d0, nb0, dn0, open0, dt);
+        if (!both) {
+            next[cell] = out0;
+        } else {
+            const float out1 = diffused(own.b, d1, nb1, dn1, open1, dt);
+            if (vec) *reinterpret_cast<float2*>(next + cell) = make_float2(out0, out1);
+            else { next[cell] = out0; next[cell + 1] = out1; }
+        }
+        // Up one layer: z + 1 < z1 <= nz wherever the loop goes on, so the
+        // layer above is the next one, not across the edge.
+        below = here;
+        here = pz;
+        d_below = d_here;
+        d_here = dpz;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128, DIFFUSE_BLOCKS) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
+    if (diff_single) diffuse_columns<true>(c, next, faces, diff, dt, nx, ny, nz, periodic);
+    else diffuse_columns<false>(c, next, faces, diff, dt, nx, ny, nz, periodic);
 }
 
 // transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t at a cell

@@ -16,7 +16,7 @@ use cudarc::driver::{
 };
 
 use super::engine::{not_begun, Engine};
-use super::transport::{Plan, Role, Sub};
+use super::transport::{self, Plan, Role, Sub};
 use super::{pack_state, unpack_state, Reading, Setup, MAX_FIELDS};
 use crate::solver::lbm::cuda::guarded;
 use crate::solver::{Grid, Params, Solver, SolverError};
@@ -25,6 +25,15 @@ const SOURCE: &str = include_str!("../../../kernels/scalar/transport.cu");
 
 /// Layers per thread of `eddy_maxima` (defined for NVRTC as MAXIMA_LAYERS).
 const MAXIMA_LAYERS: u32 = 8;
+/// Layers per thread of `diffuse` (DIFFUSE_LAYERS): 4 and 8 took the same
+/// time at 256³ on the H100, 16 a tenth longer (at 10 blocks a
+/// multiprocessor).
+const DIFFUSE_LAYERS: u32 = 8;
+/// Blocks of `diffuse` a multiprocessor is to hold (DIFFUSE_BLOCKS, its
+/// launch bound): 16 leaves 32 registers a thread; at the compiler's own
+/// 42 (10 blocks) it waited on its loads, 90 µs a sub-step at 256³ on the
+/// H100 against 72 µs.
+const DIFFUSE_BLOCKS: u32 = 16;
 
 struct Kernels {
     fluxes: CudaFunction,
@@ -55,6 +64,8 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
             // Products rounded as on the CPU: the same values.
             "--fmad=false".into(),
             format!("-DMAXIMA_LAYERS={MAXIMA_LAYERS}"),
+            format!("-DDIFFUSE_LAYERS={DIFFUSE_LAYERS}"),
+            format!("-DDIFFUSE_BLOCKS={DIFFUSE_BLOCKS}"),
         ],
         ..Default::default()
     };
@@ -68,9 +79,10 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
 }
 
 /// GPU memory of `fields` fields on `n` cells: the fields, the next values,
-/// the three flux planes, the diffusivities, the velocity and the roles.
+/// the three flux planes, the diffusivities, the velocity, the roles and
+/// the open faces.
 fn device_bytes(fields: usize, n: u64) -> u64 {
-    (fields as u64 + 8) * 4 * n + n
+    (fields as u64 + 8) * 4 * n + 2 * n
 }
 
 /// The concentration fields of a run on the flow's GPU.
@@ -81,6 +93,11 @@ pub struct DeviceDispersion {
     kernels: Kernels,
     /// [`Role`] of each cell (0 open, 1 held, 2 closed).
     role: CudaSlice<u8>,
+    /// [`transport::open_faces`] of each cell, for `diffuse`.
+    faces: CudaSlice<u8>,
+    /// The flow's cell flags, whose closed cells' velocity the state leaves
+    /// out ([`transport::clear_closed`]).
+    flags: Vec<u8>,
     /// The fields at the start: the inflow concentration in inlets.
     initial: Vec<f32>,
     fields: Vec<CudaSlice<f32>>,
@@ -160,6 +177,7 @@ impl DeviceDispersion {
                 Role::Closed => 2,
             })
             .collect();
+        let faces = transport::open_faces(&grid, flags);
         let initial: Vec<f32> = roles
             .iter()
             .map(|&r| if r == 1 { setup.inflow } else { 0.0 })
@@ -192,6 +210,8 @@ impl DeviceDispersion {
                 grid,
                 kernels,
                 role: stream.clone_htod(&roles)?,
+                faces: stream.clone_htod(&faces)?,
+                flags: flags.to_vec(),
                 fields,
                 next: stream.alloc_zeros(n)?,
                 flux: stream.alloc_zeros(3 * n)?,
@@ -338,65 +358,8 @@ impl DeviceDispersion {
         span: u32,
         plan: Plan,
     ) -> Result<(), SolverError> {
-        let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
-        let periodic = self.periodic();
-        let cfg = self.lattice_config();
         for (sub, dt, round_ends) in plan.sub_steps(span) {
-            let (diffusivity, single) = match sub {
-                Sub::Advection => (&self.zero, 1u32),
-                _ => (&self.diffusivity, (!eddy) as u32),
-            };
-            if sub == Sub::Diffusion {
-                let mut b = self.stream.launch_builder(&self.kernels.diffuse);
-                b.arg(&self.fields[k])
-                    .arg(&mut self.next)
-                    .arg(&self.role)
-                    .arg(diffusivity)
-                    .arg(&single)
-                    .arg(&dt)
-                    .arg(&nx)
-                    .arg(&ny)
-                    .arg(&nz)
-                    .arg(&periodic);
-                // SAFETY: diffuse(const float*, float*, const u8*, const
-                // float*, u32, float, int, int, int, u32): n cells each (the
-                // diffusivities one where `single`); the grid covers them.
-                unsafe { b.launch(cfg) }.map_err(dev)?;
-            } else {
-                let mut b = self.stream.launch_builder(&self.kernels.fluxes);
-                b.arg(&self.fields[k])
-                    .arg(&self.role)
-                    .arg(&self.velocity)
-                    .arg(diffusivity)
-                    .arg(&single)
-                    .arg(&dt)
-                    .arg(&nx)
-                    .arg(&ny)
-                    .arg(&nz)
-                    .arg(&periodic)
-                    .arg(&mut self.flux);
-                // SAFETY: fluxes(const float*, const u8*, const float*,
-                // const float*, u32, float, int, int, int, u32, float*): n
-                // cells each (the diffusivities one where `single`), the
-                // velocity and the fluxes 3n floats; the grid covers them.
-                unsafe { b.launch(cfg) }.map_err(dev)?;
-                let mut b = self.stream.launch_builder(&self.kernels.update);
-                b.arg(&self.fields[k])
-                    .arg(&mut self.next)
-                    .arg(&self.role)
-                    .arg(&self.velocity)
-                    .arg(&self.flux)
-                    .arg(&dt)
-                    .arg(&nx)
-                    .arg(&ny)
-                    .arg(&nz)
-                    .arg(&periodic);
-                // SAFETY: update(const float*, float*, const u8*, const
-                // float*, const float*, float, int, int, int, u32): as
-                // `fluxes`.
-                unsafe { b.launch(cfg) }.map_err(dev)?;
-            }
-            std::mem::swap(&mut self.fields[k], &mut self.next);
+            self.launch_sub_step(k, sub, dt, eddy)?;
             for (source, s) in self.setup.sources.iter().enumerate() {
                 let Some((add, value)) = (s.field == k)
                     .then(|| Setup::release_value(s, first, span, plan.rounds))
@@ -419,6 +382,78 @@ impl DeviceDispersion {
                 unsafe { b.launch(Self::list_config(count as usize)) }.map_err(dev)?;
             }
         }
+        Ok(())
+    }
+
+    /// One sub-step of field `k` into `self.next`, then swapped in.
+    fn launch_sub_step(
+        &mut self,
+        k: usize,
+        sub: Sub,
+        dt: f32,
+        eddy: bool,
+    ) -> Result<(), SolverError> {
+        let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
+        let periodic = self.periodic();
+        let cfg = self.lattice_config();
+        let (diffusivity, single) = match sub {
+            Sub::Advection => (&self.zero, 1u32),
+            _ => (&self.diffusivity, (!eddy) as u32),
+        };
+        if sub == Sub::Diffusion {
+            let mut cfg = cfg;
+            cfg.grid_dim.0 = (nx as u32).div_ceil(2 * cfg.block_dim.0);
+            cfg.grid_dim.2 = (nz as u32).div_ceil(DIFFUSE_LAYERS);
+            let mut b = self.stream.launch_builder(&self.kernels.diffuse);
+            b.arg(&self.fields[k])
+                .arg(&mut self.next)
+                .arg(&self.faces)
+                .arg(diffusivity)
+                .arg(&single)
+                .arg(&dt)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic);
+            // SAFETY: diffuse(const float*, float*, const u8*, const float*,
+            // u32, float, int, int, int, u32): n cells each (the
+            // diffusivities one where `single`); the grid covers the
+            // columns, two of a row and DIFFUSE_LAYERS layers a thread.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        } else {
+            let mut b = self.stream.launch_builder(&self.kernels.fluxes);
+            b.arg(&self.fields[k])
+                .arg(&self.role)
+                .arg(&self.velocity)
+                .arg(diffusivity)
+                .arg(&single)
+                .arg(&dt)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic)
+                .arg(&mut self.flux);
+            // SAFETY: fluxes(const float*, const u8*, const float*, const
+            // float*, u32, float, int, int, int, u32, float*): n cells each
+            // (the diffusivities one where `single`), the velocity and the
+            // fluxes 3n floats; the grid covers them.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+            let mut b = self.stream.launch_builder(&self.kernels.update);
+            b.arg(&self.fields[k])
+                .arg(&mut self.next)
+                .arg(&self.role)
+                .arg(&self.velocity)
+                .arg(&self.flux)
+                .arg(&dt)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic);
+            // SAFETY: update(const float*, float*, const u8*, const float*,
+            // const float*, float, int, int, int, u32): as `fluxes`.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        }
+        std::mem::swap(&mut self.fields[k], &mut self.next);
         Ok(())
     }
 }
@@ -528,13 +563,20 @@ impl Engine for DeviceDispersion {
             .take(self.setup.receptors.len())
             .map(|d| d.try_into().expect("chunks of MAX_FIELDS"))
             .collect();
-        let velocity = match self.begun {
-            Some(_) => self.stream.clone_dtoh(&self.velocity).map_err(dev)?,
-            None => Vec::new(),
-        };
         let n = self.grid.cells();
-        let planes = (!velocity.is_empty())
-            .then(|| [&velocity[..n], &velocity[n..2 * n], &velocity[2 * n..]]);
+        let velocity = match self.begun {
+            Some(_) => {
+                let v = self.stream.clone_dtoh(&self.velocity).map_err(dev)?;
+                let mut fields = crate::solver::Fields::new(self.grid.size);
+                fields.ux = v[..n].to_vec();
+                fields.uy = v[n..2 * n].to_vec();
+                fields.uz = v[2 * n..].to_vec();
+                transport::clear_closed(&self.flags, &mut fields);
+                Some(fields)
+            }
+            None => None,
+        };
+        let planes = velocity.as_ref().map(|v| [&v.ux[..], &v.uy[..], &v.uz[..]]);
         Ok(pack_state(self.fields()?, &doses, planes))
     }
 

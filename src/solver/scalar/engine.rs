@@ -110,6 +110,7 @@ impl Engine for Host {
 
     fn begin(&mut self, flow: &mut dyn Solver) -> Result<(), SolverError> {
         flow.fields_into(&mut self.velocity)?;
+        super::transport::clear_closed(flow.flags(), &mut self.velocity);
         self.begun = Some(flow.params().clone());
         flow.enqueue(1)
     }

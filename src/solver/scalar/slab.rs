@@ -312,6 +312,7 @@ impl Engine for SlabHost {
             &mut [&mut v.ux, &mut v.uy, &mut v.uz],
             [TAG_VELOCITY_UP, TAG_VELOCITY_DOWN],
         );
+        transport::clear_closed(&self.flags, &mut v);
         self.velocity = v;
         self.own_velocity = own;
         self.begun = Some(flow.params().clone());

@@ -305,12 +305,10 @@ pub fn substeps(courant: f32, diffusivity: f32) -> u32 {
 }
 
 /// Cost of a diffusion-only sub-step ([`diffuse`]) against a sub-step that
-/// advects ([`advance`]), as [`Plan::of`] weighs them. On the H100 at 256³
-/// the costs of the Re 100 cavity moved every 4, 8 and 16 steps (plans of
-/// 1 + 4 to 3 + 22 sub-steps, BENCHMARKS.md) solve to about 0.17 ms a
-/// `diffuse` against 0.39 ms a `fluxes` + `update`. Every plan measured
-/// there is the same at 0.25 and at this value.
-pub const DIFFUSION_COST: f32 = 0.45;
+/// advects ([`advance`]), as [`Plan::of`] weighs them: on the H100 at 256³
+/// a `diffuse` takes 72 µs, a `fluxes` and an `update` 213 + 119 µs
+/// (Nsight Compute, BENCHMARKS.md, sixteenth session).
+pub const DIFFUSION_COST: f32 = 0.22;
 
 /// How a transport step is cut into sub-steps: `rounds` rounds, each an
 /// advection sub-step of 1/`rounds` of the step, and where diffusion does
@@ -441,6 +439,53 @@ pub fn diffuse(flow: &Flow, c: &[f32], next: &mut [f32]) {
         }
         net
     });
+}
+
+/// Sets the velocity of the closed cells to zero. The transport reads none
+/// of it (their faces carry nothing, the strain and the maxima skip them),
+/// and the GPU's step kernels do not write it: the host engines clear it
+/// as a transport step begins and the GPU's as it saves one under way, so
+/// that what they save is the same.
+pub fn clear_closed(flags: &[u8], velocity: &mut Fields) {
+    use rayon::prelude::*;
+    for plane in [&mut velocity.ux, &mut velocity.uy, &mut velocity.uz] {
+        plane
+            .par_iter_mut()
+            .zip(flags.par_iter())
+            .with_min_len(1 << 14)
+            .filter(|(_, &f)| Role::of(f) == Role::Closed)
+            .for_each(|(u, _)| *u = 0.0);
+    }
+}
+
+/// Bit 6 of an [`open_faces`] byte: the cell is [`Role::Open`].
+pub const OPEN_CELL: u8 = 1 << 6;
+
+/// Each cell's faces through which [`diffuse`] may exchange, as a byte: bit
+/// 2a for the face towards +a and bit 2a + 1 towards −a where a neighbour
+/// is there (across a periodic edge too) and not closed, and
+/// [`OPEN_CELL`]. What `diffuse` works out from the roles of seven cells
+/// and the grid's edges, the CUDA kernel reads from one byte.
+pub fn open_faces(grid: &Grid, flags: &[u8]) -> Vec<u8> {
+    let w = Walker::new(grid);
+    (0..grid.cells())
+        .map(|cell| {
+            let p = grid.coords(cell);
+            let mut bits = 0u8;
+            for (a, &p) in p.iter().enumerate() {
+                for (side, d) in [(0, 1), (1, -1)] {
+                    let open = w
+                        .step(cell, p, a, d)
+                        .is_some_and(|k| Role::of(flags[k]) != Role::Closed);
+                    bits |= (open as u8) << (2 * a + side);
+                }
+            }
+            if Role::of(flags[cell]) == Role::Open {
+                bits |= OPEN_CELL;
+            }
+            bits
+        })
+        .collect()
 }
 
 /// The largest |u_x| + |u_y| + |u_z| over the open cells of `cells`.
@@ -757,6 +802,30 @@ mod tests {
         assert!((var / expected - 1.0).abs() < 0.02, "{var} vs {expected}");
         let mass: f64 = c.iter().map(|&v| v as f64).sum();
         assert!((mass / mass0 - 1.0).abs() < 1e-6, "{mass} vs {mass0}");
+    }
+
+    #[test]
+    fn open_faces_name_the_faces_diffusion_exchanges_through() {
+        // 3³, periodic in x only; a wall at the centre, an inlet in a corner.
+        let grid = Grid {
+            size: [3, 3, 3],
+            periodic: [true, false, false],
+        };
+        let mut flags = vec![0u8; grid.cells()];
+        let at = |x: usize, y: usize, z: usize| x + 3 * (y + 3 * z);
+        flags[at(1, 1, 1)] = make(CellType::Wall, 0);
+        flags[at(2, 2, 2)] = make(CellType::Inlet, 0);
+        let faces = open_faces(&grid, &flags);
+        // +x is the wall; −x wraps to (2, 1, 1); y and z inside the grid.
+        assert_eq!(faces[at(0, 1, 1)], OPEN_CELL | 0b11_1110);
+        // −y and −z leave the grid; −x wraps.
+        assert_eq!(faces[at(0, 0, 0)], OPEN_CELL | 0b01_0111);
+        // The inlet is not open, its faces are; +x wraps to (0, 2, 2).
+        assert_eq!(faces[at(2, 2, 2)], 0b10_1011);
+        // A fluid cell exchanges with the inlet beside it.
+        assert_eq!(faces[at(1, 2, 2)] & 1, 1);
+        // The wall is not open; its neighbours are all there and open.
+        assert_eq!(faces[at(1, 1, 1)], 0b11_1111);
     }
 
     #[test]

@@ -609,22 +609,24 @@ impl CudaSolver {
 
     /// One step that also leaves the velocity of the state it starts from
     /// at the device address `planes` (three planes of n floats, as `fields`
-    /// reports it): `velocity_rest` writes the cells that do not run, before
-    /// the step, and the step kernels, compiled with `WRITE_VELOCITY`, the
-    /// others as they read them.
+    /// reports it) in the cells that run and the inlets: `velocity_rest`
+    /// writes the inlets', before the step, and the step kernels, compiled
+    /// with `WRITE_VELOCITY`, the others as they read them.
     pub(super) fn launch_step_leaving_velocity(&mut self, planes: u64) -> Result<(), SolverError> {
         self.velocity_kernels()?;
         let mut params = self.kparams;
         params.velocity = address_halves(planes);
         let parity = self.parity();
-        let cfg = self.lattice_config();
-        let mut b = self.stream.launch_builder(&self.kernels.velocity_rest);
-        self.lattice.arg(&mut b);
-        b.arg(&self.flags_dev).arg(&params).arg(&parity);
-        // SAFETY: velocity_rest(const store_t*, const u8*, Params, u32); the
-        // grid covers the lattice, and `planes` holds 3n floats (the caller's
-        // word, Solver::enqueue_leaving_velocity).
-        unsafe { b.launch(cfg) }.map_err(dev)?;
+        if self.inlets {
+            let cfg = self.lattice_config();
+            let mut b = self.stream.launch_builder(&self.kernels.velocity_rest);
+            self.lattice.arg(&mut b);
+            b.arg(&self.flags_dev).arg(&params).arg(&parity);
+            // SAFETY: velocity_rest(const store_t*, const u8*, Params, u32);
+            // the grid covers the lattice, and `planes` holds 3n floats (the
+            // caller's word, Solver::enqueue_leaving_velocity).
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        }
         self.launch_layers_with(self.owned.clone(), params, true, self.fuse_near)?;
         self.t += 1;
         Ok(())

@@ -140,6 +140,9 @@ pub struct CudaSolver {
     /// The same compiled with `WRITE_VELOCITY`, once a step was asked to
     /// leave its velocity ([`Solver::enqueue_leaving_velocity`]).
     velocity_kernels: Option<Kernels>,
+    /// Whether any cell is an inlet (`launch_step_leaving_velocity` then
+    /// writes theirs with `velocity_rest`).
+    inlets: bool,
 }
 
 /// Time averages on the device (`average_sample`): four planes of means and
@@ -336,6 +339,9 @@ impl CudaSolver {
             stats_dev,
             forces_dev,
             grid,
+            inlets: cell_flags
+                .iter()
+                .any(|&f| flags::CellType::of(f & flags::TYPE_MASK) == flags::CellType::Inlet),
             flags: cell_flags,
             params,
             kparams,
