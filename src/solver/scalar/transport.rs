@@ -467,8 +467,11 @@ pub const OPEN_CELL: u8 = 1 << 6;
 /// [`OPEN_CELL`]. What `diffuse` works out from the roles of seven cells
 /// and the grid's edges, the CUDA kernel reads from one byte.
 pub fn open_faces(grid: &Grid, flags: &[u8]) -> Vec<u8> {
+    use rayon::prelude::*;
     let w = Walker::new(grid);
     (0..grid.cells())
+        .into_par_iter()
+        .with_min_len(1 << 14)
         .map(|cell| {
             let p = grid.coords(cell);
             let mut bits = 0u8;
