@@ -11,26 +11,21 @@ typedef unsigned long long u64;
 #define HELD 1u
 #define CLOSED 2u
 
-// What one sub-step reads. `u` holds the flow's ux, uy and uz planes. Cells
-// are indexed with 32 bits (the flow solver takes fewer than 2^32).
+// The grid and the velocity the eddy diffusivities read. `u` holds the
+// flow's ux, uy and uz planes. Cells are indexed with 32 bits (the flow
+// solver takes fewer than 2^32).
 struct Flow {
-    const float* c;
     const unsigned char* role;
     const float* u[3];
-    const float* diff;
-    bool diff_single;
-    float dt;
     int size[3];
     u32 stride[3];
     u32 periodic;
     u32 n;
 };
 
-__device__ __forceinline__ Flow make_flow(const float* c, const unsigned char* role, const float* u, const float* diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
+__device__ __forceinline__ Flow make_flow(const unsigned char* role, const float* u, int nx, int ny, int nz, u32 periodic) {
     Flow f;
-    f.c = c; f.role = role; f.diff = diff;
-    f.diff_single = diff_single != 0u;
-    f.dt = dt;
+    f.role = role;
     f.size[0] = nx; f.size[1] = ny; f.size[2] = nz;
     f.stride[0] = 1u; f.stride[1] = (u32)nx; f.stride[2] = (u32)nx * (u32)ny;
     f.periodic = periodic;
@@ -40,13 +35,6 @@ __device__ __forceinline__ Flow make_flow(const float* c, const unsigned char* r
 }
 
 #define NONE 0xffffffffu
-
-// A thread's cell in the lattice kernels: blocks of any shape tile the grid.
-#define CELL_XYZ                                           \
-    int x = blockIdx.x * blockDim.x + threadIdx.x;         \
-    int y = blockIdx.y * blockDim.y + threadIdx.y;         \
-    int z = blockIdx.z * blockDim.z + threadIdx.z;         \
-    if (x >= nx || y >= ny || z >= nz) return;
 
 // transport::Walker::step for |d| = 1: the cell d steps from c (at
 // coordinate p along axis a), or NONE beyond a closed grid face.
@@ -61,10 +49,6 @@ __device__ __forceinline__ u32 step(const Flow& f, u32 c, int p, int a, int d) {
 
 __device__ __forceinline__ float vel(const Flow& f, u32 k, int a) {
     return f.u[a][k];
-}
-
-__device__ __forceinline__ float diffusivity(const Flow& f, u32 k) {
-    return f.diff_single ? f.diff[0] : f.diff[k];
 }
 
 // transport::limiter: fminf/fmaxf drop a NaN as f32::min/max do.
@@ -85,127 +69,51 @@ __device__ __forceinline__ float advective_flux(float u, float far, float up, fl
     return u * (up + correction);
 }
 
-// The value one step beyond `from` (at coordinate p along a), where that
-// cell is there and not closed (else `from`'s own).
-__device__ __forceinline__ float beyond(const Flow& f, u32 from, int p, int a, int d) {
-    u32 k = step(f, from, p, a, d);
-    return (k != NONE && f.role[k] != CLOSED) ? f.c[k] : f.c[from];
-}
-
-// transport::Flow::face: the flux from lo (at coordinate p along a) to its
-// +a neighbour hi (at q).
-__device__ __forceinline__ float face(const Flow& f, u32 lo, int p, u32 hi, int q, int a) {
-    u32 rl = f.role[lo], rh = f.role[hi];
-    if (rl == CLOSED || rh == CLOSED || (rl == HELD && rh == HELD)) return 0.0f;
-    float u = 0.5f * (vel(f, lo, a) + vel(f, hi, a));
-    float advective;
-    if (u >= 0.0f) advective = advective_flux(u, beyond(f, lo, p, a, -1), f.c[lo], f.c[hi], f.dt);
-    else advective = advective_flux(u, beyond(f, hi, q, a, 1), f.c[hi], f.c[lo], f.dt);
-    float d = 0.5f * (diffusivity(f, lo) + diffusivity(f, hi));
-    return advective - d * (f.c[hi] - f.c[lo]);
-}
-
-// `face` where the cells one beyond lo and hi (s apart along a) are inside
-// the grid: everything the face may read is loaded first, unconditionally,
-// and the rules pick from it. The kernel waits on its loads (L1 latency,
-// not bandwidth), and `face` chains them: roles, then the velocity, then
-// the cell beyond. The values and the arithmetic are `face`'s.
-__device__ __forceinline__ float face_inner(const Flow& f, u32 lo, u32 s, int a) {
-    const u32 hi = lo + s;
-    const u32 rb = f.role[lo - s], rl = f.role[lo], rh = f.role[hi], ra = f.role[hi + s];
-    const float cb = f.c[lo - s], cl = f.c[lo], ch = f.c[hi], ca = f.c[hi + s];
-    const float vl = vel(f, lo, a), vh = vel(f, hi, a);
-    const float dl = diffusivity(f, lo), dh = diffusivity(f, hi);
+// transport::Flow::face on values already loaded: the roles and values of
+// the cell beyond lo (b), lo (l), hi (h) and the cell beyond hi (a), the
+// velocities along the face's axis and the diffusivities of lo and hi.
+// Everything is computed and the rules pick from it, so that no load waits
+// on another.
+__device__ __forceinline__ float face_of(u32 rb, u32 rl, u32 rh, u32 ra, float cb, float cl, float ch, float ca, float vl, float vh, float dl, float dh, float dt) {
     const bool shut = rl == CLOSED || rh == CLOSED || (rl == HELD && rh == HELD);
     const float u = 0.5f * (vl + vh);
     const bool forward = u >= 0.0f;
     const float far = forward ? (rb != CLOSED ? cb : cl) : (ra != CLOSED ? ca : ch);
-    const float advective = advective_flux(u, far, forward ? cl : ch, forward ? ch : cl, f.dt);
+    const float advective = advective_flux(u, far, forward ? cl : ch, forward ? ch : cl, dt);
     const float d = 0.5f * (dl + dh);
     const float flux = advective - d * (ch - cl);
     return shut ? 0.0f : flux;
 }
 
-// transport::edge_flux: out through a grid face without a neighbour.
-__device__ __forceinline__ float edge_flux(const Flow& f, u32 cell, int a, float side) {
-    float u = vel(f, cell, a);
-    return u * side > 0.0f ? u * f.c[cell] : 0.0f;
+// transport::advance in one pass: each thread takes two neighbouring cells
+// of a row and walks ADVECT_LAYERS layers of their columns up z. It works
+// out the three x faces of the pair, each cell's two y faces and its +z
+// face, and carries the +z face's flux up as the -z face of the layer
+// above, with the values the z faces read (the column from z - 1 to z + 1)
+// in registers. A face between two cells is computed by both threads that
+// border it, from the same values in the same order: the same bits, as the
+// CPU's two passes give (it computes each face once and reads it twice).
+// The cells a face reads beyond its ends are taken wrapped across a
+// periodic edge and clamped at a closed one: a clamped cell is the face's
+// own end cell, the value `beyond` falls back to. H100, 256^3: 248 us a
+// sub-step at 64 registers (ADVECT_BLOCKS 8; 96 registers took 315 us),
+// where two passes writing and reading three flux planes took 332 us
+// (BENCHMARKS.md, 2026-11-26, seventeenth session).
+
+// Coordinate p (within two of [0, n)) along an axis, wrapped or clamped;
+// by repeated steps rather than a remainder, which costs an integer
+// division (a grid of one or two cells may need two).
+__device__ __forceinline__ int along(int p, int n, bool wrap) {
+    if (!wrap) return min(max(p, 0), n - 1);
+    while (p < 0) p += n;
+    while (p >= n) p -= n;
+    return p;
 }
 
-// One sub-step of one field is two passes, so that each face flux is
-// computed once (the CPU computes it from both sides, the same value):
-// `fluxes` writes each cell's flux through its +x, +y and +z faces (through
-// the grid face where it has no neighbour) into three planes, `update` sums
-// them into the next values. Blocks of threads along x, grid rows y and z.
-extern "C" __global__ void __launch_bounds__(128) fluxes(const float* __restrict__ c, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic, float* __restrict__ flux) {
-    CELL_XYZ
-    Flow f = make_flow(c, role, u, diff, diff_single, dt, nx, ny, nz, periodic);
-    u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
-    int p[3] = {x, y, z};
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        float out;
-        // Tested per axis: along y and z a warp (one row of x) agrees, and
-        // only the x faces of the rows' end cells take the general path.
-        if (p[a] >= 1 && p[a] < f.size[a] - 2) {
-            out = face_inner(f, cell, f.stride[a], a);
-        } else {
-            u32 hi = step(f, cell, p[a], a, 1);
-            int q = p[a] + 1 == f.size[a] ? 0 : p[a] + 1;
-            out = hi != NONE ? face(f, cell, p[a], hi, q, a) : edge_flux(f, cell, a, 1.0f);
-        }
-        flux[(size_t)a * f.n + cell] = out;
-    }
+// The outflow through a grid face with no neighbour (transport::edge_flux).
+__device__ __forceinline__ float out_of_grid(float u, float c, float side) {
+    return u * side > 0.0f ? u * c : 0.0f;
 }
-
-// transport::advance's sum over the faces, in its order, in f64. The
-// fluxes are loaded before the cell's role decides whether they are used,
-// so that the loads are in flight together.
-extern "C" __global__ void __launch_bounds__(128) update(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ flux, float dt, int nx, int ny, int nz, u32 periodic) {
-    CELL_XYZ
-    Flow f = make_flow(c, role, u, 0, 1u, dt, nx, ny, nz, periodic);
-    u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
-    int p[3] = {x, y, z};
-    float out[3], in[3];
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        const float* plane = flux + (size_t)a * f.n;
-        out[a] = plane[cell];
-        if (p[a] >= 1) {
-            in[a] = plane[cell - f.stride[a]];
-        } else {
-            u32 lo = step(f, cell, p[a], a, -1);
-            in[a] = lo != NONE ? plane[lo] : edge_flux(f, cell, a, -1.0f);
-        }
-    }
-    const float own = c[cell];
-    if (role[cell] != OPEN) {
-        next[cell] = own;
-        return;
-    }
-    double net = 0.0;
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        net += (double)out[a];
-        net -= (double)in[a];
-    }
-    next[cell] = (float)((double)own - (double)dt * net);
-}
-
-// transport::diffuse: a diffusion-only sub-step in one pass. Each thread
-// takes two neighbouring cells of a row and walks DIFFUSE_LAYERS layers of
-// their columns up z, carrying the layers below and at z in registers: the
-// pair's values above and beside it in y come in one load each (float2
-// where rows are of even length), those beside it in x from L1. Which faces
-// of a cell exchange it reads from one byte, transport::open_faces (bit 2a
-// towards +a, 2a + 1 towards -a, OPEN_CELL the cell open), instead of seven
-// roles and the grid's edges. A face's value is
-// transport::Flow::diffusive's, summed in f64 in diffuse's order (+x, -x,
-// +y, -y, +z, -z); a closed face adds nothing where the CPU adds a zero.
-// H100, 256^3: 174 us a sub-step with seven roles a cell and one cell a
-// thread, 72 us so (BENCHMARKS.md, 2026-11-26, sixteenth session). Two
-// sub-steps in one pass through shared memory took 207 us, more than two.
-#define OPEN_CELL 64u
 
 struct Pair {
     float a, b;
@@ -220,30 +128,180 @@ __device__ __forceinline__ Pair load_pair(const float* p, bool vec, bool both) {
     return {p[0], both ? p[1] : 0.0f};
 }
 
-// One cell's new value from its own value `own` and diffusivity `d`, its
-// neighbours' values `nb` and diffusivities `dn` (in the order of the face
-// bits) and its `open` byte.
-__device__ __forceinline__ float diffused(float own, float d, const float* nb, const float* dn, u32 open, float dt) {
-    if (!(open & OPEN_CELL)) return own;
-    double net = 0.0;
+// One cell's column values that its z faces read, carried up the column.
+struct Column {
+    float c[3];  // z - 1, z, z + 1
+    u32 r[3];
+    float v, d;  // uz and diffusivity at z
+    float down;  // the flux through the -z face
+};
+
+template <bool SINGLE>
+__device__ __forceinline__ void advect_columns(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ diff, float dt, int nx, int ny, int nz, u32 periodic) {
+    const int x0 = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int z0 = blockIdx.z * ADVECT_LAYERS;
+    if (x0 >= nx || y >= ny) return;
+    const bool both = x0 + 1 < nx;
+    const bool px = periodic & 1u, py = (periodic >> 1) & 1u, pz = (periodic >> 2) & 1u;
+    const u32 sy = (u32)nx, sz = (u32)nx * (u32)ny, n = sz * (u32)nz;
+    const float* ux = u;
+    const float* uy = u + n;
+    const float* uz = u + 2 * (size_t)n;
+    // x - 2 .. x + 3 and the rows y - 2 .. y + 2.
+    u32 xs[6], ys[5];
 #pragma unroll
-    for (int a = 0; a < 3; a++) {
-        // Towards +a the cell is the face's low side, towards -a its high.
-        if (open & (1u << (2 * a))) net += (double)(-((0.5f * (d + dn[2 * a])) * (nb[2 * a] - own)));
-        if (open & (2u << (2 * a))) net -= (double)(-((0.5f * (dn[2 * a + 1] + d)) * (own - nb[2 * a + 1])));
+    for (int k = 0; k < 6; k++) xs[k] = (u32)along(x0 - 2 + k, nx, px);
+#pragma unroll
+    for (int k = 0; k < 5; k++) ys[k] = (u32)along(y - 2 + k, ny, py) * sy;
+    // Which of the pair's faces have a cell beyond them.
+    const bool x_in = x0 > 0 || px, x_mid = x0 + 1 < nx || px, x_out = x0 + 2 < nx || px;
+    const bool y_in = y > 0 || py, y_out = y + 1 < ny || py;
+    const u32 col[2] = {xs[2] + ys[2], xs[3] + ys[2]};
+    const float single = SINGLE ? diff[0] : 0.0f;
+    const int z1 = min(z0 + ADVECT_LAYERS, nz);
+
+    // The columns from z0 - 2 up, and the flux through z0's -z face.
+    Column k[2];
+    {
+        const u32 zb = (u32)along(z0 - 2, nz, pz) * sz, zm = (u32)along(z0 - 1, nz, pz) * sz;
+        const u32 zh = (u32)z0 * sz, za = (u32)along(z0 + 1, nz, pz) * sz;
+        const bool z_in = z0 > 0 || pz;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const u32 b = col[i] + zb, l = col[i] + zm, h = col[i] + zh, a = col[i] + za;
+            k[i].c[0] = c[l]; k[i].c[1] = c[h]; k[i].c[2] = c[a];
+            k[i].r[0] = role[l]; k[i].r[1] = role[h]; k[i].r[2] = role[a];
+            k[i].v = uz[h];
+            k[i].d = SINGLE ? single : diff[h];
+            const float dl = SINGLE ? single : diff[l];
+            k[i].down = z_in ? face_of(role[b], k[i].r[0], k[i].r[1], k[i].r[2], c[b], k[i].c[0], k[i].c[1], k[i].c[2], uz[l], k[i].v, dl, k[i].d, dt)
+                             : out_of_grid(k[i].v, k[i].c[1], -1.0f);
+        }
     }
-    return (float)((double)own - (double)dt * net);
+    for (int z = z0; z < z1; z++) {
+        const u32 zh = (u32)z * sz;
+        const u32 za2 = (u32)along(z + 2, nz, pz) * sz, za1 = (u32)along(z + 1, nz, pz) * sz;
+        const bool z_out = z + 1 < nz || pz;
+        // Along x: the six cells of the row around the pair.
+        const u32 row = ys[2] + zh;
+        float cx[6], vx[4], dx[4];
+        u32 rx[6];
+#pragma unroll
+        for (int i = 0; i < 6; i++) {
+            cx[i] = c[row + xs[i]];
+            rx[i] = role[row + xs[i]];
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            vx[i] = ux[row + xs[i + 1]];
+            dx[i] = SINGLE ? single : diff[row + xs[i + 1]];
+        }
+        float out[2][3], in[2][3];
+        in[0][0] = x_in ? face_of(rx[0], rx[1], rx[2], rx[3], cx[0], cx[1], cx[2], cx[3], vx[0], vx[1], dx[0], dx[1], dt) : out_of_grid(vx[1], cx[2], -1.0f);
+        out[0][0] = x_mid ? face_of(rx[1], rx[2], rx[3], rx[4], cx[1], cx[2], cx[3], cx[4], vx[1], vx[2], dx[1], dx[2], dt) : out_of_grid(vx[1], cx[2], 1.0f);
+        in[1][0] = out[0][0];
+        out[1][0] = x_out ? face_of(rx[2], rx[3], rx[4], rx[5], cx[2], cx[3], cx[4], cx[5], vx[2], vx[3], dx[2], dx[3], dt) : out_of_grid(vx[2], cx[3], 1.0f);
+        // Along y and z, each cell of the pair on its own.
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const u32 xi = xs[2 + i] + zh;
+            float cy[5], vy[3], dy[3];
+            u32 ry[5];
+#pragma unroll
+            for (int j = 0; j < 5; j++) {
+                cy[j] = c[xi + ys[j]];
+                ry[j] = role[xi + ys[j]];
+            }
+#pragma unroll
+            for (int j = 0; j < 3; j++) {
+                vy[j] = uy[xi + ys[j + 1]];
+                dy[j] = SINGLE ? single : diff[xi + ys[j + 1]];
+            }
+            in[i][1] = y_in ? face_of(ry[0], ry[1], ry[2], ry[3], cy[0], cy[1], cy[2], cy[3], vy[0], vy[1], dy[0], dy[1], dt) : out_of_grid(vy[1], cy[2], -1.0f);
+            out[i][1] = y_out ? face_of(ry[1], ry[2], ry[3], ry[4], cy[1], cy[2], cy[3], cy[4], vy[1], vy[2], dy[1], dy[2], dt) : out_of_grid(vy[1], cy[2], 1.0f);
+            // Up z: the cell two above, and the +z face.
+            const u32 top = col[i] + za2, above = col[i] + za1;
+            const float c2 = c[top];
+            const u32 r2 = role[top];
+            const float v1 = uz[above];
+            const float d1 = SINGLE ? single : diff[above];
+            Column& q = k[i];
+            in[i][2] = q.down;
+            out[i][2] = z_out ? face_of(q.r[0], q.r[1], q.r[2], r2, q.c[0], q.c[1], q.c[2], c2, q.v, v1, q.d, d1, dt) : out_of_grid(q.v, q.c[1], 1.0f);
+            const float own = q.c[1];
+            const u32 own_role = q.r[1];
+            q.c[0] = q.c[1]; q.c[1] = q.c[2]; q.c[2] = c2;
+            q.r[0] = q.r[1]; q.r[1] = q.r[2]; q.r[2] = r2;
+            q.v = v1; q.d = d1;
+            q.down = out[i][2];
+            if (i == 1 && !both) break;
+            double net = 0.0;
+#pragma unroll
+            for (int a = 0; a < 3; a++) {
+                net += (double)out[i][a];
+                net -= (double)in[i][a];
+            }
+            next[col[i] + zh] = own_role != OPEN ? own : (float)((double)own - (double)dt * net);
+        }
+    }
 }
 
-// `SINGLE`: one diffusivity, diff[0], for all cells.
-template <bool SINGLE>
-__device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, float dt, int nx, int ny, int nz, u32 periodic) {
+extern "C" __global__ void __launch_bounds__(128, ADVECT_BLOCKS) advect(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ role, const float* __restrict__ u, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
+    if (diff_single) advect_columns<true>(c, next, role, u, diff, dt, nx, ny, nz, periodic);
+    else advect_columns<false>(c, next, role, u, diff, dt, nx, ny, nz, periodic);
+}
+
+// transport::diffuse: a diffusion-only sub-step in one pass. Each thread
+// takes two neighbouring cells of a row and walks DIFFUSE_LAYERS layers of
+// their columns up z, carrying the layers below and at z in registers: the
+// pair's values above and beside it in y come in one load each (float2
+// where rows are of even length), those beside it in x from L1. Which faces
+// of a cell exchange it reads from one byte, transport::open_faces (bit 2a
+// towards +a, 2a + 1 towards -a, OPEN_CELL the cell open), instead of seven
+// roles and the grid's edges. A face's term is
+// transport::Flow::diffusive's, widened to f64 and summed in diffuse's
+// order (+x, -x, +y, -y, +z, -z); a closed face adds nothing where the CPU
+// adds a zero. The term of the face between the pair's cells is widened
+// once for both, and each +z term goes up as the -z term of the layer
+// above: 13 conversions to f64 a pair instead of 16 (the H100 converts at
+// an eighth of the rate it adds). H100, 256^3: 174 us a
+// sub-step with seven roles a cell and one cell a thread, 72 us so, 66 us
+// with the shared terms and the even-row case compiled apart (BENCHMARKS.md,
+// 2026-11-26, sixteenth and seventeenth sessions). Two sub-steps in one
+// pass through shared memory took 207 us, more than two.
+#define OPEN_CELL 64u
+
+// The term the CPU sums for the face from lo to hi, which both cells of a
+// face compute alike (in f32, then widened).
+__device__ __forceinline__ double term(float dlo, float dhi, float clo, float chi) {
+    return (double)(-((0.5f * (dlo + dhi)) * (chi - clo)));
+}
+
+// A cell's new value from its six faces' terms (in the order of the face
+// bits) and its `open` byte.
+__device__ __forceinline__ float summed(float own, u32 open, double px, double mx, double py, double my, double pz, double mz, double dt) {
+    if (!(open & OPEN_CELL)) return own;
+    double net = 0.0;
+    if (open & 1u) net += px;
+    if (open & 2u) net -= mx;
+    if (open & 4u) net += py;
+    if (open & 8u) net -= my;
+    if (open & 16u) net += pz;
+    if (open & 32u) net -= mz;
+    return (float)((double)own - dt * net);
+}
+
+template <bool SINGLE, bool EVEN>
+__device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, double dt, int nx, int ny, int nz, u32 periodic) {
     const int x0 = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     const int z0 = blockIdx.z * DIFFUSE_LAYERS;
     if (x0 >= nx || y >= ny) return;
-    const bool both = x0 + 1 < nx;
-    const bool vec = (nx & 1) == 0;
+    // EVEN: rows of even length, where every pair is whole and 8-byte
+    // aligned (known when compiled, so that no load branches on it).
+    const bool both = EVEN || x0 + 1 < nx;
+    const bool vec = EVEN;
     const int sy = nx, sz = nx * ny;
     // Offsets to the neighbours of the pair: -x of its first cell, +x of
     // its last, then y and z; across a periodic edge to the other end, 0
@@ -260,11 +318,12 @@ __device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, flo
     const int down_z0 = z0 > 0 ? -sz : ((periodic & 4u) ? (nz - 1) * sz : 0);
     Pair below = load_pair(c + (cell + (u32)down_z0), vec, both);
     Pair here = load_pair(c + cell, vec, both);
-    Pair d_below = {0.0f, 0.0f}, d_here = {0.0f, 0.0f};
+    Pair d_below = {diff[0], diff[0]}, d_here = d_below;
     if (!SINGLE) {
         d_below = load_pair(diff + (cell + (u32)down_z0), vec, both);
         d_here = load_pair(diff + cell, vec, both);
     }
+    double mz_a = term(d_below.a, d_here.a, below.a, here.a), mz_b = term(d_below.b, d_here.b, below.b, here.b);
     for (int z = z0; z < z1; z++, cell += (u32)sz) {
         const int up_z = z + 1 < nz ? sz : ((periodic & 4u) ? -(nz - 1) * sz : 0);
         u32 open0, open1;
@@ -280,47 +339,50 @@ __device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, flo
         const Pair py = load_pair(c + (cell + (u32)up_y), vec, both);
         const Pair my = load_pair(c + (cell + (u32)down_y), vec, both);
         const Pair pz = load_pair(c + (cell + (u32)up_z), vec, both);
-        const Pair mz = below;
-        const float nb0[6] = {both ? own.b : cr, cl, py.a, my.a, pz.a, mz.a};
-        const float nb1[6] = {cr, own.a, py.b, my.b, pz.b, mz.b};
-        float d0, d1, dn0[6], dn1[6];
-        Pair dpz = {0.0f, 0.0f};
+        float d0, d1, dl, dr;
+        Pair dpy, dmy, dpz;
         if (SINGLE) {
-            d0 = d1 = diff[0];
-#pragma unroll
-            for (int k = 0; k < 6; k++) dn0[k] = dn1[k] = diff[0];
+            d0 = d1 = dl = dr = diff[0];
+            dpy = dmy = dpz = {diff[0], diff[0]};
         } else {
-            const Pair dd = d_here;
-            const float dl = diff[cell + (u32)left], dr = diff[cell + (u32)right];
-            const Pair dpy = load_pair(diff + (cell + (u32)up_y), vec, both);
-            const Pair dmy = load_pair(diff + (cell + (u32)down_y), vec, both);
+            d0 = d_here.a; d1 = d_here.b;
+            dl = diff[cell + (u32)left]; dr = diff[cell + (u32)right];
+            dpy = load_pair(diff + (cell + (u32)up_y), vec, both);
+            dmy = load_pair(diff + (cell + (u32)down_y), vec, both);
             dpz = load_pair(diff + (cell + (u32)up_z), vec, both);
-            const Pair dmz = d_below;
-            d0 = dd.a; d1 = dd.b;
-            dn0[0] = both ? dd.b : dr; dn0[1] = dl; dn0[2] = dpy.a; dn0[3] = dmy.a; dn0[4] = dpz.a; dn0[5] = dmz.a;
-            dn1[0] = dr; dn1[1] = dd.a; dn1[2] = dpy.b; dn1[3] = dmy.b; dn1[4] = dpz.b; dn1[5] = dmz.b;
         }
-        const float out0 = diffused(own.a, d0, nb0, dn0, open0, dt);
+        // The face between the pair's cells is one term for both; the +z
+        // terms go up as the next layer's -z terms.
+        const double mid = term(d0, both ? d1 : dr, own.a, both ? own.b : cr);
+        const double pz_a = term(d0, dpz.a, own.a, pz.a), pz_b = term(d1, dpz.b, own.b, pz.b);
+        const float out0 = summed(own.a, open0, mid, term(dl, d0, cl, own.a), term(d0, dpy.a, own.a, py.a), term(dmy.a, d0, my.a, own.a), pz_a, mz_a, dt);
         if (!both) {
             next[cell] = out0;
         } else {
-            const float out1 = diffused(own.b, d1, nb1, dn1, open1, dt);
+            const float out1 = summed(own.b, open1, term(d1, dr, own.b, cr), mid, term(d1, dpy.b, own.b, py.b), term(dmy.b, d1, my.b, own.b), pz_b, mz_b, dt);
             if (vec) *reinterpret_cast<float2*>(next + cell) = make_float2(out0, out1);
             else { next[cell] = out0; next[cell + 1] = out1; }
         }
+        mz_a = pz_a;
+        mz_b = pz_b;
         // Up one layer: z + 1 < z1 <= nz wherever the loop goes on, so the
         // layer above is the next one, not across the edge.
-        below = here;
         here = pz;
-        d_below = d_here;
         d_here = dpz;
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128, DIFFUSE_BLOCKS) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, u32 diff_single, float dt, int nx, int ny, int nz, u32 periodic) {
-    if (diff_single) diffuse_columns<true>(c, next, faces, diff, dt, nx, ny, nz, periodic);
-    else diffuse_columns<false>(c, next, faces, diff, dt, nx, ny, nz, periodic);
+extern "C" __global__ void __launch_bounds__(128, DIFFUSE_BLOCKS) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, u32 diff_single, double dt, int nx, int ny, int nz, u32 periodic) {
+    const bool even = (nx & 1) == 0;
+    if (diff_single) {
+        if (even) diffuse_columns<true, true>(c, next, faces, diff, dt, nx, ny, nz, periodic);
+        else diffuse_columns<true, false>(c, next, faces, diff, dt, nx, ny, nz, periodic);
+    } else {
+        if (even) diffuse_columns<false, true>(c, next, faces, diff, dt, nx, ny, nz, periodic);
+        else diffuse_columns<false, false>(c, next, faces, diff, dt, nx, ny, nz, periodic);
+    }
 }
+
 
 // transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t at a cell
 // (at (x, y, z)).
@@ -375,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned cha
     float m = 0.0f, dm = 0.0f;
     // Threads past the grid take part in the warp's reduction with zeros.
     if (x < nx && y < ny) {
-        Flow f = make_flow(0, role, u, 0, 1u, 0.0f, nx, ny, nz, periodic);
+        Flow f = make_flow(role, u, nx, ny, nz, periodic);
         for (int z = z0; z < min(z0 + MAXIMA_LAYERS, nz); z++) {
             const u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
             if (eddy) {

@@ -30,14 +30,19 @@ const MAXIMA_LAYERS: u32 = 8;
 /// multiprocessor).
 const DIFFUSE_LAYERS: u32 = 8;
 /// Blocks of `diffuse` a multiprocessor is to hold (DIFFUSE_BLOCKS, its
-/// launch bound): 16 leaves 32 registers a thread; at the compiler's own
-/// 42 (10 blocks) it waited on its loads, 90 µs a sub-step at 256³ on the
-/// H100 against 72 µs.
-const DIFFUSE_BLOCKS: u32 = 16;
+/// launch bound): 12 leaves 40 registers a thread. H100, 256³: 65.7 µs a
+/// sub-step, against 76.7 µs at 16 (32 registers, spilling) and 69.7 µs
+/// at 10 (48).
+const DIFFUSE_BLOCKS: u32 = 12;
+/// Layers per thread of `advect` (ADVECT_LAYERS).
+const ADVECT_LAYERS: u32 = 8;
+/// Blocks of `advect` a multiprocessor is to hold (ADVECT_BLOCKS): 8
+/// leaves 64 registers a thread. H100, 256³: 248 µs a sub-step, against
+/// 315 µs at the compiler's own 96 (5 blocks).
+const ADVECT_BLOCKS: u32 = 8;
 
 struct Kernels {
-    fluxes: CudaFunction,
-    update: CudaFunction,
+    advect: CudaFunction,
     diffuse: CudaFunction,
     eddy_maxima: CudaFunction,
     release: CudaFunction,
@@ -66,6 +71,8 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
             format!("-DMAXIMA_LAYERS={MAXIMA_LAYERS}"),
             format!("-DDIFFUSE_LAYERS={DIFFUSE_LAYERS}"),
             format!("-DDIFFUSE_BLOCKS={DIFFUSE_BLOCKS}"),
+            format!("-DADVECT_LAYERS={ADVECT_LAYERS}"),
+            format!("-DADVECT_BLOCKS={ADVECT_BLOCKS}"),
         ],
         ..Default::default()
     };
@@ -79,10 +86,9 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
 }
 
 /// GPU memory of `fields` fields on `n` cells: the fields, the next values,
-/// the three flux planes, the diffusivities, the velocity, the roles and
-/// the open faces.
+/// the diffusivities, the velocity, the roles and the open faces.
 fn device_bytes(fields: usize, n: u64) -> u64 {
-    (fields as u64 + 8) * 4 * n + 2 * n
+    (fields as u64 + 5) * 4 * n + 2 * n
 }
 
 /// The concentration fields of a run on the flow's GPU.
@@ -102,8 +108,6 @@ pub struct DeviceDispersion {
     initial: Vec<f32>,
     fields: Vec<CudaSlice<f32>>,
     next: CudaSlice<f32>,
-    /// Each cell's flux through its +x, +y and +z faces (three planes).
-    flux: CudaSlice<f32>,
     /// Per cell with the subgrid model; else the molecular value first.
     diffusivity: CudaSlice<f32>,
     /// One zero: the diffusivity of an advection-only sub-step.
@@ -190,8 +194,7 @@ impl DeviceDispersion {
             let module = ctx.load_module(ptx)?;
             let load = |name: &str| module.load_function(name);
             Ok(Kernels {
-                fluxes: load("fluxes")?,
-                update: load("update")?,
+                advect: load("advect")?,
                 diffuse: load("diffuse")?,
                 eddy_maxima: load("eddy_maxima")?,
                 release: load("release")?,
@@ -214,7 +217,6 @@ impl DeviceDispersion {
                 flags: flags.to_vec(),
                 fields,
                 next: stream.alloc_zeros(n)?,
-                flux: stream.alloc_zeros(3 * n)?,
                 diffusivity: stream.alloc_zeros(n)?,
                 zero: stream.alloc_zeros(1)?,
                 sources: setup
@@ -395,15 +397,22 @@ impl DeviceDispersion {
     ) -> Result<(), SolverError> {
         let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
         let periodic = self.periodic();
-        let cfg = self.lattice_config();
         let (diffusivity, single) = match sub {
             Sub::Advection => (&self.zero, 1u32),
             _ => (&self.diffusivity, (!eddy) as u32),
         };
+        // Both take two cells of a row and a run of layers a thread.
+        let layers = match sub {
+            Sub::Diffusion => DIFFUSE_LAYERS,
+            _ => ADVECT_LAYERS,
+        };
+        let mut cfg = self.lattice_config();
+        cfg.grid_dim.0 = (nx as u32).div_ceil(2 * cfg.block_dim.0);
+        cfg.grid_dim.2 = (nz as u32).div_ceil(layers);
         if sub == Sub::Diffusion {
-            let mut cfg = cfg;
-            cfg.grid_dim.0 = (nx as u32).div_ceil(2 * cfg.block_dim.0);
-            cfg.grid_dim.2 = (nz as u32).div_ceil(DIFFUSE_LAYERS);
+            // Δt widened here, as the CPU widens it, rather than on every
+            // layer of a thread that has no register to spare for it.
+            let dt = dt as f64;
             let mut b = self.stream.launch_builder(&self.kernels.diffuse);
             b.arg(&self.fields[k])
                 .arg(&mut self.next)
@@ -416,13 +425,14 @@ impl DeviceDispersion {
                 .arg(&nz)
                 .arg(&periodic);
             // SAFETY: diffuse(const float*, float*, const u8*, const float*,
-            // u32, float, int, int, int, u32): n cells each (the
+            // u32, double, int, int, int, u32): n cells each (the
             // diffusivities one where `single`); the grid covers the
             // columns, two of a row and DIFFUSE_LAYERS layers a thread.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         } else {
-            let mut b = self.stream.launch_builder(&self.kernels.fluxes);
+            let mut b = self.stream.launch_builder(&self.kernels.advect);
             b.arg(&self.fields[k])
+                .arg(&mut self.next)
                 .arg(&self.role)
                 .arg(&self.velocity)
                 .arg(diffusivity)
@@ -431,26 +441,12 @@ impl DeviceDispersion {
                 .arg(&nx)
                 .arg(&ny)
                 .arg(&nz)
-                .arg(&periodic)
-                .arg(&mut self.flux);
-            // SAFETY: fluxes(const float*, const u8*, const float*, const
-            // float*, u32, float, int, int, int, u32, float*): n cells each
-            // (the diffusivities one where `single`), the velocity and the
-            // fluxes 3n floats; the grid covers them.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
-            let mut b = self.stream.launch_builder(&self.kernels.update);
-            b.arg(&self.fields[k])
-                .arg(&mut self.next)
-                .arg(&self.role)
-                .arg(&self.velocity)
-                .arg(&self.flux)
-                .arg(&dt)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
                 .arg(&periodic);
-            // SAFETY: update(const float*, float*, const u8*, const float*,
-            // const float*, float, int, int, int, u32): as `fluxes`.
+            // SAFETY: advect(const float*, float*, const u8*, const float*,
+            // const float*, u32, float, int, int, int, u32): n cells each,
+            // the velocity 3n (the diffusivities one where `single`); the
+            // grid covers the columns, two of a row and ADVECT_LAYERS layers
+            // a thread.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         }
         std::mem::swap(&mut self.fields[k], &mut self.next);

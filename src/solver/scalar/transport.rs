@@ -199,8 +199,9 @@ fn coordinate(w: &Walker, c: usize, a: usize) -> usize {
 /// flux is worked out once: each cell's flux through its +x, +y and +z faces
 /// (through the grid face where it has no neighbour) into the three planes
 /// of `flux`, then each open cell's sum over its six faces, in f64 (the
-/// order of the sum fixed: +x, −x, +y, −y, +z, −z; the CUDA kernels
-/// `fluxes` and `update` are the same two passes).
+/// order of the sum fixed: +x, −x, +y, −y, +z, −z). The CUDA kernel
+/// `advect` does it in one pass, each face worked out by both its cells
+/// from the same values: the same bits.
 pub fn advance(flow: &Flow, c: &[f32], next: &mut [f32], flux: &mut Vec<f32>) {
     use rayon::prelude::*;
     let w = Walker::new(flow.grid);
@@ -242,7 +243,7 @@ pub fn advance(flow: &Flow, c: &[f32], next: &mut [f32], flux: &mut Vec<f32>) {
 }
 
 /// `next` = `c` less `flow.dt` × the net flux out of each open cell,
-/// `net(cell, its coordinates)`, summed in f64 (the CUDA `update` and
+/// `net(cell, its coordinates)`, summed in f64 (the CUDA `advect` and
 /// `diffuse` round the same way); held and closed cells keep their values.
 #[inline(always)]
 fn update_open_cells(
@@ -306,9 +307,9 @@ pub fn substeps(courant: f32, diffusivity: f32) -> u32 {
 
 /// Cost of a diffusion-only sub-step ([`diffuse`]) against a sub-step that
 /// advects ([`advance`]), as [`Plan::of`] weighs them: on the H100 at 256³
-/// a `diffuse` takes 72 µs, a `fluxes` and an `update` 213 + 119 µs
-/// (Nsight Compute, BENCHMARKS.md, sixteenth session).
-pub const DIFFUSION_COST: f32 = 0.22;
+/// a `diffuse` takes 65–66 µs, an `advect` 245–250 µs (Nsight Compute,
+/// BENCHMARKS.md, seventeenth session).
+pub const DIFFUSION_COST: f32 = 0.27;
 
 /// How a transport step is cut into sub-steps: `rounds` rounds, each an
 /// advection sub-step of 1/`rounds` of the step, and where diffusion does
