@@ -107,8 +107,8 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
         .find(|l| l.starts_with("transport:"))
         .expect("a line for the transport kernels");
     for kernel in [
-        "fluxes",
-        "update",
+        "advect",
+        "diffuse",
         "eddy_maxima",
         "release",
         "doses",
