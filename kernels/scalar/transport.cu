@@ -162,7 +162,7 @@ __device__ __forceinline__ void advect_columns(const float* __restrict__ c, floa
     const int z1 = min(z0 + ADVECT_LAYERS, nz);
 
     // The columns from z0 - 2 up, and the flux through z0's -z face.
-    Column k[2];
+    Column column[2];
     {
         const u32 zb = (u32)along(z0 - 2, nz, pz) * sz, zm = (u32)along(z0 - 1, nz, pz) * sz;
         const u32 zh = (u32)z0 * sz, za = (u32)along(z0 + 1, nz, pz) * sz;
@@ -170,13 +170,13 @@ __device__ __forceinline__ void advect_columns(const float* __restrict__ c, floa
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const u32 b = col[i] + zb, l = col[i] + zm, h = col[i] + zh, a = col[i] + za;
-            k[i].c[0] = c[l]; k[i].c[1] = c[h]; k[i].c[2] = c[a];
-            k[i].r[0] = role[l]; k[i].r[1] = role[h]; k[i].r[2] = role[a];
-            k[i].v = uz[h];
-            k[i].d = SINGLE ? single : diff[h];
+            column[i].c[0] = c[l]; column[i].c[1] = c[h]; column[i].c[2] = c[a];
+            column[i].r[0] = role[l]; column[i].r[1] = role[h]; column[i].r[2] = role[a];
+            column[i].v = uz[h];
+            column[i].d = SINGLE ? single : diff[h];
             const float dl = SINGLE ? single : diff[l];
-            k[i].down = z_in ? face_of(role[b], k[i].r[0], k[i].r[1], k[i].r[2], c[b], k[i].c[0], k[i].c[1], k[i].c[2], uz[l], k[i].v, dl, k[i].d, dt)
-                             : out_of_grid(k[i].v, k[i].c[1], -1.0f);
+            column[i].down = z_in ? face_of(role[b], column[i].r[0], column[i].r[1], column[i].r[2], c[b], column[i].c[0], column[i].c[1], column[i].c[2], uz[l], column[i].v, dl, column[i].d, dt)
+                             : out_of_grid(column[i].v, column[i].c[1], -1.0f);
         }
     }
     for (int z = z0; z < z1; z++) {
@@ -226,7 +226,7 @@ __device__ __forceinline__ void advect_columns(const float* __restrict__ c, floa
             const u32 r2 = role[top];
             const float v1 = uz[above];
             const float d1 = SINGLE ? single : diff[above];
-            Column& q = k[i];
+            Column& q = column[i];
             in[i][2] = q.down;
             out[i][2] = z_out ? face_of(q.r[0], q.r[1], q.r[2], r2, q.c[0], q.c[1], q.c[2], c2, q.v, v1, q.d, d1, dt) : out_of_grid(q.v, q.c[1], 1.0f);
             const float own = q.c[1];
@@ -421,16 +421,17 @@ __device__ __forceinline__ float eddy_at(const Flow& f, u32 cell, int x, int y, 
     return molecular + smagorinsky * smagorinsky * strain / schmidt_turbulent;
 }
 
-// As a transport step begins, one pass over its velocity: with `eddy`, each
-// cell's diffusivity into `diff`; and the largest |ux| + |uy| + |uz| over the
-// open cells into out[0] and, with `eddy`, the largest diffusivity into
-// out[1], as float bits (all values are at least +0, where the bits order
-// as the floats); out is zeroed first. A NaN is skipped, as f32::max skips
-// it on the CPU. Each thread takes MAXIMA_LAYERS layers of its column and
-// each block meets the two atomics once (one a warp over the whole grid
-// cost 0.75 ms at 256³; 32 layers a thread left too few loads in flight).
-// cuda.rs defines MAXIMA_LAYERS, and sizes the grid by it.
-extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned char* __restrict__ role, const float* __restrict__ u, int nx, int ny, int nz, u32 periodic, u32 eddy, float smagorinsky, float schmidt_turbulent, float molecular, float* __restrict__ diff, u32* __restrict__ out) {
+// As a transport step begins with the subgrid model, one pass over its
+// velocity: each cell's diffusivity into `diff`; and the largest |ux| +
+// |uy| + |uz| over the open cells into out[0] and the largest diffusivity
+// into out[1], as float bits (all values are at least +0, where the bits
+// order as the floats); out is zeroed first (without the model,
+// courant_max). A NaN is skipped, as f32::max skips it on the CPU. Each
+// thread takes MAXIMA_LAYERS layers of its column and each block meets the
+// two atomics once (one a warp over the whole grid cost 0.75 ms at 256³;
+// 32 layers a thread left too few loads in flight). cuda.rs defines
+// MAXIMA_LAYERS, and sizes the grid by it.
+extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned char* __restrict__ role, const float* __restrict__ u, int nx, int ny, int nz, u32 periodic, float smagorinsky, float schmidt_turbulent, float molecular, float* __restrict__ diff, u32* __restrict__ out) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     const int z0 = (blockIdx.z * blockDim.z + threadIdx.z) * MAXIMA_LAYERS;
@@ -440,11 +441,9 @@ extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned cha
         Flow f = make_flow(role, u, nx, ny, nz, periodic);
         for (int z = z0; z < min(z0 + MAXIMA_LAYERS, nz); z++) {
             const u32 cell = (u32)x + f.stride[1] * (u32)y + f.stride[2] * (u32)z;
-            if (eddy) {
-                const float d = eddy_at(f, cell, x, y, z, smagorinsky, schmidt_turbulent, molecular);
-                diff[cell] = d;
-                if (d > dm) dm = d;
-            }
+            const float d = eddy_at(f, cell, x, y, z, smagorinsky, schmidt_turbulent, molecular);
+            diff[cell] = d;
+            if (d > dm) dm = d;
             if (role[cell] == OPEN) {
                 const float v = fabsf(vel(f, cell, 0)) + fabsf(vel(f, cell, 1)) + fabsf(vel(f, cell, 2));
                 if (v > m) m = v;
@@ -472,6 +471,51 @@ extern "C" __global__ void __launch_bounds__(128) eddy_maxima(const unsigned cha
         }
         atomicMax(out, __float_as_uint(m));
         atomicMax(out + 1, __float_as_uint(dm));
+    }
+}
+
+// The maxima without the subgrid model: only the largest |ux| + |uy| + |uz|
+// over the open cells into out[0] (zeroed first), four cells a load where
+// n is a multiple of four, the grid striding over the cells so that few
+// blocks meet the atomic. It reads the velocity at the copy bandwidth,
+// where eddy_maxima's columns took 111 us at 256^3 on the H100
+// (BENCHMARKS.md, 2026-11-26, seventeenth session). A NaN is skipped, as
+// f32::max skips it on the CPU.
+__device__ __forceinline__ void courant_at(float& m, u32 r, float x, float y, float z) {
+    if (r == OPEN) {
+        const float v = fabsf(x) + fabsf(y) + fabsf(z);
+        if (v > m) m = v;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) courant_max(const unsigned char* __restrict__ role, const float* __restrict__ u, u32 n, u32* __restrict__ out) {
+    const float* ux = u;
+    const float* uy = u + n;
+    const float* uz = u + 2 * (size_t)n;
+    const u32 stride = gridDim.x * blockDim.x;
+    const u32 first = blockIdx.x * blockDim.x + threadIdx.x;
+    // The planes start 16-byte aligned where n is a multiple of four.
+    const u32 quads = (n & 3u) == 0u ? n / 4u : 0u;
+    float m = 0.0f;
+    for (u32 q = first; q < quads; q += stride) {
+        const uchar4 r = reinterpret_cast<const uchar4*>(role)[q];
+        const float4 x = reinterpret_cast<const float4*>(ux)[q];
+        const float4 y = reinterpret_cast<const float4*>(uy)[q];
+        const float4 z = reinterpret_cast<const float4*>(uz)[q];
+        courant_at(m, r.x, x.x, y.x, z.x);
+        courant_at(m, r.y, x.y, y.y, z.y);
+        courant_at(m, r.z, x.z, y.z, z.z);
+        courant_at(m, r.w, x.w, y.w, z.w);
+    }
+    for (u32 k = 4u * quads + first; k < n; k += stride) courant_at(m, role[k], ux[k], uy[k], uz[k]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
+    __shared__ float warp_m[8];
+    if ((threadIdx.x & 31u) == 0u) warp_m[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0u) {
+        for (u32 w = 1; w < (blockDim.x + 31u) >> 5; w++) m = fmaxf(m, warp_m[w]);
+        atomicMax(out, __float_as_uint(m));
     }
 }
 

@@ -110,6 +110,7 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
         "advect",
         "diffuse",
         "eddy_maxima",
+        "courant_max",
         "release",
         "doses",
         "gather",

@@ -45,6 +45,7 @@ struct Kernels {
     advect: CudaFunction,
     diffuse: CudaFunction,
     eddy_maxima: CudaFunction,
+    courant_max: CudaFunction,
     release: CudaFunction,
     doses: CudaFunction,
     gather: CudaFunction,
@@ -197,6 +198,7 @@ impl DeviceDispersion {
                 advect: load("advect")?,
                 diffuse: load("diffuse")?,
                 eddy_maxima: load("eddy_maxima")?,
+                courant_max: load("courant_max")?,
                 release: load("release")?,
                 doses: load("doses")?,
                 gather: load("gather")?,
@@ -295,27 +297,46 @@ impl DeviceDispersion {
             self.uploaded = Some(molecular);
         }
         self.stream.memset_zeros(&mut self.largest).map_err(dev)?;
-        let (eddy, sct) = (begun.eddy as u32, self.setup.schmidt_turbulent);
-        let mut cfg = self.lattice_config();
-        cfg.grid_dim.2 = (self.grid.size[2] as u32).div_ceil(MAXIMA_LAYERS * cfg.block_dim.2);
-        let mut b = self.stream.launch_builder(&self.kernels.eddy_maxima);
-        b.arg(&self.role)
-            .arg(&self.velocity)
-            .arg(&nx)
-            .arg(&ny)
-            .arg(&nz)
-            .arg(&periodic)
-            .arg(&eddy)
-            .arg(&smagorinsky)
-            .arg(&sct)
-            .arg(&molecular)
-            .arg(&mut self.diffusivity)
-            .arg(&mut self.largest);
-        // SAFETY: eddy_maxima(const u8*, const float*, int, int, int, u32,
-        // u32, float, float, float, float*, u32*): roles and diffusivities
-        // of n cells, the velocity 3n floats, two outputs; the grid covers
-        // the cells.
-        unsafe { b.launch(cfg) }.map_err(dev)?;
+        if begun.eddy {
+            let sct = self.setup.schmidt_turbulent;
+            let mut cfg = self.lattice_config();
+            cfg.grid_dim.2 = (nz as u32).div_ceil(MAXIMA_LAYERS * cfg.block_dim.2);
+            let mut b = self.stream.launch_builder(&self.kernels.eddy_maxima);
+            b.arg(&self.role)
+                .arg(&self.velocity)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic)
+                .arg(&smagorinsky)
+                .arg(&sct)
+                .arg(&molecular)
+                .arg(&mut self.diffusivity)
+                .arg(&mut self.largest);
+            // SAFETY: eddy_maxima(const u8*, const float*, int, int, int,
+            // u32, float, float, float, float*, u32*): roles and
+            // diffusivities of n cells, the velocity 3n floats, two
+            // outputs; the grid covers the cells.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        } else {
+            let n = self.grid.cells() as u32;
+            // Four cells a thread at most once over, in at most 2048 blocks
+            // (a few a multiprocessor) that stride on from there.
+            let cfg = LaunchConfig {
+                grid_dim: (n.div_ceil(4 * 256).clamp(1, 2048), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = self.stream.launch_builder(&self.kernels.courant_max);
+            b.arg(&self.role)
+                .arg(&self.velocity)
+                .arg(&n)
+                .arg(&mut self.largest);
+            // SAFETY: courant_max(const u8*, const float*, u32, u32*): the
+            // roles of n cells, the velocity 3n floats, one output; the
+            // threads stride over the cells.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        }
         self.stream
             .memcpy_dtoh(&self.largest, &mut self.largest_host)
             .map_err(dev)?;
