@@ -128,6 +128,28 @@ __device__ __forceinline__ Pair load_pair(const float* p, bool vec, bool both) {
     return {p[0], both ? p[1] : 0.0f};
 }
 
+// N cells along an axis, at base + idx[i]: their values and roles, and the
+// velocity component and diffusivity of the middle N - 2 (v[i] and d[i]
+// those of cell i + 1).
+template <bool SINGLE, int N>
+__device__ __forceinline__ void window(const float* __restrict__ c, const unsigned char* __restrict__ role, const float* __restrict__ u_axis, const float* __restrict__ diff, float single, u32 base, const u32* idx, float* cw, u32* rw, float* vw, float* dw) {
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        cw[i] = c[base + idx[i]];
+        rw[i] = role[base + idx[i]];
+    }
+#pragma unroll
+    for (int i = 0; i < N - 2; i++) {
+        vw[i] = u_axis[base + idx[i + 1]];
+        dw[i] = SINGLE ? single : diff[base + idx[i + 1]];
+    }
+}
+
+// The flux through the face between a window's cells k + 1 and k + 2.
+__device__ __forceinline__ float window_face(const float* cw, const u32* rw, const float* vw, const float* dw, int k, float dt) {
+    return face_of(rw[k], rw[k + 1], rw[k + 2], rw[k + 3], cw[k], cw[k + 1], cw[k + 2], cw[k + 3], vw[k], vw[k + 1], dw[k], dw[k + 1], dt);
+}
+
 // One cell's column values that its z faces read, carried up the column.
 struct Column {
     float c[3];  // z - 1, z, z + 1
@@ -187,39 +209,21 @@ __device__ __forceinline__ void advect_columns(const float* __restrict__ c, floa
         const u32 row = ys[2] + zh;
         float cx[6], vx[4], dx[4];
         u32 rx[6];
-#pragma unroll
-        for (int i = 0; i < 6; i++) {
-            cx[i] = c[row + xs[i]];
-            rx[i] = role[row + xs[i]];
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            vx[i] = ux[row + xs[i + 1]];
-            dx[i] = SINGLE ? single : diff[row + xs[i + 1]];
-        }
+        window<SINGLE, 6>(c, role, ux, diff, single, row, xs, cx, rx, vx, dx);
         float out[2][3], in[2][3];
-        in[0][0] = x_in ? face_of(rx[0], rx[1], rx[2], rx[3], cx[0], cx[1], cx[2], cx[3], vx[0], vx[1], dx[0], dx[1], dt) : out_of_grid(vx[1], cx[2], -1.0f);
-        out[0][0] = x_mid ? face_of(rx[1], rx[2], rx[3], rx[4], cx[1], cx[2], cx[3], cx[4], vx[1], vx[2], dx[1], dx[2], dt) : out_of_grid(vx[1], cx[2], 1.0f);
+        in[0][0] = x_in ? window_face(cx, rx, vx, dx, 0, dt) : out_of_grid(vx[1], cx[2], -1.0f);
+        out[0][0] = x_mid ? window_face(cx, rx, vx, dx, 1, dt) : out_of_grid(vx[1], cx[2], 1.0f);
         in[1][0] = out[0][0];
-        out[1][0] = x_out ? face_of(rx[2], rx[3], rx[4], rx[5], cx[2], cx[3], cx[4], cx[5], vx[2], vx[3], dx[2], dx[3], dt) : out_of_grid(vx[2], cx[3], 1.0f);
+        out[1][0] = x_out ? window_face(cx, rx, vx, dx, 2, dt) : out_of_grid(vx[2], cx[3], 1.0f);
         // Along y and z, each cell of the pair on its own.
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const u32 xi = xs[2 + i] + zh;
             float cy[5], vy[3], dy[3];
             u32 ry[5];
-#pragma unroll
-            for (int j = 0; j < 5; j++) {
-                cy[j] = c[xi + ys[j]];
-                ry[j] = role[xi + ys[j]];
-            }
-#pragma unroll
-            for (int j = 0; j < 3; j++) {
-                vy[j] = uy[xi + ys[j + 1]];
-                dy[j] = SINGLE ? single : diff[xi + ys[j + 1]];
-            }
-            in[i][1] = y_in ? face_of(ry[0], ry[1], ry[2], ry[3], cy[0], cy[1], cy[2], cy[3], vy[0], vy[1], dy[0], dy[1], dt) : out_of_grid(vy[1], cy[2], -1.0f);
-            out[i][1] = y_out ? face_of(ry[1], ry[2], ry[3], ry[4], cy[1], cy[2], cy[3], cy[4], vy[1], vy[2], dy[1], dy[2], dt) : out_of_grid(vy[1], cy[2], 1.0f);
+            window<SINGLE, 5>(c, role, uy, diff, single, xi, ys, cy, ry, vy, dy);
+            in[i][1] = y_in ? window_face(cy, ry, vy, dy, 0, dt) : out_of_grid(vy[1], cy[2], -1.0f);
+            out[i][1] = y_out ? window_face(cy, ry, vy, dy, 1, dt) : out_of_grid(vy[1], cy[2], 1.0f);
             // Up z: the cell two above, and the +z face.
             const u32 top = col[i] + za2, above = col[i] + za1;
             const float c2 = c[top];
