@@ -72,8 +72,8 @@ __device__ __forceinline__ float advective_flux(float u, float far, float up, fl
 // transport::Flow::face on values already loaded: the roles and values of
 // the cell beyond lo (b), lo (l), hi (h) and the cell beyond hi (a), the
 // velocities along the face's axis and the diffusivities of lo and hi.
-// Everything is computed and the rules pick from it, so that no load waits
-// on another.
+// Everything is computed and the rules pick from it (selects, not
+// branches).
 __device__ __forceinline__ float face_of(u32 rb, u32 rl, u32 rh, u32 ra, float cb, float cl, float ch, float ca, float vl, float vh, float dl, float dh, float dt) {
     const bool shut = rl == CLOSED || rh == CLOSED || (rl == HELD && rh == HELD);
     const float u = 0.5f * (vl + vh);
@@ -113,19 +113,6 @@ __device__ __forceinline__ int along(int p, int n, bool wrap) {
 // The outflow through a grid face with no neighbour (transport::edge_flux).
 __device__ __forceinline__ float out_of_grid(float u, float c, float side) {
     return u * side > 0.0f ? u * c : 0.0f;
-}
-
-struct Pair {
-    float a, b;
-};
-
-// p[0] and, where `both`, p[1]; in one load where `vec` (p 8-byte aligned).
-__device__ __forceinline__ Pair load_pair(const float* p, bool vec, bool both) {
-    if (vec) {
-        const float2 v = *reinterpret_cast<const float2*>(p);
-        return {v.x, v.y};
-    }
-    return {p[0], both ? p[1] : 0.0f};
 }
 
 // N cells along an axis, at base + idx[i]: their values and roles, and the
@@ -276,6 +263,19 @@ extern "C" __global__ void __launch_bounds__(128, ADVECT_BLOCKS) advect(const fl
 // pass through shared memory took 207 us, more than two.
 #define OPEN_CELL 64u
 
+struct Pair {
+    float a, b;
+};
+
+// p[0] and, where `both`, p[1]; in one load where `vec` (p 8-byte aligned).
+__device__ __forceinline__ Pair load_pair(const float* p, bool vec, bool both) {
+    if (vec) {
+        const float2 v = *reinterpret_cast<const float2*>(p);
+        return {v.x, v.y};
+    }
+    return {p[0], both ? p[1] : 0.0f};
+}
+
 // The term the CPU sums for the face from lo to hi, which both cells of a
 // face compute alike (in f32, then widened).
 __device__ __forceinline__ double term(float dlo, float dhi, float clo, float chi) {
@@ -316,8 +316,8 @@ __device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, flo
     const int up_y = y + 1 < ny ? sy : ((periodic & 2u) ? -(ny - 1) * sy : 0);
     const int down_y = y > 0 ? -sy : ((periodic & 2u) ? (ny - 1) * sy : 0);
     const int z1 = min(z0 + DIFFUSE_LAYERS, nz);
-    // The pair's values and diffusivities in the layers below and at z,
-    // carried up the column: each layer is read once a thread.
+    // The pair's values and diffusivities at z, carried up the column (each
+    // layer is read once a thread); those below only for the first -z terms.
     u32 cell = (u32)x0 + (u32)sy * (u32)y + (u32)sz * (u32)z0;
     const int down_z0 = z0 > 0 ? -sz : ((periodic & 4u) ? (nz - 1) * sz : 0);
     Pair below = load_pair(c + (cell + (u32)down_z0), vec, both);
@@ -386,7 +386,6 @@ extern "C" __global__ void __launch_bounds__(128, DIFFUSE_BLOCKS) diffuse(const 
         else diffuse_columns<false, false>(c, next, faces, diff, dt, nx, ny, nz, periodic);
     }
 }
-
 
 // transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t at a cell
 // (at (x, y, z)).
