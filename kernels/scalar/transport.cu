@@ -251,16 +251,15 @@ extern "C" __global__ void __launch_bounds__(128, ADVECT_BLOCKS) advect(const fl
 // of a cell exchange it reads from one byte, transport::open_faces (bit 2a
 // towards +a, 2a + 1 towards -a, OPEN_CELL the cell open), instead of seven
 // roles and the grid's edges. A face's term is
-// transport::Flow::diffusive's, widened to f64 and summed in diffuse's
-// order (+x, -x, +y, -y, +z, -z); a closed face adds nothing where the CPU
-// adds a zero. The term of the face between the pair's cells is widened
-// once for both, and each +z term goes up as the -z term of the layer
-// above: 13 conversions to f64 a pair instead of 16 (the H100 converts at
-// an eighth of the rate it adds). H100, 256^3: 174 us a
-// sub-step with seven roles a cell and one cell a thread, 72 us so, 66 us
-// with the shared terms and the even-row case compiled apart (BENCHMARKS.md,
-// 2026-11-26, sixteenth and seventeenth sessions). Two sub-steps in one
-// pass through shared memory took 207 us, more than two.
+// transport::Flow::diffusive's, summed in diffuse's order (+x, -x, +y, -y,
+// +z, -z), all in f32 as the CPU sums; a closed face adds nothing where the
+// CPU adds a zero. The term of the face between the pair's cells is worked
+// out once for both, and each +z term goes up as the -z term of the layer
+// above. H100, 256^3: 174 us a sub-step with seven roles a cell and one
+// cell a thread, 72 us so, 66 us with the shared terms and the even-row
+// case compiled apart, all three summing in f64 (its conversions the bound)
+// (BENCHMARKS.md, 2026-11-26, sixteenth to eighteenth sessions). Two
+// sub-steps in one pass through shared memory took 207 us, more than two.
 #define OPEN_CELL 64u
 
 struct Pair {
@@ -277,27 +276,27 @@ __device__ __forceinline__ Pair load_pair(const float* p, bool vec, bool both) {
 }
 
 // The term the CPU sums for the face from lo to hi, which both cells of a
-// face compute alike (in f32, then widened).
-__device__ __forceinline__ double term(float dlo, float dhi, float clo, float chi) {
-    return (double)(-((0.5f * (dlo + dhi)) * (chi - clo)));
+// face compute alike.
+__device__ __forceinline__ float term(float dlo, float dhi, float clo, float chi) {
+    return -((0.5f * (dlo + dhi)) * (chi - clo));
 }
 
 // A cell's new value from its six faces' terms (in the order of the face
 // bits) and its `open` byte.
-__device__ __forceinline__ float summed(float own, u32 open, double px, double mx, double py, double my, double pz, double mz, double dt) {
+__device__ __forceinline__ float summed(float own, u32 open, float px, float mx, float py, float my, float pz, float mz, float dt) {
     if (!(open & OPEN_CELL)) return own;
-    double net = 0.0;
+    float net = 0.0f;
     if (open & 1u) net += px;
     if (open & 2u) net -= mx;
     if (open & 4u) net += py;
     if (open & 8u) net -= my;
     if (open & 16u) net += pz;
     if (open & 32u) net -= mz;
-    return (float)((double)own - dt * net);
+    return own - dt * net;
 }
 
 template <bool SINGLE, bool EVEN>
-__device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, double dt, int nx, int ny, int nz, u32 periodic) {
+__device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, float d, float dt, int nx, int ny, int nz, u32 periodic) {
     const int x0 = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     const int z0 = blockIdx.z * DIFFUSE_LAYERS;
@@ -322,12 +321,12 @@ __device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, flo
     const int down_z0 = z0 > 0 ? -sz : ((periodic & 4u) ? (nz - 1) * sz : 0);
     Pair below = load_pair(c + (cell + (u32)down_z0), vec, both);
     Pair here = load_pair(c + cell, vec, both);
-    Pair d_below = {diff[0], diff[0]}, d_here = d_below;
+    Pair d_below = {d, d}, d_here = d_below;
     if (!SINGLE) {
         d_below = load_pair(diff + (cell + (u32)down_z0), vec, both);
         d_here = load_pair(diff + cell, vec, both);
     }
-    double mz_a = term(d_below.a, d_here.a, below.a, here.a), mz_b = term(d_below.b, d_here.b, below.b, here.b);
+    float mz_a = term(d_below.a, d_here.a, below.a, here.a), mz_b = term(d_below.b, d_here.b, below.b, here.b);
     for (int z = z0; z < z1; z++, cell += (u32)sz) {
         const int up_z = z + 1 < nz ? sz : ((periodic & 4u) ? -(nz - 1) * sz : 0);
         u32 open0, open1;
@@ -346,8 +345,8 @@ __device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, flo
         float d0, d1, dl, dr;
         Pair dpy, dmy, dpz;
         if (SINGLE) {
-            d0 = d1 = dl = dr = diff[0];
-            dpy = dmy = dpz = {diff[0], diff[0]};
+            d0 = d1 = dl = dr = d;
+            dpy = dmy = dpz = {d, d};
         } else {
             d0 = d_here.a; d1 = d_here.b;
             dl = diff[cell + (u32)left]; dr = diff[cell + (u32)right];
@@ -357,8 +356,8 @@ __device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, flo
         }
         // The face between the pair's cells is one term for both; the +z
         // terms go up as the next layer's -z terms.
-        const double mid = term(d0, both ? d1 : dr, own.a, both ? own.b : cr);
-        const double pz_a = term(d0, dpz.a, own.a, pz.a), pz_b = term(d1, dpz.b, own.b, pz.b);
+        const float mid = term(d0, both ? d1 : dr, own.a, both ? own.b : cr);
+        const float pz_a = term(d0, dpz.a, own.a, pz.a), pz_b = term(d1, dpz.b, own.b, pz.b);
         const float out0 = summed(own.a, open0, mid, term(dl, d0, cl, own.a), term(d0, dpy.a, own.a, py.a), term(dmy.a, d0, my.a, own.a), pz_a, mz_a, dt);
         if (!both) {
             next[cell] = out0;
@@ -376,15 +375,16 @@ __device__ __forceinline__ void diffuse_columns(const float* __restrict__ c, flo
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128, DIFFUSE_BLOCKS) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, u32 diff_single, double dt, int nx, int ny, int nz, u32 periodic) {
-    const bool even = (nx & 1) == 0;
-    if (diff_single) {
-        if (even) diffuse_columns<true, true>(c, next, faces, diff, dt, nx, ny, nz, periodic);
-        else diffuse_columns<true, false>(c, next, faces, diff, dt, nx, ny, nz, periodic);
-    } else {
-        if (even) diffuse_columns<false, true>(c, next, faces, diff, dt, nx, ny, nz, periodic);
-        else diffuse_columns<false, false>(c, next, faces, diff, dt, nx, ny, nz, periodic);
-    }
+// One diffusivity d for all cells.
+extern "C" __global__ void __launch_bounds__(128, DIFFUSE_BLOCKS) diffuse(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, float d, float dt, int nx, int ny, int nz, u32 periodic) {
+    if ((nx & 1) == 0) diffuse_columns<true, true>(c, next, faces, nullptr, d, dt, nx, ny, nz, periodic);
+    else diffuse_columns<true, false>(c, next, faces, nullptr, d, dt, nx, ny, nz, periodic);
+}
+
+// Each cell's diffusivity in diff (the subgrid model's).
+extern "C" __global__ void __launch_bounds__(128, DIFFUSE_EDDY_BLOCKS) diffuse_eddy(const float* __restrict__ c, float* __restrict__ next, const unsigned char* __restrict__ faces, const float* __restrict__ diff, float dt, int nx, int ny, int nz, u32 periodic) {
+    if ((nx & 1) == 0) diffuse_columns<false, true>(c, next, faces, diff, 0.0f, dt, nx, ny, nz, periodic);
+    else diffuse_columns<false, false>(c, next, faces, diff, 0.0f, dt, nx, ny, nz, periodic);
 }
 
 // transport::eddy_diffusivity: molecular + (C_s Δ)² |S| / Sc_t at a cell

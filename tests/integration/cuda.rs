@@ -101,7 +101,7 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
     assert!(fp16.contains("st.global.u16") || fp16.contains("st.global.b16"));
     assert!(fp16.contains("0f07800000"), "fp16c scaling constant");
     // The contaminant's kernels: the CPU scheme's arithmetic, every product
-    // rounded (no contraction), the face fluxes summed in f64.
+    // rounded (no contraction), the advection's face fluxes summed in f64.
     let line = text
         .lines()
         .find(|l| l.starts_with("transport:"))
@@ -109,6 +109,7 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
     for kernel in [
         "advect",
         "diffuse",
+        "diffuse_eddy",
         "eddy_maxima",
         "courant_max",
         "release",

@@ -30,10 +30,13 @@ const MAXIMA_LAYERS: u32 = 8;
 /// multiprocessor).
 const DIFFUSE_LAYERS: u32 = 8;
 /// Blocks of `diffuse` a multiprocessor is to hold (DIFFUSE_BLOCKS, its
-/// launch bound): 12 leaves 40 registers a thread. H100, 256³: 65.7 µs a
-/// sub-step, against 76.7 µs at 16 (32 registers, spilling) and 69.7 µs
-/// at 10 (48).
-const DIFFUSE_BLOCKS: u32 = 12;
+/// launch bound): 16 leaves 32 registers a thread. H100, 256³: 57.1 µs a
+/// sub-step, the same at 14, against 61.7 µs at 12 (40 registers); loading
+/// each layer a layer ahead took 60.0 µs at 12 and spilled at 16 (71.5 µs).
+const DIFFUSE_BLOCKS: u32 = 16;
+/// Blocks of `diffuse_eddy` (DIFFUSE_EDDY_BLOCKS), which also loads the
+/// diffusivities around each cell: 12, 40 registers a thread.
+const DIFFUSE_EDDY_BLOCKS: u32 = 12;
 /// Layers per thread of `advect` (ADVECT_LAYERS).
 const ADVECT_LAYERS: u32 = 8;
 /// Blocks of `advect` a multiprocessor is to hold (ADVECT_BLOCKS): 8
@@ -44,6 +47,7 @@ const ADVECT_BLOCKS: u32 = 8;
 struct Kernels {
     advect: CudaFunction,
     diffuse: CudaFunction,
+    diffuse_eddy: CudaFunction,
     eddy_maxima: CudaFunction,
     courant_max: CudaFunction,
     release: CudaFunction,
@@ -72,6 +76,7 @@ pub fn compile(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
             format!("-DMAXIMA_LAYERS={MAXIMA_LAYERS}"),
             format!("-DDIFFUSE_LAYERS={DIFFUSE_LAYERS}"),
             format!("-DDIFFUSE_BLOCKS={DIFFUSE_BLOCKS}"),
+            format!("-DDIFFUSE_EDDY_BLOCKS={DIFFUSE_EDDY_BLOCKS}"),
             format!("-DADVECT_LAYERS={ADVECT_LAYERS}"),
             format!("-DADVECT_BLOCKS={ADVECT_BLOCKS}"),
         ],
@@ -197,6 +202,7 @@ impl DeviceDispersion {
             Ok(Kernels {
                 advect: load("advect")?,
                 diffuse: load("diffuse")?,
+                diffuse_eddy: load("diffuse_eddy")?,
                 eddy_maxima: load("eddy_maxima")?,
                 courant_max: load("courant_max")?,
                 release: load("release")?,
@@ -376,13 +382,13 @@ impl DeviceDispersion {
     fn substeps(
         &mut self,
         k: usize,
-        eddy: bool,
+        begun: Begun,
         first: u64,
         span: u32,
         plan: Plan,
     ) -> Result<(), SolverError> {
         for (sub, dt, round_ends) in plan.sub_steps(span) {
-            self.launch_sub_step(k, sub, dt, eddy)?;
+            self.launch_sub_step(k, sub, dt, begun)?;
             for (source, s) in self.setup.sources.iter().enumerate() {
                 let Some((add, value)) = (s.field == k)
                     .then(|| Setup::release_value(s, first, span, plan.rounds))
@@ -414,8 +420,9 @@ impl DeviceDispersion {
         k: usize,
         sub: Sub,
         dt: f32,
-        eddy: bool,
+        begun: Begun,
     ) -> Result<(), SolverError> {
+        let eddy = begun.eddy;
         let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
         let periodic = self.periodic();
         let (diffusivity, single) = match sub {
@@ -430,24 +437,38 @@ impl DeviceDispersion {
         let mut cfg = self.lattice_config();
         cfg.grid_dim.0 = (nx as u32).div_ceil(2 * cfg.block_dim.0);
         cfg.grid_dim.2 = (nz as u32).div_ceil(layers);
-        if sub == Sub::Diffusion {
-            // Δt widened here, as the CPU widens it, rather than on every
-            // layer of a thread that has no register to spare for it.
-            let dt = dt as f64;
-            let mut b = self.stream.launch_builder(&self.kernels.diffuse);
+        if sub == Sub::Diffusion && eddy {
+            let mut b = self.stream.launch_builder(&self.kernels.diffuse_eddy);
             b.arg(&self.fields[k])
                 .arg(&mut self.next)
                 .arg(&self.faces)
-                .arg(diffusivity)
-                .arg(&single)
+                .arg(&self.diffusivity)
                 .arg(&dt)
                 .arg(&nx)
                 .arg(&ny)
                 .arg(&nz)
                 .arg(&periodic);
-            // SAFETY: diffuse(const float*, float*, const u8*, const float*,
-            // u32, double, int, int, int, u32): n cells each (the
-            // diffusivities one where `single`); the grid covers the
+            // SAFETY: diffuse_eddy(const float*, float*, const u8*, const
+            // float*, float, int, int, int, u32): n cells each; the grid
+            // covers the columns, two of a row and DIFFUSE_LAYERS layers a
+            // thread.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        } else if sub == Sub::Diffusion {
+            // The value the host engine diffuses with, as queue_maxima
+            // uploads it for the other kernels.
+            let d = begun.molecular;
+            let mut b = self.stream.launch_builder(&self.kernels.diffuse);
+            b.arg(&self.fields[k])
+                .arg(&mut self.next)
+                .arg(&self.faces)
+                .arg(&d)
+                .arg(&dt)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic);
+            // SAFETY: diffuse(const float*, float*, const u8*, float, float,
+            // int, int, int, u32): n cells each; the grid covers the
             // columns, two of a row and DIFFUSE_LAYERS layers a thread.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         } else {
@@ -499,7 +520,7 @@ impl Engine for DeviceDispersion {
         self.last_maxima = (courant, diffusivity);
         let plan = Setup::plan(span, courant, diffusivity);
         for k in 0..self.setup.fields {
-            self.substeps(k, begun.eddy, first, span, plan)?;
+            self.substeps(k, begun, first, span, plan)?;
         }
         Ok(())
     }

@@ -228,6 +228,7 @@ pub fn advance(flow: &Flow, c: &[f32], next: &mut [f32], flux: &mut Vec<f32>) {
             }
         });
     let flux = &flux[..];
+    let dt = flow.dt as f64;
     update_open_cells(flow, c, next, |cell, p| {
         let mut net = 0.0f64;
         for a in 0..3 {
@@ -238,19 +239,18 @@ pub fn advance(flow: &Flow, c: &[f32], next: &mut [f32], flux: &mut Vec<f32>) {
                 None => net -= edge_flux(flow, c, cell, a, -1.0) as f64,
             }
         }
-        net
+        (c[cell] as f64 - dt * net) as f32
     });
 }
 
-/// `next` = `c` less `flow.dt` × the net flux out of each open cell,
-/// `net(cell, its coordinates)`, summed in f64 (the CUDA `advect` and
-/// `diffuse` round the same way); held and closed cells keep their values.
+/// `next` = `updated(cell, its coordinates)` at each open cell, `c` at the
+/// held and closed ones, which keep their values.
 #[inline(always)]
 fn update_open_cells(
     flow: &Flow,
     c: &[f32],
     next: &mut [f32],
-    net: impl Fn(usize, [usize; 3]) -> f64 + Sync,
+    updated: impl Fn(usize, [usize; 3]) -> f32 + Sync,
 ) {
     use rayon::prelude::*;
     let [nx, ny, _] = flow.grid.size;
@@ -264,8 +264,7 @@ fn update_open_cells(
                 if Role::of(flow.flags[cell]) != Role::Open {
                     continue;
                 }
-                let net = net(cell, [i % nx, i / nx, z]);
-                *out = (c[cell] as f64 - flow.dt as f64 * net) as f32;
+                *out = updated(cell, [i % nx, i / nx, z]);
             }
         });
 }
@@ -307,9 +306,9 @@ pub fn substeps(courant: f32, diffusivity: f32) -> u32 {
 
 /// Cost of a diffusion-only sub-step ([`diffuse`]) against a sub-step that
 /// advects ([`advance`]), as [`Plan::of`] weighs them: on the H100 at 256³
-/// a `diffuse` takes 65–66 µs, an `advect` 245–250 µs (Nsight Compute,
-/// BENCHMARKS.md, seventeenth session).
-pub const DIFFUSION_COST: f32 = 0.27;
+/// a `diffuse` takes 57 µs, an `advect` 250 µs (Nsight Compute,
+/// BENCHMARKS.md, eighteenth session).
+pub const DIFFUSION_COST: f32 = 0.23;
 
 /// How a transport step is cut into sub-steps: `rounds` rounds, each an
 /// advection sub-step of 1/`rounds` of the step, and where diffusion does
@@ -423,22 +422,28 @@ pub fn sub_step(flow: &Flow, sub: Sub, c: &[f32], next: &mut [f32], flux: &mut V
 /// One diffusion-only sub-step of `flow.dt` for one field, in one pass:
 /// each open cell sums the diffusive fluxes through its six faces, each
 /// worked out as [`Flow::face`] works out its diffusive part (so what leaves
-/// one cell enters its neighbour exactly), in f64 in [`advance`]'s order.
-/// Grid faces without a neighbour carry nothing (zero gradient); held and
-/// closed cells keep their values. The CUDA kernel `diffuse` is the same.
+/// one cell enters its neighbour exactly), in [`advance`]'s order. Grid
+/// faces without a neighbour carry nothing (zero gradient); held and closed
+/// cells keep their values. The CUDA kernel `diffuse` is the same.
+///
+/// In f32 throughout, where [`advance`] sums in f64: the GPU's f64
+/// conversions and adds made `diffuse` compute-bound (65 µs a sub-step on
+/// the H100 at 256³ against about 50 µs for its memory traffic), and the
+/// few extra roundings of the sum are of the order of the one every update
+/// ends with (a closed box still keeps its total to 1e-6, the tests below).
 pub fn diffuse(flow: &Flow, c: &[f32], next: &mut [f32]) {
     let w = Walker::new(flow.grid);
     update_open_cells(flow, c, next, |cell, p| {
-        let mut net = 0.0f64;
+        let mut net = 0.0f32;
         for (a, &p) in p.iter().enumerate() {
             if let Some(hi) = w.step(cell, p, a, 1) {
-                net += flow.diffusive(c, cell, hi) as f64;
+                net += flow.diffusive(c, cell, hi);
             }
             if let Some(lo) = w.step(cell, p, a, -1) {
-                net -= flow.diffusive(c, lo, cell) as f64;
+                net -= flow.diffusive(c, lo, cell);
             }
         }
-        net
+        c[cell] - flow.dt * net
     });
 }
 
@@ -885,30 +890,40 @@ mod tests {
             v.uy[cell] = 0.2 * (0.4 * z).cos();
             v.uz[cell] = 0.15 * (0.5 * x).sin();
         }
-        let mut c: Vec<f32> = (0..grid.cells())
-            .map(|cell| {
-                let p = grid.coords(cell);
-                if Role::of(flags[cell]) == Role::Open && p[0] < 8 {
-                    1.0
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        let total = |c: &[f32]| c.iter().map(|&v| v as f64).sum::<f64>();
-        let before = total(&c);
-        run(&grid, &flags, &v, 0.02, &mut c, 500);
-        let after = total(&c);
-        assert!((after / before - 1.0).abs() < 1e-6, "{after} vs {before}");
-        // It went somewhere: the far half received some.
-        let far: f64 = (0..grid.cells())
-            .filter(|&k| grid.coords(k)[0] >= 12)
-            .map(|k| c[k] as f64)
-            .sum();
-        assert!(far > 0.1 * before, "{far}");
-        // Walls hold none.
-        assert!((0..grid.cells())
-            .filter(|&k| Role::of(flags[k]) == Role::Closed)
-            .all(|k| c[k] == 0.0));
+        // Advection-bound (each sub-step does both, summing in f64), then
+        // diffusion-dominated (most sub-steps `diffuse`, summing in f32).
+        let courant = largest_courant(&flags, &v, 0..grid.cells());
+        assert_eq!(Plan::of(courant, 0.02).diffusion, 0);
+        assert!(Plan::of(courant, 0.5).diffusion > Plan::of(courant, 0.5).rounds);
+        for d in [0.02, 0.5] {
+            let mut c: Vec<f32> = (0..grid.cells())
+                .map(|cell| {
+                    let p = grid.coords(cell);
+                    if Role::of(flags[cell]) == Role::Open && p[0] < 8 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let total = |c: &[f32]| c.iter().map(|&v| v as f64).sum::<f64>();
+            let before = total(&c);
+            run(&grid, &flags, &v, d, &mut c, 500);
+            let after = total(&c);
+            assert!(
+                (after / before - 1.0).abs() < 1e-6,
+                "D {d}: {after} vs {before}"
+            );
+            // It went somewhere: the far half received some.
+            let far: f64 = (0..grid.cells())
+                .filter(|&k| grid.coords(k)[0] >= 12)
+                .map(|k| c[k] as f64)
+                .sum();
+            assert!(far > 0.1 * before, "D {d}: {far}");
+            // Walls hold none.
+            assert!((0..grid.cells())
+                .filter(|&k| Role::of(flags[k]) == Role::Closed)
+                .all(|k| c[k] == 0.0));
+        }
     }
 }
