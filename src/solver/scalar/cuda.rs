@@ -40,8 +40,9 @@ const DIFFUSE_EDDY_BLOCKS: u32 = 12;
 /// Layers per thread of `advect` (ADVECT_LAYERS).
 const ADVECT_LAYERS: u32 = 8;
 /// Blocks of `advect` a multiprocessor is to hold (ADVECT_BLOCKS): 8
-/// leaves 64 registers a thread. H100, 256³: 248 µs a sub-step, against
-/// 315 µs at the compiler's own 96 (5 blocks).
+/// leaves 64 registers a thread. H100, 256³: 236 µs a sub-step (248 µs
+/// while the limiter divided), against 315 µs at the compiler's own 96 (5
+/// blocks).
 const ADVECT_BLOCKS: u32 = 8;
 
 struct Kernels {
