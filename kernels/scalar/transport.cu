@@ -258,9 +258,10 @@ extern "C" __global__ void __launch_bounds__(128, ADVECT_BLOCKS) advect(const fl
 // out once for both, and each +z term goes up as the -z term of the layer
 // above. H100, 256^3: 174 us a sub-step with seven roles a cell and one
 // cell a thread, 72 us so, 66 us with the shared terms and the even-row
-// case compiled apart, all three summing in f64 (its conversions the bound)
-// (BENCHMARKS.md, 2026-11-26, sixteenth to eighteenth sessions). Two
-// sub-steps in one pass through shared memory took 207 us, more than two.
+// case compiled apart, all three summing in f64 (its conversions the
+// bound); 56 us in f32 at 16 blocks a multiprocessor (BENCHMARKS.md,
+// 2026-11-26, sixteenth to eighteenth sessions). Two sub-steps in one pass
+// through shared memory took 207 us, more than two.
 #define OPEN_CELL 64u
 
 struct Pair {
