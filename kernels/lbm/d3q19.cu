@@ -716,6 +716,25 @@ __device__ __forceinline__ void put_velocity(const Params& p, u64 n, u64 c, cons
     out[n + c] = u[1];
     out[2 * n + c] = u[2];
 }
+// Cells c and c + 1's, one float2 store a plane where the planes are 8-byte
+// aligned there (always in the pair kernels, whose c and n are even and
+// whose planes start where an allocation does).
+__device__ __forceinline__ void put_velocity_pair(const Params& p, u64 n, u64 c, const float* a, const float* b) {
+    float ra, ua[3], rb, ub[3];
+    fluid_velocity(a, p, &ra, ua);
+    fluid_velocity(b, p, &rb, ub);
+    float* out = velocity_planes(p);
+    if ((((u64)out | (c * 4) | (n * 4)) & 7) == 0) {
+#pragma unroll
+        for (int k = 0; k < 3; k++) *reinterpret_cast<float2*>(out + k * n + c) = make_float2(ua[k], ub[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            out[k * n + c] = ua[k];
+            out[k * n + c + 1] = ub[k];
+        }
+    }
+}
 // A listed NEAR cell's (aa_boundary), as cell_fields reports it.
 __device__ __forceinline__ void put_near_velocity(const Params& p, u32 fl, u64 n, u64 c, const float* v) {
     if ((fl & TYPE_MASK) == T_OUTLET) {
@@ -795,16 +814,22 @@ __device__ __forceinline__ void pair_st(pair_t& w, bool hi, float v) {
 // incoming opposite(k) and receives outgoing k.
 template <bool ODD>
 __device__ __forceinline__ void collide_pair(pair_t* w, const Params& p, u64 n, u64 c) {
+#ifdef WRITE_VELOCITY
+    // Both cells' velocities before either collides, so that each plane
+    // takes one 8-byte store for the pair rather than two 4-byte ones (c and
+    // n are even in the pair kernels).
+    {
+        float a[Q], b[Q];
+#pragma unroll
+        for (int i = 0; i < Q; i++) {
+            a[i] = pair_real(w[ODD ? opposite(i) : i], false);
+            b[i] = pair_real(w[ODD ? opposite(i) : i], true);
+        }
+        put_velocity_pair(p, n, c, a, b);
+    }
+#endif
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-#ifdef WRITE_VELOCITY
-        {
-            float r[Q];
-#pragma unroll
-            for (int i = 0; i < Q; i++) r[i] = pair_real(w[ODD ? opposite(i) : i], h);
-            put_velocity(p, n, c + h, r);
-        }
-#endif
         float v[Q];
 #pragma unroll
         for (int i = 0; i < Q; i++) v[i] = pair_ld(w[ODD ? opposite(i) : i], h);
