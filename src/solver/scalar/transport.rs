@@ -823,6 +823,46 @@ mod tests {
     }
 
     #[test]
+    fn the_limited_slope_is_sweby_phi_times_the_jump_and_keeps_its_bounds_exactly() {
+        // φ(r) as the ratio form gives it, in f64.
+        let phi = |r: f64, nu: f64| {
+            let third = ((2.0 - nu) + (1.0 + nu) * r) / 3.0;
+            (2.0 * r).min(third).clamp(0.0, 2.0)
+        };
+        let values = [-3.0f32, -1.0, -0.3, -1e-3, 1e-3, 0.2, 0.7, 1.0, 2.5, 40.0];
+        for &slope in &values {
+            for &jump in &values {
+                for nu in [0.0f32, 0.25, 0.5, 0.9] {
+                    let got = limited(slope, jump, nu);
+                    let exact = phi(slope as f64 / jump as f64, nu as f64) * jump as f64;
+                    let scale = (slope.abs() + jump.abs()) as f64;
+                    assert!(
+                        (got as f64 - exact).abs() <= 1e-6 * scale,
+                        "slope {slope}, jump {jump}, ν {nu}: {got} against {exact}"
+                    );
+                    // 0 ≤ φ ≤ min(2r, 2), times the jump: on the jump's side
+                    // of zero, within 2·jump and, where r > 0, within
+                    // 2·slope, in f32 with no rounding in between.
+                    let (lo, hi) = if jump > 0.0 {
+                        (0.0, 2.0 * jump)
+                    } else {
+                        (2.0 * jump, 0.0)
+                    };
+                    assert!(lo <= got && got <= hi, "slope {slope}, jump {jump}: {got}");
+                    if slope / jump > 0.0 {
+                        assert!(
+                            got.abs() <= (2.0 * slope).abs(),
+                            "slope {slope}, jump {jump}: {got}"
+                        );
+                    } else {
+                        assert_eq!(got, 0.0, "slope {slope}, jump {jump}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn open_faces_name_the_faces_diffusion_exchanges_through() {
         // 3³, periodic in x only; a wall at the centre, an inlet in a corner.
         let grid = Grid {
