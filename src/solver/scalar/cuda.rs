@@ -426,10 +426,6 @@ impl DeviceDispersion {
         let eddy = begun.eddy;
         let [nx, ny, nz] = self.grid.size.map(|s| s as i32);
         let periodic = self.periodic();
-        let (diffusivity, single) = match sub {
-            Sub::Advection => (&self.zero, 1u32),
-            _ => (&self.diffusivity, (!eddy) as u32),
-        };
         // Both take two cells of a row and a run of layers a thread.
         let layers = match sub {
             Sub::Diffusion => DIFFUSE_LAYERS,
@@ -473,6 +469,10 @@ impl DeviceDispersion {
             // columns, two of a row and DIFFUSE_LAYERS layers a thread.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         } else {
+            let (diffusivity, single) = match sub {
+                Sub::Advection => (&self.zero, 1u32),
+                _ => (&self.diffusivity, (!eddy) as u32),
+            };
             let mut b = self.stream.launch_builder(&self.kernels.advect);
             b.arg(&self.fields[k])
                 .arg(&mut self.next)
