@@ -138,6 +138,7 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
                 "divergence_rhs",
                 "correct",
                 "fastest",
+                "predict",
             ][..],
         ),
         (

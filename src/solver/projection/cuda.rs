@@ -106,6 +106,7 @@ struct Kernels {
     clear_inactive: CudaFunction,
     direction: CudaFunction,
     cg_update: CudaFunction,
+    predict: CudaFunction,
 }
 
 /// One grid of the multigrid hierarchy on the GPU: its operator.
@@ -205,6 +206,9 @@ pub struct DeviceFlow {
     eddy: CudaSlice<f32>,
     /// Indexed by [`Vector`].
     vectors: [CudaSlice<f32>; 7],
+    /// The pressures of the two solves before the last (`Flow::history`),
+    /// one plane each.
+    history: CudaSlice<f32>,
     mg: Hierarchy,
     /// Active cells of the finest grid.
     active: f64,
@@ -240,9 +244,9 @@ impl Graph {
 
 /// Bytes of GPU memory per cell: the velocities, their explicit terms now
 /// and before, the eddy viscosity, the seven vectors of the pressure solve,
-/// the flags, the walls' velocities, and the coarser grids (about a seventh
-/// more).
-pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 3 + 2) + 3 + 8;
+/// the two pressures before, the flags, the walls' velocities, and the
+/// coarser grids (about a seventh more).
+pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 2 + 3 + 2) + 3 + 8;
 
 fn face_bits(faces: &[[Face; 2]; 3]) -> u32 {
     let mut bits = 0;
@@ -320,6 +324,7 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             clear_inactive: g("clear_inactive")?,
             direction: g("direction")?,
             cg_update: g("cg_update")?,
+            predict: f("predict")?,
         })
     })
     .map_err(SolverError::Device)
@@ -445,6 +450,7 @@ impl DeviceFlow {
                     vector()?,
                     vector()?,
                 ],
+                history: stream.alloc_zeros(2 * n)?,
                 mg: Hierarchy {
                     singular: ops[0].singular,
                     levels,
@@ -540,6 +546,8 @@ impl DeviceFlow {
             .map_err(dev)?;
         s.memcpy_htod(&flow.p, &mut self.vectors[Vector::P as usize])
             .map_err(dev)?;
+        s.memcpy_htod(&flow.history.concat(), &mut self.history)
+            .map_err(dev)?;
         s.memcpy_htod(&wall, &mut self.wall).map_err(dev)?;
         s.synchronize().map_err(dev)
     }
@@ -559,6 +567,10 @@ impl DeviceFlow {
         }
         s.memcpy_dtoh(&self.vectors[Vector::P as usize], &mut flow.p)
             .map_err(dev)?;
+        for (k, plane) in flow.history.iter_mut().enumerate() {
+            s.memcpy_dtoh(&self.history.slice(k * n..(k + 1) * n), plane)
+                .map_err(dev)?;
+        }
         s.synchronize().map_err(dev)
     }
 
@@ -681,6 +693,7 @@ impl DeviceFlow {
             max_iterations: flow.pcg.max_iterations,
             max_sweeps: flow.pcg.max_sweeps,
         };
+        self.predict(flow, dt)?;
         let solve = self.project(dt, settings)?;
         flow.last_solve = solve;
         spent.iterations += solve.iterations as u64;
@@ -704,6 +717,31 @@ impl DeviceFlow {
         self.spent = spent;
         flow.time += dt as f64;
         flow.steps += 1;
+        Ok(())
+    }
+
+    /// The solve's first guess, as [`Flow::predict`] (whose history count
+    /// and spans advance on the host).
+    fn predict(&mut self, flow: &mut Flow, dt: f32) -> Result<(), SolverError> {
+        let len = if flow.extrapolate {
+            flow.history_len
+        } else {
+            0
+        };
+        let [w0, w1, w2] = super::flow::extrapolation(len, flow.spans, dt);
+        let n = self.n();
+        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.predict);
+        b.arg(&mut self.vectors[Vector::P as usize])
+            .arg(&mut self.history)
+            .arg(&n)
+            .arg(&w0)
+            .arg(&w1)
+            .arg(&w2);
+        // SAFETY: predict(float*, float*, size_t, float, float, float): p n,
+        // history 2n.
+        unsafe { b.launch(list_config(n)) }.map(drop).map_err(dev)?;
+        flow.spans = [dt, flow.spans[0]];
+        flow.history_len = (flow.history_len + 1).min(2);
         Ok(())
     }
 
@@ -731,8 +769,8 @@ impl DeviceFlow {
             .map_err(dev)
     }
 
-    /// The right-hand side of the pressure equation and its solve (warm
-    /// start from the last pressure).
+    /// The right-hand side of the pressure equation and its solve (from
+    /// the guess [`DeviceFlow::predict`] left in p).
     fn project(&mut self, dt: f32, settings: Settings) -> Result<Solve, SolverError> {
         let [nx, ny, nz] = self.size.map(|v| v as i32);
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.divergence_rhs);

@@ -23,8 +23,14 @@ use super::multigrid::{Pcg, Solve};
 use super::poisson::{Face, Operator};
 use crate::solver::Fields;
 
-/// Values of [`Flow::state`] after its seven planes.
-const STATE_EXTRA: usize = 5;
+/// Values of [`Flow::state`] after its planes.
+const STATE_EXTRA: usize = 8;
+/// Planes of [`Flow::state`]: three velocities, the pressure, three explicit
+/// terms and the two pressures before ([`Flow::history`]).
+const STATE_PLANES: usize = 9;
+/// The planes and values of the state written before the pressures before
+/// were kept (a checkpoint of then resumes with none).
+const OLD_STATE: (usize, usize) = (7, 5);
 
 /// The bit of an outlet's code in [`Flow::outflow`] that makes it convective.
 pub(super) const CONVECTIVE: usize = 8;
@@ -102,6 +108,17 @@ pub struct Flow {
     pub(super) has_previous: bool,
     /// The pressure equation's right-hand side, kept likewise.
     rhs: Vec<f32>,
+    /// The pressures of the two solves before the last one, newest first,
+    /// and how many of them there are (0 to 2): each solve starts from the
+    /// pressure extrapolated through them to its time ([`Flow::predict`]).
+    pub(super) history: [Vec<f32>; 2],
+    pub(super) history_len: usize,
+    /// The sub-steps from the older pressures to the newer: `spans[0]` from
+    /// `history[0]` to `p`, `spans[1]` from `history[1]` to `history[0]`.
+    pub(super) spans: [f32; 2],
+    /// Whether solves start from the extrapolated pressure (else from the
+    /// last one, as the seed's solver did).
+    pub extrapolate: bool,
     /// The largest wall velocity component (moving lids, inlets).
     fastest_wall: f32,
     pub(super) pcg: Pcg,
@@ -173,6 +190,10 @@ impl Flow {
             previous: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
             has_previous: false,
             rhs: vec![0.0; n],
+            history: [vec![0.0; n], vec![0.0; n]],
+            history_len: 0,
+            spans: [0.0; 2],
+            extrapolate: true,
             fastest_wall: 0.0,
             pcg,
             time: 0.0,
@@ -618,16 +639,19 @@ impl Flow {
 
     /// Values in [`Flow::state`].
     pub fn state_len(&self) -> usize {
-        7 * self.cells() + STATE_EXTRA
+        STATE_PLANES * self.cells() + STATE_EXTRA
     }
 
     /// Everything the next steps depend on, as FP32 values: the face
     /// velocities, the pressure (the next solve starts from it), the last
-    /// step's explicit terms (Adams–Bashforth), then whether there are any,
-    /// the time (f64) and the sub-steps taken (u64), as their bits.
+    /// step's explicit terms (Adams–Bashforth), the two pressures before;
+    /// then whether there are explicit terms, the time (f64) and the
+    /// sub-steps taken (u64), as their bits, and the pressures before: how
+    /// many, and the sub-steps between them.
     pub fn state(&self) -> Vec<f32> {
         let mut out = Vec::with_capacity(self.state_len());
-        for plane in self.u.iter().chain([&self.p]).chain(&self.previous) {
+        let planes = self.u.iter().chain([&self.p]).chain(&self.previous);
+        for plane in planes.chain(&self.history) {
             out.extend_from_slice(plane);
         }
         let [t, s] = [self.time.to_bits(), self.steps];
@@ -636,34 +660,68 @@ impl Flow {
             out.push(f32::from_bits((word >> 32) as u32));
             out.push(f32::from_bits(word as u32));
         }
+        out.push(f32::from_bits(self.history_len as u32));
+        out.extend(self.spans);
         out
     }
 
-    /// Restores [`Flow::state`].
+    /// Restores [`Flow::state`], or the shorter state of a checkpoint
+    /// written before the pressures before were kept (the next solves then
+    /// start as after a first step).
     pub fn set_state(&mut self, state: &[f32]) -> Result<(), String> {
         let n = self.cells();
-        if state.len() != self.state_len() {
+        let (planes, extra) = if state.len() == OLD_STATE.0 * n + OLD_STATE.1 {
+            OLD_STATE
+        } else {
+            (STATE_PLANES, STATE_EXTRA)
+        };
+        if state.len() != planes * n + extra {
             return Err(format!(
                 "{} values for the projection method's state of {}",
                 state.len(),
                 self.state_len()
             ));
         }
-        let mut planes = state.chunks_exact(n);
-        for plane in self
-            .u
-            .iter_mut()
-            .chain([&mut self.p])
-            .chain(&mut self.previous)
-        {
-            plane.copy_from_slice(planes.next().expect("length checked"));
+        let mut chunks = state.chunks_exact(n);
+        let kept = self.u.iter_mut().chain([&mut self.p]);
+        let kept = kept.chain(&mut self.previous).chain(&mut self.history);
+        for plane in kept.take(planes) {
+            plane.copy_from_slice(chunks.next().expect("length checked"));
         }
-        let rest = &state[7 * n..];
+        let rest = &state[planes * n..];
         let word = |k: usize| (rest[k].to_bits() as u64) << 32 | rest[k + 1].to_bits() as u64;
         self.has_previous = rest[0].to_bits() != 0;
         self.time = f64::from_bits(word(1));
         self.steps = word(3);
+        if planes == STATE_PLANES {
+            self.history_len = (rest[5].to_bits() as usize).min(2);
+            self.spans = [rest[6], rest[7]];
+        } else {
+            self.history_len = 0;
+            self.history.iter_mut().for_each(|h| h.fill(0.0));
+        }
         Ok(())
+    }
+
+    /// Replaces the pressure by its extrapolation to a solve `dt` later
+    /// (through the pressures before, as far as there are any), the first
+    /// guess of that solve, and shifts the pressures before.
+    fn predict(&mut self, dt: f32) {
+        let len = if self.extrapolate {
+            self.history_len
+        } else {
+            0
+        };
+        let w = extrapolation(len, self.spans, dt);
+        let [h0, h1] = &mut self.history;
+        for ((p, h0), h1) in self.p.iter_mut().zip(h0.iter_mut()).zip(h1.iter_mut()) {
+            let (a, b, c) = (*p, *h0, *h1);
+            *h1 = b;
+            *h0 = a;
+            *p = w[0] * a + w[1] * b + w[2] * c;
+        }
+        self.spans = [dt, self.spans[0]];
+        self.history_len = (self.history_len + 1).min(2);
     }
 
     /// One step of length `dt`: Adams–Bashforth (Euler on the first), then
@@ -711,7 +769,7 @@ impl Flow {
     }
 
     /// Makes the velocities divergence-free: ∇²φ = ∇·u / dt, u −= dt ∇φ;
-    /// the pressure is φ (warm start from the last one).
+    /// the pressure is φ (the solve starts from the last ones extrapolated).
     fn project(&mut self, dt: f32) {
         let n = self.cells();
         let began = std::time::Instant::now();
@@ -724,6 +782,7 @@ impl Flow {
                 0.0
             };
         }
+        self.predict(dt);
         self.last_solve = self.pcg.solve(&b, &mut self.p);
         self.rhs = b;
         self.spent.iterations += self.last_solve.iterations as u64;
@@ -760,6 +819,32 @@ impl Flow {
         }
         f
     }
+}
+
+/// The weights of the pressure now and of the `len` (0 to 2) pressures
+/// before it (`spans` apart, newest first) whose sum extrapolates them to
+/// `dt` later: Lagrange's polynomial through them, in double precision, so
+/// that the CPU and the GPU take the same FP32 weights.
+///
+/// The pressure changes smoothly from sub-step to sub-step, so the
+/// extrapolated pressure leaves a far smaller first residual than the last
+/// one: on the 64³ cavity from rest CG took 1.1 V-cycles a solve over 300
+/// steps instead of 2.6 (2.2 instead of 5.0 on the city block from rest).
+pub(super) fn extrapolation(len: usize, spans: [f32; 2], dt: f32) -> [f32; 3] {
+    let (h, h1, h2) = (dt as f64, spans[0] as f64, spans[1] as f64);
+    let w = match len {
+        0 => [1.0, 0.0, 0.0],
+        1 => [1.0 + h / h1, -h / h1, 0.0],
+        _ => {
+            let (a, b) = (h + h1, h + h1 + h2);
+            [
+                a * b / (h1 * (h1 + h2)),
+                -h * b / (h1 * h2),
+                h * a / ((h1 + h2) * h2),
+            ]
+        }
+    };
+    w.map(|v| v as f32)
 }
 
 #[cfg(test)]
@@ -988,6 +1073,78 @@ mod tests {
             );
         }
         assert!(flow.last_solve.residual <= 1e-5, "{:?}", flow.last_solve);
+    }
+
+    #[test]
+    fn extrapolation_reproduces_a_quadratic_in_time_over_uneven_sub_steps() {
+        let p = |t: f64| 0.3 - 1.7 * t + 2.9 * t * t;
+        let (spans, dt) = ([0.5f32, 0.25], 0.125f32);
+        let w = extrapolation(2, spans, dt);
+        let (t0, t1, t2) = (1.0, 0.5, 0.25);
+        let guess = w[0] as f64 * p(t0) + w[1] as f64 * p(t1) + w[2] as f64 * p(t2);
+        assert!(
+            (guess - p(1.125)).abs() < 1e-6,
+            "{guess} against {}",
+            p(1.125)
+        );
+        // A line from two, the last value alone from one.
+        let line = |t: f64| 2.0 - 3.0 * t;
+        let w = extrapolation(1, spans, dt);
+        let guess = w[0] as f64 * line(1.0) + w[1] as f64 * line(0.5);
+        assert!((guess - line(1.125)).abs() < 1e-6 && w[2] == 0.0, "{w:?}");
+        assert_eq!(extrapolation(0, spans, dt), [1.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn solves_from_the_extrapolated_pressure_take_half_the_v_cycles() {
+        // The cavity from rest: the pressure builds up and changes every
+        // sub-step. Each solve reaches the tolerance either way.
+        let run = |extrapolate: bool| {
+            let mut flow = cavity(32, 8, 1.0, 0.32);
+            flow.extrapolate = extrapolate;
+            let dt = flow.stable_dt(0.5);
+            let mut cycles = 0;
+            for _ in 0..150 {
+                flow.step(dt);
+                assert!(flow.last_solve.residual <= 1e-5, "{:?}", flow.last_solve);
+                cycles += flow.last_solve.iterations;
+            }
+            cycles
+        };
+        let (from_last, extrapolated) = (run(false), run(true));
+        assert!(
+            2 * extrapolated <= from_last,
+            "{extrapolated} V-cycles extrapolated against {from_last} from the last pressure"
+        );
+    }
+
+    #[test]
+    fn a_state_resumes_bit_for_bit_and_one_from_before_the_history_resumes_without_it() {
+        let mut flow = cavity(16, 4, 1.0, 0.16);
+        let dt = flow.stable_dt(0.5);
+        for _ in 0..5 {
+            flow.step(dt);
+        }
+        let state = flow.state();
+        let mut resumed = cavity(16, 4, 1.0, 0.16);
+        resumed.set_state(&state).unwrap();
+        for _ in 0..5 {
+            flow.step(dt);
+            resumed.step(dt);
+        }
+        assert_eq!(flow.state(), resumed.state());
+        // The state without the pressures before, as written until they
+        // were kept: it resumes as from a first solve.
+        let n = flow.cells();
+        let mut old = state[..7 * n].to_vec();
+        old.extend_from_slice(&state[9 * n..9 * n + 5]);
+        let mut resumed = cavity(16, 4, 1.0, 0.16);
+        resumed.set_state(&old).unwrap();
+        assert_eq!((resumed.history_len, resumed.steps), (0, 5));
+        assert_eq!(resumed.p, state[3 * n..4 * n]);
+        resumed.step(dt);
+        assert!(resumed.last_solve.residual <= 1e-5);
+        assert!(resumed.set_state(&old[1..]).is_err());
     }
 
     /// The 64² cavity at `reynolds` run to `time` (lid speed 1 cell per unit

@@ -16,7 +16,8 @@
 //! prolongation are not each other's transpose (the transpose of the
 //! trilinear map converged slower), so CG takes the flexible β; it stops
 //! at a relative residual, or where f32 rounding stops it, and starts from
-//! the last solution (warm start).
+//! the `x` it is given: the flow passes the last pressures extrapolated
+//! to the solve's time (`flow::extrapolation`).
 
 use rayon::prelude::*;
 

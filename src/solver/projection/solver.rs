@@ -16,8 +16,9 @@ use crate::solver::{
 };
 
 /// Memory per cell: three velocity components, their explicit terms, the
-/// pressure and the multigrid's vectors (about twice the finest grid's).
-pub const BYTES_PER_CELL: usize = 4 * (3 + 3 + 1 + 8);
+/// pressure and the two before it, and the multigrid's vectors (about twice
+/// the finest grid's).
+pub const BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 8);
 
 /// The advective CFL number the sub-steps keep to, unless set
 /// ([`ProjectionSolver::with_cfl`], `[run] cfl`).
