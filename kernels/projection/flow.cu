@@ -123,6 +123,7 @@ __device__ __forceinline__ float plain_term(size_t n, const float* u, size_t c,
     const float* ua = u + a * n;
     float own = ua[c];
     float advection = 0.0f, diffusion = 0.0f;
+#pragma unroll
     for (int b = 0; b < 3; b++) {
         float lo = ua[c - stride[b]], hi = ua[c + stride[b]];
         float velocity = own;
@@ -253,7 +254,7 @@ extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
 }
 
 // The explicit terms of the open face (a, p).
-__device__ __forceinline__ float explicit_term(const Grid& g, size_t n, const float* u,
+__device__ __noinline__ float explicit_term(const Grid& g, size_t n, const float* u,
                                                const unsigned char* kinds, const float* wall,
                                                const int p[3], int a, float nu, float force,
                                                float upwind, const float* eddy, int eddy_on) {
@@ -287,7 +288,7 @@ __device__ __forceinline__ float explicit_term(const Grid& g, size_t n, const fl
 // component a, into plane a of `out`; ν the molecular viscosity `nu`, plus
 // `eddy`'s where `eddy_on`. The three components in one thread: their
 // stencils share most of what they read.
-extern "C" __global__ void explicit_terms(const float* __restrict__ u,
+extern "C" __global__ void __launch_bounds__(128, 8) explicit_terms(const float* __restrict__ u,
                                           const unsigned char* __restrict__ kinds,
                                           const unsigned char* __restrict__ open,
                                           const float* __restrict__ wall, int nx, int ny, int nz,
@@ -301,16 +302,23 @@ extern "C" __global__ void explicit_terms(const float* __restrict__ u,
     size_t n = (size_t)nx * ny * nz;
     unsigned char faces = open[c];
     size_t stride[3] = {1, (size_t)nx, (size_t)nx * ny};
-    bool plain = plain_cell(g, kinds, p, c, stride);
-    for (int a = 0; a < 3; a++) {
-        if (!((faces >> a) & 1u)) {
-            out[a * n + c] = 0.0f;
-            continue;
+    // Unrolled on the plain path, so that every stride is a register; the
+    // general path stays a call of its own (its arrays in local memory).
+    if (plain_cell(g, kinds, p, c, stride)) {
+#pragma unroll
+        for (int a = 0; a < 3; a++) {
+            float force = a == 0 ? fx : (a == 1 ? fy : fz);
+            out[a * n + c] = (faces >> a) & 1u
+                                 ? plain_term(n, u, c, stride, a, nu, force, upwind, eddy, eddy_on)
+                                 : 0.0f;
         }
+        return;
+    }
+    for (int a = 0; a < 3; a++) {
         float force = a == 0 ? fx : (a == 1 ? fy : fz);
-        out[a * n + c] = plain ? plain_term(n, u, c, stride, a, nu, force, upwind, eddy, eddy_on)
-                               : explicit_term(g, n, u, kinds, wall, p, a, nu, force, upwind,
-                                               eddy, eddy_on);
+        out[a * n + c] = (faces >> a) & 1u ? explicit_term(g, n, u, kinds, wall, p, a, nu, force,
+                                                           upwind, eddy, eddy_on)
+                                           : 0.0f;
     }
 }
 

@@ -7,7 +7,8 @@
 //
 // A level: `links` bit d set where the neighbour in direction d (−x, +x, −y,
 // +y, −z, +z) is coupled; `weights` six per cell (null: all 1, the finest
-// grid); `diag` the diagonal, 0 where the cell takes no part. `faces` holds
+// grid); `diag` the diagonal, 0 where the cell takes no part, or null on
+// the finest grid where its links byte holds it (see `diagonal`). `faces` holds
 // two bits per domain face, face (axis, high) at bit 2 (2 axis + high):
 // 0 wall, 1 periodic, 2 fixed pressure.
 
@@ -48,6 +49,15 @@ __device__ __forceinline__ float weight(const float* weights, size_t c, int dir)
     return weights ? weights[6 * c + dir] : 1.0f;
 }
 
+// The diagonal of cell c: diag[c], or without `diag` (the finest grid, its
+// couplings all 1) the links counted plus bits 6-7 of the links byte, the
+// fixed-pressure part: the same value, from one byte a cell instead of five.
+__device__ __forceinline__ float diagonal(const unsigned char* links, const float* diag, size_t c) {
+    if (diag) return diag[c];
+    unsigned bits = links[c];
+    return (float)(__popc(bits & 63u) + (bits >> 6));
+}
+
 // Operator::differences: (A x)_c as a sum of differences.
 __device__ __forceinline__ float differences(const Level& l, const unsigned char* links,
                                              const float* weights, const float* diag,
@@ -62,7 +72,7 @@ __device__ __forceinline__ float differences(const Level& l, const unsigned char
             coupled += w;
         }
     }
-    return s + (diag[c] - coupled) * own;
+    return s + (diagonal(links, diag, c) - coupled) * own;
 }
 
 // out = A x (residual = 0), or out = b − A x (residual = 1); 0 in cells that
@@ -76,7 +86,7 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
     int p[3];
     size_t c;
     if (!own_cell(l, p, &c)) return;
-    if (!(diag[c] > 0.0f)) {
+    if (!(diagonal(links, diag, c) > 0.0f)) {
         out[c] = 0.0f;
         return;
     }
@@ -109,13 +119,14 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     int last = 0;
     for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
     if (last != pass) return;
-    if (!(diag[c] > 0.0f)) return;
+    float d = diagonal(links, diag, c);
+    if (!(d > 0.0f)) return;
     unsigned bits = links[c];
     float s = 0.0f;
     for (int dir = 0; dir < 6; dir++) {
         if (bits & (1u << dir)) s += weight(weights, c, dir) * x[neighbour(l, p, dir)];
     }
-    float gs = (b[c] + s) / diag[c];
+    float gs = (b[c] + s) / d;
     x[c] += 1.0f * (gs - x[c]);
 }
 
@@ -129,9 +140,9 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
     int p[3];
     size_t c;
     if (!own_cell(l, p, &c)) return;
-    out[c] = diag[c] > 0.0f
-                 ? x[c] + omega * (b[c] - differences(l, links, nullptr, diag, x, c, p)) / diag[c]
-                 : 0.0f;
+    float d = diagonal(links, diag, c);
+    out[c] = d > 0.0f ? x[c] + omega * (b[c] - differences(l, links, nullptr, diag, x, c, p)) / d
+                      : 0.0f;
 }
 
 // Coarse right-hand side: half the sum of the fine residual b − A x over
@@ -157,7 +168,7 @@ extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ l
                 int q[3] = {2 * p[0] + dx, 2 * p[1] + dy, 2 * p[2] + dz};
                 if (q[0] < fx && q[1] < fy && q[2] < fz) {
                     size_t f = (size_t)q[0] + (size_t)fx * ((size_t)q[1] + (size_t)fy * q[2]);
-                    s += diag[f] > 0.0f
+                    s += diagonal(links, diag, f) > 0.0f
                              ? fine_b[f] - differences(fine, links, weights, diag, x, f, q)
                              : 0.0f;
                 }
@@ -203,13 +214,14 @@ __device__ __forceinline__ void along(int i, int n, unsigned low_face, unsigned 
 // take part, else the holder's value (multigrid::Stencil).
 extern "C" __global__ void prolong_add(const float* __restrict__ e,
                                        const float* __restrict__ coarse_diag, int cx, int cy,
-                                       int cz, const float* __restrict__ fine_diag, int nx,
-                                       int ny, int nz, unsigned faces, float* __restrict__ x) {
+                                       int cz, const unsigned char* __restrict__ fine_links,
+                                       const float* __restrict__ fine_diag, int nx, int ny, int nz,
+                                       unsigned faces, float* __restrict__ x) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
     size_t c;
     if (!own_cell(l, p, &c)) return;
-    if (!(fine_diag[c] > 0.0f)) return;
+    if (!(diagonal(fine_links, fine_diag, c) > 0.0f)) return;
     int cn[3] = {cx, cy, cz};
     int cell[3][2];
     float w[3][2];
@@ -296,17 +308,19 @@ __device__ void block_sums(double* s0, double* s1, double t0, double t1) {
 }
 
 // Reductions, first pass: per block, Σ a·b (b null: Σ a) and, where c is
-// given, Σ c·d, over the cells where `mask` (a diagonal) is positive or
-// everywhere (mask null), in double precision; into partial[2 block + k].
+// given, Σ c·d, over the cells where the diagonal (`links`, `mask` as in
+// `diagonal`) is positive or everywhere (links null), in double precision;
+// into partial[2 block + k].
 extern "C" __global__ void reduce(const float* __restrict__ a, const float* __restrict__ b,
                                   const float* __restrict__ c, const float* __restrict__ d,
+                                  const unsigned char* __restrict__ links,
                                   const float* __restrict__ mask, size_t n,
                                   double* __restrict__ partial) {
     __shared__ double s0[256], s1[256];
     double t0 = 0.0, t1 = 0.0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        if (mask && !(mask[i] > 0.0f)) continue;
+        if (links && !(diagonal(links, mask, i) > 0.0f)) continue;
         t0 += b ? (double)a[i] * (double)b[i] : (double)a[i];
         if (c) t1 += (double)c[i] * (double)d[i];
     }
@@ -335,20 +349,23 @@ extern "C" __global__ void reduce_finish(const double* __restrict__ partial, uns
 }
 
 // v −= its mean over the active cells, the sum in scalars[slot].
-extern "C" __global__ void subtract_mean(float* __restrict__ v, const float* __restrict__ diag,
-                                         size_t n, const double* __restrict__ scalars, int slot,
+extern "C" __global__ void subtract_mean(float* __restrict__ v,
+                                         const unsigned char* __restrict__ links,
+                                         const float* __restrict__ diag, size_t n,
+                                         const double* __restrict__ scalars, int slot,
                                          double count) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n || !(diag[i] > 0.0f)) return;
+    if (i >= n || !(diagonal(links, diag, i) > 0.0f)) return;
     float mean = (float)(scalars[slot] / count);
     v[i] -= mean;
 }
 
 // Zeroes the cells that take no part.
-extern "C" __global__ void clear_inactive(float* __restrict__ v, const float* __restrict__ diag,
-                                          size_t n) {
+extern "C" __global__ void clear_inactive(float* __restrict__ v,
+                                          const unsigned char* __restrict__ links,
+                                          const float* __restrict__ diag, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && !(diag[i] > 0.0f)) v[i] = 0.0f;
+    if (i < n && !(diagonal(links, diag, i) > 0.0f)) v[i] = 0.0f;
 }
 
 // CG's new direction: p = z on the first iteration, else p = z + β p with the

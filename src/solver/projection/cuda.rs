@@ -120,6 +120,9 @@ struct Level {
     links: CudaSlice<u8>,
     weights: Option<CudaSlice<f32>>,
     diag: CudaSlice<f32>,
+    /// Whether `links` holds the diagonal too (the kernels' `diagonal`): the
+    /// kernels then take no `diag` and read a byte a cell less.
+    packed: bool,
 }
 
 /// A null pointer for the kernels' optional arguments.
@@ -134,12 +137,42 @@ impl Level {
             Some(w) => l.arg(w),
             None => l.arg(&NULL),
         };
-        l.arg(&self.diag)
-            .arg(&self.dims[0])
+        self.push_diag(l);
+        l.arg(&self.dims[0])
             .arg(&self.dims[1])
             .arg(&self.dims[2])
             .arg(&self.faces);
     }
+}
+
+impl Level {
+    /// The diagonal as the kernels take it: null where `links` holds it.
+    fn push_diag<'a>(&'a self, l: &mut LaunchArgs<'a>) {
+        if self.packed {
+            l.arg(&NULL);
+        } else {
+            l.arg(&self.diag);
+        }
+    }
+}
+
+/// The finest grid's links with its diagonal's fixed-pressure part (the
+/// diagonal less the links: 1 per outlet next to the cell) in bits 6-7, as
+/// the kernels' `diagonal` reads it; none where a part is over 3 or the
+/// operator has coupling weights.
+fn packed_links(op: &Operator) -> Option<Vec<u8>> {
+    if !op.weights.is_empty() {
+        return None;
+    }
+    op.links
+        .iter()
+        .zip(&op.diag)
+        .map(|(&bits, &d)| {
+            let extra = d - (bits & 63).count_ones() as f32;
+            ((0.0..=3.0).contains(&extra) && extra.fract() == 0.0)
+                .then_some(bits | (extra as u8) << 6)
+        })
+        .collect()
 }
 
 /// The multigrid hierarchy: operators, the coarser grids' solution and
@@ -408,14 +441,20 @@ impl DeviceFlow {
                     let flat: Vec<f32> = op.weights.iter().flatten().copied().collect();
                     Some(stream.clone_htod(&flat)?)
                 };
+                let packed = if depth == 0 { packed_links(op) } else { None };
                 levels.push(Level {
                     size: op.size,
                     dims: op.size.map(|v| v as i32),
                     faces: face_bits(&op.faces),
                     odd,
-                    links: stream.clone_htod(&op.links)?,
+                    links: stream.clone_htod(packed.as_ref().unwrap_or(&op.links))?,
                     weights,
-                    diag: stream.clone_htod(&op.diag)?,
+                    // Nothing reads a packed level's diagonal.
+                    diag: match packed {
+                        Some(_) => stream.alloc_zeros(1)?,
+                        None => stream.clone_htod(&op.diag)?,
+                    },
+                    packed: packed.is_some(),
                 });
                 if depth > 0 {
                     coarser.push((
@@ -813,9 +852,15 @@ impl DeviceFlow {
             Some((c, d, _)) => l.arg(&v[c as usize]).arg(&v[d as usize]),
             None => l.arg(&null).arg(&null),
         };
+        let finest = &self.mg.levels[0];
         match b {
-            None => l.arg(&self.mg.levels[0].diag),
-            Some(_) => l.arg(&null),
+            None => {
+                l.arg(&finest.links);
+                finest.push_diag(&mut l);
+            }
+            Some(_) => {
+                l.arg(&null).arg(&null);
+            }
         };
         l.arg(&n).arg(&mut self.partial);
         let cfg = LaunchConfig {
@@ -823,8 +868,9 @@ impl DeviceFlow {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: reduce(const float* ×5, size_t, double*): vectors of n
-        // (or null), 2 × blocks partial sums.
+        // SAFETY: reduce(const float* ×4, const u8*, const float*, size_t,
+        // double*): vectors of n (or null), the finest grid's links and
+        // diagonal (or null), 2 × blocks partial sums.
         unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
         let slot1 = second.map_or(-1, |s| s.2);
         let mut l = s.launch_builder(&k.reduce_finish);
@@ -844,15 +890,14 @@ impl DeviceFlow {
         self.reduce(v, None, None, SUM)?;
         let n = self.n();
         let count = self.active;
+        let finest = &self.mg.levels[0];
         let mut l = self.gpu.stream.launch_builder(&self.gpu.k.subtract_mean);
-        l.arg(&mut self.vectors[v as usize])
-            .arg(&self.mg.levels[0].diag)
-            .arg(&n)
-            .arg(&self.scalars)
-            .arg(&SUM)
-            .arg(&count);
-        // SAFETY: subtract_mean(float*, const float*, size_t, const double*,
-        // int, double): vectors of n.
+        l.arg(&mut self.vectors[v as usize]).arg(&finest.links);
+        finest.push_diag(&mut l);
+        l.arg(&n).arg(&self.scalars).arg(&SUM).arg(&count);
+        // SAFETY: subtract_mean(float*, const u8*, const float*, size_t,
+        // const double*, int, double): vectors of n, the finest grid's links
+        // and diagonal (or null).
         unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)
     }
 
@@ -875,9 +920,9 @@ impl DeviceFlow {
         let [p, rhs, _, z, ..] = &mut self.vectors;
         let (from, to) = if back { (&*z, p) } else { (&*p, z) };
         let mut l = self.gpu.stream.launch_builder(&self.gpu.k.jacobi);
-        l.arg(&level.links)
-            .arg(&level.diag)
-            .arg(&nx)
+        l.arg(&level.links);
+        level.push_diag(&mut l);
+        l.arg(&nx)
             .arg(&ny)
             .arg(&nz)
             .arg(&level.faces)
@@ -900,11 +945,15 @@ impl DeviceFlow {
             self.remove_mean(Vector::Rhs)?;
         }
         {
+            let finest = &self.mg.levels[0];
             let mut l = self.gpu.stream.launch_builder(&self.gpu.k.clear_inactive);
             l.arg(&mut self.vectors[Vector::P as usize])
-                .arg(&self.mg.levels[0].diag)
-                .arg(&n);
-            // SAFETY: clear_inactive(float*, const float*, size_t): n values.
+                .arg(&finest.links);
+            finest.push_diag(&mut l);
+            l.arg(&n);
+            // SAFETY: clear_inactive(float*, const u8*, const float*,
+            // size_t): n values, the finest grid's links and diagonal (or
+            // null).
             unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
         }
         self.residual()?;
@@ -1240,14 +1289,12 @@ fn down_up(
         .arg(&nx)
         .arg(&ny)
         .arg(&nz)
-        .arg(&fine.diag)
-        .arg(&fx)
-        .arg(&fy)
-        .arg(&fz)
-        .arg(&fine.faces)
-        .arg(&mut *x);
+        .arg(&fine.links);
+    fine.push_diag(&mut l);
+    l.arg(&fx).arg(&fy).arg(&fz).arg(&fine.faces).arg(&mut *x);
     // SAFETY: prolong_add(const float*, const float*, int, int, int, const
-    // float*, int, int, int, unsigned, float*): coarse and fine cells.
+    // u8*, const float*, int, int, int, unsigned, float*): coarse and fine
+    // cells (the fine diagonal null where its links hold it).
     unsafe { l.launch(cells_config(fine.size)) }
         .map(drop)
         .map_err(dev)?;
