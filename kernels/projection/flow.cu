@@ -255,9 +255,9 @@ extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
 
 // The explicit terms of the open face (a, p).
 __device__ __noinline__ float explicit_term(const Grid& g, size_t n, const float* u,
-                                               const unsigned char* kinds, const float* wall,
-                                               const int p[3], int a, float nu, float force,
-                                               float upwind, const float* eddy, int eddy_on) {
+                                           const unsigned char* kinds, const float* wall,
+                                           const int p[3], int a, float nu, float force,
+                                           float upwind, const float* eddy, int eddy_on) {
     size_t c = cell_index(g, p);
     float own = u[a * n + c];
     float advection = 0.0f, diffusion = 0.0f;
@@ -287,7 +287,8 @@ __device__ __noinline__ float explicit_term(const Grid& g, size_t n, const float
 // Flow::explicit: −(u·∇)u_a + ∇·(ν∇u_a) + f_a at every open face of each
 // component a, into plane a of `out`; ν the molecular viscosity `nu`, plus
 // `eddy`'s where `eddy_on`. The three components in one thread: their
-// stencils share most of what they read.
+// stencils share most of what they read. Held to 64 registers (eight blocks
+// of 128 a multiprocessor), as measured in BENCHMARKS.md.
 extern "C" __global__ void __launch_bounds__(128, 8) explicit_terms(const float* __restrict__ u,
                                           const unsigned char* __restrict__ kinds,
                                           const unsigned char* __restrict__ open,

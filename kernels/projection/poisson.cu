@@ -331,6 +331,98 @@ extern "C" __global__ void reduce(const float* __restrict__ a, const float* __re
     }
 }
 
+// The next kernels fuse a vector pass of conjugate gradients with the
+// reduction that follows it: each writes what the pass writes and its
+// blocks' sums into partial[2 block + k] as `reduce` does (in its grid:
+// blocks of 256 taking the cells by a grid-wide stride), for reduce_finish.
+
+// out = A x on the finest grid (0 in cells that take no part), and Σ x·out.
+extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
+                                     const float* __restrict__ weights,
+                                     const float* __restrict__ diag, int nx, int ny, int nz,
+                                     unsigned faces, const float* __restrict__ x,
+                                     float* __restrict__ out, double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256];
+    Level l = {{nx, ny, nz}, faces};
+    size_t n = (size_t)nx * ny * nz;
+    double t0 = 0.0;
+    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < n;
+         c += (size_t)gridDim.x * blockDim.x) {
+        int p[3] = {(int)(c % nx), (int)((c / nx) % ny), (int)(c / ((size_t)nx * ny))};
+        float ax = diagonal(links, diag, c) > 0.0f
+                       ? differences(l, links, weights, diag, x, c, p)
+                       : 0.0f;
+        out[c] = ax;
+        t0 += (double)x[c] * (double)ax;
+    }
+    block_sums(s0, s1, t0, 0.0);
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+    }
+}
+
+// x += α p, r −= α q with α = rz / pq from the scalars (no change where pq
+// is not positive: CG stops there), then Σ r·r over every cell (`squares`),
+// or Σ r over the cells that take part (the mean a singular operator's r
+// loses).
+extern "C" __global__ void cg_update_sum(float* __restrict__ x, float* __restrict__ r,
+                                         const float* __restrict__ p,
+                                         const float* __restrict__ q, size_t n,
+                                         const double* __restrict__ scalars, int rz, int pq,
+                                         const unsigned char* __restrict__ links,
+                                         const float* __restrict__ diag, int squares,
+                                         double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256];
+    double d = scalars[pq];
+    bool update = d > 0.0;
+    float alpha = update ? (float)(scalars[rz] / d) : 0.0f;
+    double t0 = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float ri = r[i];
+        if (update) {
+            x[i] += alpha * p[i];
+            ri += -alpha * q[i];
+            r[i] = ri;
+        }
+        if (squares) {
+            t0 += (double)ri * (double)ri;
+        } else if (diagonal(links, diag, i) > 0.0f) {
+            t0 += (double)ri;
+        }
+    }
+    block_sums(s0, s1, t0, 0.0);
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+    }
+}
+
+// subtract_mean, then Σ a·b and (c given) Σ c·d over every cell, of the
+// vectors after it (any of them may be v).
+extern "C" __global__ void subtract_mean_dots(float* v, const unsigned char* __restrict__ links,
+                                              const float* __restrict__ diag, size_t n,
+                                              const double* __restrict__ scalars, int slot,
+                                              double count, const float* a, const float* b,
+                                              const float* c, const float* d,
+                                              double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256];
+    float mean = (float)(scalars[slot] / count);
+    double t0 = 0.0, t1 = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (diagonal(links, diag, i) > 0.0f) v[i] -= mean;
+        t0 += (double)a[i] * (double)b[i];
+        if (c) t1 += (double)c[i] * (double)d[i];
+    }
+    block_sums(s0, s1, t0, t1);
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+    }
+}
+
 // Second pass (one block of 256): the blocks' sums into scalars[slot0] and
 // scalars[slot1] (slot1 negative: not wanted).
 extern "C" __global__ void reduce_finish(const double* __restrict__ partial, unsigned blocks,
@@ -381,19 +473,4 @@ extern "C" __global__ void direction(float* __restrict__ p, const float* __restr
     }
     float beta = (float)((scalars[rz_new] - scalars[rz_cross]) / scalars[rz_old]);
     p[i] = z[i] + beta * p[i];
-}
-
-// x += α p, r −= α q with α = rz / pq from the scalars (no change where
-// pq is not positive: CG stops there).
-extern "C" __global__ void cg_update(float* __restrict__ x, float* __restrict__ r,
-                                     const float* __restrict__ p, const float* __restrict__ q,
-                                     size_t n, const double* __restrict__ scalars, int rz,
-                                     int pq) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    double d = scalars[pq];
-    if (!(d > 0.0)) return;
-    float alpha = (float)(scalars[rz] / d);
-    x[i] += alpha * p[i];
-    r[i] += -alpha * q[i];
 }

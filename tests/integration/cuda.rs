@@ -155,7 +155,9 @@ fn kernels_compile_with_nvrtc_for_hopper_in_both_precisions_with_and_without_a_c
                 "reduce_finish",
                 "subtract_mean",
                 "direction",
-                "cg_update",
+                "apply_dot",
+                "cg_update_sum",
+                "subtract_mean_dots",
             ][..],
         ),
     ] {

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 
 use super::flow::{Carry, Flow, Kind, StepTimes};
@@ -105,8 +105,10 @@ struct Kernels {
     subtract_mean: CudaFunction,
     clear_inactive: CudaFunction,
     direction: CudaFunction,
-    cg_update: CudaFunction,
     predict: CudaFunction,
+    apply_dot: CudaFunction,
+    cg_update_sum: CudaFunction,
+    subtract_mean_dots: CudaFunction,
 }
 
 /// One grid of the multigrid hierarchy on the GPU: its operator.
@@ -143,9 +145,7 @@ impl Level {
             .arg(&self.dims[2])
             .arg(&self.faces);
     }
-}
 
-impl Level {
     /// The diagonal as the kernels take it: null where `links` holds it.
     fn push_diag<'a>(&'a self, l: &mut LaunchArgs<'a>) {
         if self.packed {
@@ -210,6 +210,11 @@ enum Vector {
     Direction,
     Q,
 }
+
+// The split borrows of `vectors` (`let [p, _, r, z, z_old, direction, q]`)
+// take their places in this order.
+const _: () = assert!(Vector::Z as usize == 3 && Vector::Direction as usize == 5);
+const _: () = assert!(Vector::Q as usize == 6 && Vector::ZOld as usize == 4);
 
 /// How the pressure is solved (from the host's [`super::multigrid::Pcg`]).
 #[derive(Clone, Copy)]
@@ -356,8 +361,10 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             subtract_mean: g("subtract_mean")?,
             clear_inactive: g("clear_inactive")?,
             direction: g("direction")?,
-            cg_update: g("cg_update")?,
             predict: f("predict")?,
+            apply_dot: g("apply_dot")?,
+            cg_update_sum: g("cg_update_sum")?,
+            subtract_mean_dots: g("subtract_mean_dots")?,
         })
     })
     .map_err(SolverError::Device)
@@ -840,7 +847,7 @@ impl DeviceFlow {
     ) -> Result<(), SolverError> {
         let n = self.n();
         let null = 0u64;
-        let blocks = REDUCE_BLOCKS.min((n as u32).div_ceil(256).max(1));
+        let (_, cfg) = self.reduce_config();
         let (s, k, v) = (&self.gpu.stream, &self.gpu.k, &self.vectors);
         let mut l = s.launch_builder(&k.reduce);
         l.arg(&v[a as usize]);
@@ -863,16 +870,30 @@ impl DeviceFlow {
             }
         };
         l.arg(&n).arg(&mut self.partial);
+        // SAFETY: reduce(const float* ×4, const u8*, const float*, size_t,
+        // double*): vectors of n (or null), the finest grid's links and
+        // diagonal (or null), 2 × blocks partial sums.
+        unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
+        self.finish(slot0, second.map_or(-1, |s| s.2))
+    }
+
+    /// The reductions' blocks (`reduce` and the passes fused with one), and
+    /// their launch: blocks of 256 taking the cells by a grid-wide stride.
+    fn reduce_config(&self) -> (u32, LaunchConfig) {
+        let blocks = REDUCE_BLOCKS.min((self.n() as u32).div_ceil(256).max(1));
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: reduce(const float* ×4, const u8*, const float*, size_t,
-        // double*): vectors of n (or null), the finest grid's links and
-        // diagonal (or null), 2 × blocks partial sums.
-        unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
-        let slot1 = second.map_or(-1, |s| s.2);
+        (blocks, cfg)
+    }
+
+    /// Queues the second pass of a reduction: the blocks' sums into
+    /// scalars[slot0] and (unless negative) scalars[slot1].
+    fn finish(&mut self, slot0: i32, slot1: i32) -> Result<(), SolverError> {
+        let (blocks, _) = self.reduce_config();
+        let (s, k) = (&self.gpu.stream, &self.gpu.k);
         let mut l = s.launch_builder(&k.reduce_finish);
         l.arg(&self.partial)
             .arg(&blocks)
@@ -882,6 +903,46 @@ impl DeviceFlow {
         // SAFETY: reduce_finish(const double*, unsigned, double*, int, int):
         // `blocks` pairs, slots below SCALARS.
         unsafe { l.launch(one_block(256)) }.map(drop).map_err(dev)
+    }
+
+    /// Subtracts from `v` its mean over the active cells, whose sum is in
+    /// scalars[SUM], then sums a·b into scalars[slot0] and, with `second`
+    /// (c, d, slot1), c·d into scalars[slot1], in one pass (of v as it is
+    /// after).
+    fn subtract_mean_dots(
+        &mut self,
+        v: Vector,
+        (a, b, slot0): (Vector, Vector, i32),
+        second: Option<(Vector, Vector, i32)>,
+    ) -> Result<(), SolverError> {
+        let (n, count, null) = (self.n(), self.active, 0u64);
+        let (_, cfg) = self.reduce_config();
+        let ptr = |w: Vector| self.vectors[w as usize].device_ptr(&self.gpu.stream).0;
+        let (v, a, b) = (ptr(v), ptr(a), ptr(b));
+        let (c, d) = second.map_or((null, null), |(c, d, _)| (ptr(c), ptr(d)));
+        let finest = &self.mg.levels[0];
+        let mut l = self
+            .gpu
+            .stream
+            .launch_builder(&self.gpu.k.subtract_mean_dots);
+        l.arg(&v).arg(&finest.links);
+        finest.push_diag(&mut l);
+        l.arg(&n)
+            .arg(&self.scalars)
+            .arg(&SUM)
+            .arg(&count)
+            .arg(&a)
+            .arg(&b)
+            .arg(&c)
+            .arg(&d)
+            .arg(&mut self.partial);
+        // SAFETY: subtract_mean_dots(float*, const u8*, const float*,
+        // size_t, const double*, int, double, const float* ×4, double*):
+        // vectors of n (c and d possibly null; any may be v, which the
+        // kernel allows), the finest grid's links and diagonal (or null),
+        // 2 × blocks partial sums.
+        unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
+        self.finish(slot0, second.map_or(-1, |s| s.2))
     }
 
     /// Subtracts the mean over the active cells from `v` (singular
@@ -1064,15 +1125,13 @@ impl DeviceFlow {
                 r,
             )?;
         }
+        let cross = Some((Vector::R, Vector::ZOld, RZ_CROSS));
         if singular {
-            self.remove_mean(Vector::Z)?;
+            self.reduce(Vector::Z, None, None, SUM)?;
+            self.subtract_mean_dots(Vector::Z, (Vector::R, Vector::Z, rz), cross)?;
+        } else {
+            self.reduce(Vector::R, Some(Vector::Z), cross, rz)?;
         }
-        self.reduce(
-            Vector::R,
-            Some(Vector::Z),
-            Some((Vector::R, Vector::ZOld, RZ_CROSS)),
-            rz,
-        )?;
         let first = first as i32;
         {
             let [_, _, _, z, _, direction, ..] = &mut self.vectors;
@@ -1091,21 +1150,26 @@ impl DeviceFlow {
             unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
         }
         self.swap_z();
+        let (_, cfg) = self.reduce_config();
         {
+            // q = A d and d·q in one pass.
+            let finest = &self.mg.levels[0];
             let [_, _, _, _, _, direction, q] = &mut self.vectors;
-            apply(
-                &self.gpu,
-                &self.mg.levels[0],
-                direction,
-                direction,
-                false,
-                q,
-            )?;
+            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.apply_dot);
+            finest.push(&mut l);
+            l.arg(&*direction).arg(q).arg(&mut self.partial);
+            // SAFETY: apply_dot(const u8*, const float*, const float*, int,
+            // int, int, unsigned, const float*, float*, double*): the finest
+            // grid's cells, 2 × blocks partial sums.
+            unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
         }
-        self.reduce(Vector::Direction, Some(Vector::Q), None, PQ)?;
+        self.finish(PQ, -1)?;
         {
+            // x and r updated, then r·r, or (singular) Σ r for its mean.
+            let squares = !singular as i32;
+            let finest = &self.mg.levels[0];
             let [p, _, r, _, _, direction, q] = &mut self.vectors;
-            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.cg_update);
+            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.cg_update_sum);
             l.arg(p)
                 .arg(r)
                 .arg(&*direction)
@@ -1113,15 +1177,22 @@ impl DeviceFlow {
                 .arg(&n)
                 .arg(&self.scalars)
                 .arg(&rz)
-                .arg(&PQ);
-            // SAFETY: cg_update(float*, float*, const float*, const float*,
-            // size_t, const double*, int, int): vectors of n.
-            unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
+                .arg(&PQ)
+                .arg(&finest.links);
+            finest.push_diag(&mut l);
+            l.arg(&squares).arg(&mut self.partial);
+            // SAFETY: cg_update_sum(float*, float*, const float*, const
+            // float*, size_t, const double*, int, int, const u8*, const
+            // float*, int, double*): vectors of n, the finest grid's links
+            // and diagonal (or null), 2 × blocks partial sums.
+            unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
         }
         if singular {
-            self.remove_mean(Vector::R)?;
+            self.finish(SUM, -1)?;
+            self.subtract_mean_dots(Vector::R, (Vector::R, Vector::R, RR), None)?;
+        } else {
+            self.finish(RR, -1)?;
         }
-        self.reduce(Vector::R, Some(Vector::R), None, RR)?;
         Ok(())
     }
 

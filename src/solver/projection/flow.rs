@@ -118,7 +118,7 @@ pub struct Flow {
     pub(super) spans: [f32; 2],
     /// Whether solves start from the extrapolated pressure (else from the
     /// last one, as the seed's solver did).
-    pub extrapolate: bool,
+    pub(super) extrapolate: bool,
     /// The largest wall velocity component (moving lids, inlets).
     fastest_wall: f32,
     pub(super) pcg: Pcg,
@@ -828,8 +828,9 @@ impl Flow {
 ///
 /// The pressure changes smoothly from sub-step to sub-step, so the
 /// extrapolated pressure leaves a far smaller first residual than the last
-/// one: on the 64³ cavity from rest CG took 1.1 V-cycles a solve over 300
-/// steps instead of 2.6 (2.2 instead of 5.0 on the city block from rest).
+/// one: on the 64³ cavity from rest CG took 1.1 V-cycles a solve over steps
+/// 20 to 300 instead of 2.6, on the seed's city block 2.2 instead of 5.0
+/// over steps 10 to 30 (BENCHMARKS.md, 2026-11-26).
 pub(super) fn extrapolation(len: usize, spans: [f32; 2], dt: f32) -> [f32; 3] {
     let (h, h1, h2) = (dt as f64, spans[0] as f64, spans[1] as f64);
     let w = match len {
