@@ -434,39 +434,26 @@ impl DeviceDispersion {
         let mut cfg = self.lattice_config();
         cfg.grid_dim.0 = (nx as u32).div_ceil(2 * cfg.block_dim.0);
         cfg.grid_dim.2 = (nz as u32).div_ceil(layers);
-        if sub == Sub::Diffusion && eddy {
-            let mut b = self.stream.launch_builder(&self.kernels.diffuse_eddy);
-            b.arg(&self.fields[k])
-                .arg(&mut self.next)
-                .arg(&self.faces)
-                .arg(&self.diffusivity)
-                .arg(&dt)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&periodic);
-            // SAFETY: diffuse_eddy(const float*, float*, const u8*, const
-            // float*, float, int, int, int, u32): n cells each; the grid
-            // covers the columns, two of a row and DIFFUSE_LAYERS layers a
-            // thread.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
-        } else if sub == Sub::Diffusion {
+        if sub == Sub::Diffusion {
             // The value the host engine diffuses with, as queue_maxima
             // uploads it for the other kernels.
             let d = begun.molecular;
-            let mut b = self.stream.launch_builder(&self.kernels.diffuse);
-            b.arg(&self.fields[k])
-                .arg(&mut self.next)
-                .arg(&self.faces)
-                .arg(&d)
-                .arg(&dt)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&periodic);
+            let kernel = match eddy {
+                true => &self.kernels.diffuse_eddy,
+                false => &self.kernels.diffuse,
+            };
+            let mut b = self.stream.launch_builder(kernel);
+            b.arg(&self.fields[k]).arg(&mut self.next).arg(&self.faces);
+            match eddy {
+                true => b.arg(&self.diffusivity),
+                false => b.arg(&d),
+            };
+            b.arg(&dt).arg(&nx).arg(&ny).arg(&nz).arg(&periodic);
             // SAFETY: diffuse(const float*, float*, const u8*, float, float,
-            // int, int, int, u32): n cells each; the grid covers the
-            // columns, two of a row and DIFFUSE_LAYERS layers a thread.
+            // int, int, int, u32), and diffuse_eddy likewise with the
+            // per-cell diffusivities (const float*) fourth: n cells each;
+            // the grid covers the columns, two of a row and DIFFUSE_LAYERS
+            // layers a thread.
             unsafe { b.launch(cfg) }.map_err(dev)?;
         } else {
             let (diffusivity, single) = match sub {
