@@ -292,16 +292,19 @@ extern "C" __global__ void coarsest_solve(const double* __restrict__ inverse,
     if (lane == 0) x[cells[row]] = (float)s;
 }
 
-// The block's sums of t0 and t1 into s0[0] and s1[0] (a tree over the
-// threads, blockDim a power of two).
-__device__ void block_sums(double* s0, double* s1, double t0, double t1) {
+// The block's sums of t0, t1 and (s2 given) t2 into s0[0], s1[0] and s2[0]
+// (a tree over the threads, blockDim a power of two).
+__device__ void block_sums(double* s0, double* s1, double t0, double t1, double* s2 = nullptr,
+                           double t2 = 0.0) {
     s0[threadIdx.x] = t0;
     s1[threadIdx.x] = t1;
+    if (s2) s2[threadIdx.x] = t2;
     __syncthreads();
     for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
         if (threadIdx.x < o) {
             s0[threadIdx.x] += s0[threadIdx.x + o];
             s1[threadIdx.x] += s1[threadIdx.x + o];
+            if (s2) s2[threadIdx.x] += s2[threadIdx.x + o];
         }
         __syncthreads();
     }
@@ -310,24 +313,28 @@ __device__ void block_sums(double* s0, double* s1, double t0, double t1) {
 // Reductions, first pass: per block, Σ a·b (b null: Σ a) and, where c is
 // given, Σ c·d, over the cells where the diagonal (`links`, `mask` as in
 // `diagonal`) is positive or everywhere (links null), in double precision;
-// into partial[2 block + k].
+// into partial[2 block + k]; where e is given, Σ e·e as well, into
+// partial[2 blocks + block].
 extern "C" __global__ void reduce(const float* __restrict__ a, const float* __restrict__ b,
                                   const float* __restrict__ c, const float* __restrict__ d,
+                                  const float* __restrict__ e,
                                   const unsigned char* __restrict__ links,
                                   const float* __restrict__ mask, size_t n,
                                   double* __restrict__ partial) {
-    __shared__ double s0[256], s1[256];
-    double t0 = 0.0, t1 = 0.0;
+    __shared__ double s0[256], s1[256], s2[256];
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         if (links && !(diagonal(links, mask, i) > 0.0f)) continue;
         t0 += b ? (double)a[i] * (double)b[i] : (double)a[i];
         if (c) t1 += (double)c[i] * (double)d[i];
+        if (e) t2 += (double)e[i] * (double)e[i];
     }
-    block_sums(s0, s1, t0, t1);
+    block_sums(s0, s1, t0, t1, e ? s2 : nullptr, t2);
     if (threadIdx.x == 0) {
         partial[2 * blockIdx.x] = s0[0];
         partial[2 * blockIdx.x + 1] = s1[0];
+        if (e) partial[2 * gridDim.x + blockIdx.x] = s2[0];
     }
 }
 
@@ -423,20 +430,23 @@ extern "C" __global__ void subtract_mean_dots(float* v, const unsigned char* __r
     }
 }
 
-// Second pass (one block of 256): the blocks' sums into scalars[slot0] and
-// scalars[slot1] (slot1 negative: not wanted).
+// Second pass (one block of 256): the blocks' sums into scalars[slot0],
+// scalars[slot1] and scalars[slot2] (negative: not wanted).
 extern "C" __global__ void reduce_finish(const double* __restrict__ partial, unsigned blocks,
-                                         double* __restrict__ scalars, int slot0, int slot1) {
-    __shared__ double s0[256], s1[256];
-    double t0 = 0.0, t1 = 0.0;
+                                         double* __restrict__ scalars, int slot0, int slot1,
+                                         int slot2) {
+    __shared__ double s0[256], s1[256], s2[256];
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
     for (unsigned i = threadIdx.x; i < blocks; i += blockDim.x) {
         t0 += partial[2 * i];
         t1 += partial[2 * i + 1];
+        if (slot2 >= 0) t2 += partial[2 * blocks + i];
     }
-    block_sums(s0, s1, t0, t1);
+    block_sums(s0, s1, t0, t1, slot2 >= 0 ? s2 : nullptr, t2);
     if (threadIdx.x == 0) {
         scalars[slot0] = s0[0];
         if (slot1 >= 0) scalars[slot1] = s1[0];
+        if (slot2 >= 0) scalars[slot2] = s2[0];
     }
 }
 

@@ -38,6 +38,7 @@ const PQ: i32 = 3;
 const RR: i32 = 4;
 const SUM: i32 = 5;
 const BB: i32 = 6;
+const XX: i32 = 7;
 const SCALARS: usize = 8;
 
 fn dev(e: impl std::fmt::Display) -> SolverError {
@@ -510,7 +511,7 @@ impl DeviceFlow {
                 },
                 active,
                 scalars: stream.alloc_zeros(SCALARS)?,
-                partial: stream.alloc_zeros(2 * REDUCE_BLOCKS as usize)?,
+                partial: stream.alloc_zeros(3 * REDUCE_BLOCKS as usize)?,
                 fastest_bits: stream.alloc_zeros(1)?,
                 spent: StepTimes::default(),
                 timed: false,
@@ -740,7 +741,7 @@ impl DeviceFlow {
             max_sweeps: flow.pcg.max_sweeps,
         };
         self.predict(flow, dt)?;
-        let solve = self.project(dt, settings)?;
+        let solve = self.project(dt, settings, &mut flow.pcg.floor)?;
         flow.last_solve = solve;
         spent.iterations += solve.iterations as u64;
         self.lap(&mut spent.pressure, &mut since)?;
@@ -817,7 +818,12 @@ impl DeviceFlow {
 
     /// The right-hand side of the pressure equation and its solve (from
     /// the guess [`DeviceFlow::predict`] left in p).
-    fn project(&mut self, dt: f32, settings: Settings) -> Result<Solve, SolverError> {
+    fn project(
+        &mut self,
+        dt: f32,
+        settings: Settings,
+        learned: &mut Option<f64>,
+    ) -> Result<Solve, SolverError> {
         let [nx, ny, nz] = self.size.map(|v| v as i32);
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.divergence_rhs);
         b.arg(&self.u)
@@ -833,16 +839,18 @@ impl DeviceFlow {
         unsafe { b.launch(cells_config(self.size)) }
             .map(drop)
             .map_err(dev)?;
-        self.solve(settings)
+        self.solve(settings, learned)
     }
 
     /// Queues scalars[slot0] = Σ a·b (b none: Σ a over the finest grid's
-    /// active cells) and, with `second` (c, d, slot1), scalars[slot1] = Σ c·d.
+    /// active cells), with `second` (c, d, slot1) scalars[slot1] = Σ c·d,
+    /// and with `squares` (e, slot2) scalars[slot2] = Σ e·e.
     fn reduce(
         &mut self,
         a: Vector,
         b: Option<Vector>,
         second: Option<(Vector, Vector, i32)>,
+        squares: Option<(Vector, i32)>,
         slot0: i32,
     ) -> Result<(), SolverError> {
         let n = self.n();
@@ -859,6 +867,10 @@ impl DeviceFlow {
             Some((c, d, _)) => l.arg(&v[c as usize]).arg(&v[d as usize]),
             None => l.arg(&null).arg(&null),
         };
+        match squares {
+            Some((e, _)) => l.arg(&v[e as usize]),
+            None => l.arg(&null),
+        };
         let finest = &self.mg.levels[0];
         match b {
             None => {
@@ -870,11 +882,15 @@ impl DeviceFlow {
             }
         };
         l.arg(&n).arg(&mut self.partial);
-        // SAFETY: reduce(const float* ×4, const u8*, const float*, size_t,
+        // SAFETY: reduce(const float* ×5, const u8*, const float*, size_t,
         // double*): vectors of n (or null), the finest grid's links and
-        // diagonal (or null), 2 × blocks partial sums.
+        // diagonal (or null), 3 × blocks partial sums.
         unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
-        self.finish(slot0, second.map_or(-1, |s| s.2))
+        self.finish_three(
+            slot0,
+            second.map_or(-1, |s| s.2),
+            squares.map_or(-1, |s| s.1),
+        )
     }
 
     /// The reductions' blocks (`reduce` and the passes fused with one), and
@@ -892,6 +908,12 @@ impl DeviceFlow {
     /// Queues the second pass of a reduction: the blocks' sums into
     /// scalars[slot0] and (unless negative) scalars[slot1].
     fn finish(&mut self, slot0: i32, slot1: i32) -> Result<(), SolverError> {
+        self.finish_three(slot0, slot1, -1)
+    }
+
+    /// [`DeviceFlow::finish`] with the squares `reduce` sums apart into
+    /// scalars[slot2] (unless negative).
+    fn finish_three(&mut self, slot0: i32, slot1: i32, slot2: i32) -> Result<(), SolverError> {
         let (blocks, _) = self.reduce_config();
         let (s, k) = (&self.gpu.stream, &self.gpu.k);
         let mut l = s.launch_builder(&k.reduce_finish);
@@ -899,9 +921,11 @@ impl DeviceFlow {
             .arg(&blocks)
             .arg(&mut self.scalars)
             .arg(&slot0)
-            .arg(&slot1);
-        // SAFETY: reduce_finish(const double*, unsigned, double*, int, int):
-        // `blocks` pairs, slots below SCALARS.
+            .arg(&slot1)
+            .arg(&slot2);
+        // SAFETY: reduce_finish(const double*, unsigned, double*, int, int,
+        // int): `blocks` pairs (and as many more after them where slot2 is
+        // not negative), slots below SCALARS.
         unsafe { l.launch(one_block(256)) }.map(drop).map_err(dev)
     }
 
@@ -948,7 +972,7 @@ impl DeviceFlow {
     /// Subtracts the mean over the active cells from `v` (singular
     /// operators: the part in the null space).
     fn remove_mean(&mut self, v: Vector) -> Result<(), SolverError> {
-        self.reduce(v, None, None, SUM)?;
+        self.reduce(v, None, None, None, SUM)?;
         let n = self.n();
         let count = self.active;
         let finest = &self.mg.levels[0];
@@ -999,7 +1023,13 @@ impl DeviceFlow {
     }
 
     /// Solves A p = rhs from the last p, as [`super::multigrid::Pcg::solve`].
-    fn solve(&mut self, settings: Settings) -> Result<Solve, SolverError> {
+    /// Solves for the pressure from the guess in p; `learned` is the f32
+    /// floor as [`super::multigrid::Pcg::floor`], which the solve may move.
+    fn solve(
+        &mut self,
+        settings: Settings,
+        learned: &mut Option<f64>,
+    ) -> Result<Solve, SolverError> {
         let n = self.n();
         let singular = self.mg.singular;
         if singular {
@@ -1022,6 +1052,7 @@ impl DeviceFlow {
             Vector::Rhs,
             Some(Vector::Rhs),
             Some((Vector::R, Vector::R, RR)),
+            Some((Vector::P, XX)),
             BB,
         )?;
         let s = self.scalars()?;
@@ -1037,6 +1068,8 @@ impl DeviceFlow {
             });
         }
         let mut residual = s[RR as usize].sqrt() / norm_b;
+        let mut xx = s[XX as usize];
+        let check_at = Floor::target(settings.tolerance, *learned, xx, norm_b);
         if settings.jacobi {
             let mut sweeps = 0;
             while residual > settings.tolerance && sweeps < settings.max_sweeps {
@@ -1049,7 +1082,7 @@ impl DeviceFlow {
                     self.remove_mean(Vector::P)?;
                 }
                 self.residual()?;
-                self.reduce(Vector::R, Some(Vector::R), None, RR)?;
+                self.reduce(Vector::R, Some(Vector::R), None, None, RR)?;
                 residual = self.scalars()?[RR as usize].sqrt() / norm_b;
             }
             return Ok(Solve {
@@ -1080,15 +1113,20 @@ impl DeviceFlow {
             // The recurrence drifts from the true residual in f32: check
             // the true one before stopping.
             let estimate = s[RR as usize].sqrt() / norm_b;
-            let checked = estimate <= settings.tolerance;
-            residual = if checked {
+            let mut checked = None;
+            residual = if estimate <= check_at {
                 self.residual()?;
-                self.reduce(Vector::R, Some(Vector::R), None, RR)?;
-                self.scalars()?[RR as usize].sqrt() / norm_b
+                let squares = Some((Vector::P, XX));
+                self.reduce(Vector::R, Some(Vector::R), None, squares, RR)?;
+                let s = self.scalars()?;
+                xx = s[XX as usize];
+                checked = Some(Floor::target(settings.tolerance, *learned, xx, norm_b));
+                s[RR as usize].sqrt() / norm_b
             } else {
                 estimate
             };
-            if floor.reached(residual, checked, settings.tolerance) {
+            if let Some(end) = floor.reached(residual, checked, settings.tolerance) {
+                *learned = Floor::learn(*learned, end, residual, xx, norm_b);
                 break;
             }
         }
@@ -1127,10 +1165,10 @@ impl DeviceFlow {
         }
         let cross = Some((Vector::R, Vector::ZOld, RZ_CROSS));
         if singular {
-            self.reduce(Vector::Z, None, None, SUM)?;
+            self.reduce(Vector::Z, None, None, None, SUM)?;
             self.subtract_mean_dots(Vector::Z, (Vector::R, Vector::Z, rz), cross)?;
         } else {
-            self.reduce(Vector::R, Some(Vector::Z), cross, rz)?;
+            self.reduce(Vector::R, Some(Vector::Z), cross, None, rz)?;
         }
         let first = first as i32;
         {
