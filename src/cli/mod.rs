@@ -328,9 +328,10 @@ fn info(
     match s.run.method {
         Method::Lbm => println!("method          lattice Boltzmann (D3Q19; CPU and CUDA)"),
         Method::Projection => println!(
-            "method          projection (staggered grid, Adams–Bashforth, pressure by {}; \
-             CPU), CFL {}",
+            "method          projection (staggered grid, Adams–Bashforth, pressure by {} to \
+             a relative residual of {:e}; CPU and CUDA), CFL {}",
             s.run.pressure.describe(),
+            s.run.tolerance,
             s.run.cfl
         ),
     }

@@ -441,6 +441,10 @@ pub struct RunSection {
     /// How the projection method solves for the pressure.
     #[serde(default)]
     pub pressure: PressureSolver,
+    /// The relative residual ‖b − A p‖ / ‖b‖ at which the projection
+    /// method's pressure solves stop (or earlier, at f32's rounding floor).
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
     /// The share of first-order upwind the projection method blends into
     /// its central differences for advection (the seed's hybrid factor):
     /// 0 is central (second order), 1 upwind (first order, robust).
@@ -453,6 +457,10 @@ pub use crate::solver::projection::PressureSolver;
 
 fn default_cfl() -> f64 {
     0.5
+}
+
+fn default_tolerance() -> f64 {
+    1e-6
 }
 
 /// How the flow is solved.
@@ -478,6 +486,7 @@ impl Default for RunSection {
             method: Method::Lbm,
             cfl: default_cfl(),
             pressure: PressureSolver::Multigrid,
+            tolerance: default_tolerance(),
             upwind: 0.0,
         }
     }
@@ -1412,6 +1421,17 @@ fn build(ctx: &Ctx, file: ScenarioFile, text: &str) -> Result<Scenario, Scenario
                 file.run.upwind
             ),
             "use 0 (the default), or up to 1 where central differences leave wiggles",
+        ));
+    }
+    if !(file.run.tolerance > 0.0 && file.run.tolerance < 1.0) {
+        return Err(ctx.err(
+            None,
+            format!(
+                "run.tolerance = {}: the pressure solve's relative residual goes from above 0 \
+                 to below 1",
+                file.run.tolerance
+            ),
+            "use 1e-6 (the default), or 1e-8 to 1e-4",
         ));
     }
     if let Some(tol) = file.run.until_steady {

@@ -478,6 +478,7 @@ fn projection_cpu(
     let params = scenario.params(&geometry.slots);
     let solver = ProjectionSolver::new(scenario.grid(), flags, params, scenario.initial())?
         .with_cfl(scenario.run.cfl as f32)
+        .with_tolerance(scenario.run.tolerance)
         .with_pressure(scenario.run.pressure)
         .with_upwind(scenario.run.upwind as f32);
     Ok((solver, geometry))

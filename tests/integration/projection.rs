@@ -144,6 +144,20 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
         assert!(!o.status.success());
         assert!(stderr(&o).contains("from above 0 to 1"), "{}", stderr(&o));
     }
+    // `[run] tolerance`, where the pressure solves stop: said where the run
+    // starts, and refused outside (0, 1).
+    let o = run(&["--method", "projection", "--set", "run.tolerance=1e-8"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CG to 1e-8"), "{}", stderr(&o));
+    for bad in ["run.tolerance=0", "run.tolerance=2"] {
+        let o = run(&["--method", "projection", "--set", bad]);
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o).contains("from above 0 to below 1"),
+            "{}",
+            stderr(&o)
+        );
+    }
     // `[run] upwind`, the seed's hybrid factor: said, and checked to [0, 1].
     let o = run(&["--method", "projection", "--set", "run.upwind=0.25"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -23,7 +23,8 @@ pub const BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 8);
 /// The advective CFL number the sub-steps keep to, unless set
 /// ([`ProjectionSolver::with_cfl`], `[run] cfl`).
 const CFL: f32 = 0.5;
-/// The pressure solve's relative residual.
+/// The pressure solve's relative residual until
+/// [`ProjectionSolver::with_tolerance`] (`[run] tolerance`).
 const TOLERANCE: f64 = 1e-6;
 
 pub struct ProjectionSolver {
@@ -147,6 +148,13 @@ impl ProjectionSolver {
     }
 
     /// The same with its pressure solved by `pressure` (`[run] pressure`).
+    /// The same with pressure solves that stop at the relative residual
+    /// `tolerance` (0 < tolerance < 1, as the scenario checks).
+    pub fn with_tolerance(mut self, tolerance: f64) -> ProjectionSolver {
+        self.flow.pcg.tolerance = tolerance;
+        self
+    }
+
     pub fn with_pressure(mut self, pressure: PressureSolver) -> ProjectionSolver {
         self.flow.set_jacobi(pressure == PressureSolver::Jacobi);
         ProjectionSolver { pressure, ..self }
@@ -237,8 +245,9 @@ impl Solver for ProjectionSolver {
             None => format!("CPU (rayon, {} threads", rayon::current_num_threads()),
         };
         format!(
-            "projection method, {place}; staircase walls; CFL {}{advection}{model}; pressure by {pressure})",
-            self.cfl
+            "projection method, {place}; staircase walls; CFL {}{advection}{model}; pressure by \
+             {pressure} to {:e})",
+            self.cfl, self.flow.pcg.tolerance
         )
     }
 
