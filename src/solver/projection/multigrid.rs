@@ -759,7 +759,10 @@ mod tests {
         // it, the 64³ grid's own V-cycle: with the 64³ problem solved (20
         // V-cycles of its own) the two-grid cycle gives 0.091, with two of
         // them 0.106, where solving the 32³ or 16³ one instead gives 0.171
-        // and 0.177.
+        // and 0.177. Coarse couplings summed over each coarse face's rows in
+        // series with half the couplings inside the two coarse cells (their
+        // blockage felt) give 0.212, or 0.182 where only fractional inner
+        // couplings count (2026-11-26, twentieth session).
         let n = 128;
         let cases = [
             ("walls", vec![true; n * n * n], [[Face::Wall; 2]; 3], 0.1),
