@@ -1116,16 +1116,7 @@ mod tests {
         // The cavity from rest: the pressure builds up and changes every
         // sub-step. Each solve reaches the tolerance either way.
         let run = |extrapolate: bool| {
-            let mut flow = cavity(32, 8, 1.0, 0.32);
-            flow.extrapolate = extrapolate;
-            let dt = flow.stable_dt(0.5);
-            let mut cycles = 0;
-            for _ in 0..150 {
-                flow.step(dt);
-                assert!(flow.last_solve.residual <= 1e-5, "{:?}", flow.last_solve);
-                cycles += flow.last_solve.iterations;
-            }
-            cycles
+            v_cycles_from_rest(|flow: &mut Flow| flow.extrapolate = extrapolate).0
         };
         let (from_last, extrapolated) = (run(false), run(true));
         assert!(
@@ -1134,25 +1125,33 @@ mod tests {
         );
     }
 
+    /// The 32²×8 cavity at Re 100 from rest, 150 sub-steps, each after
+    /// `before`: its solves' V-cycles, and the flow.
+    fn v_cycles_from_rest(before: impl Fn(&mut Flow)) -> (usize, Flow) {
+        let mut flow = cavity(32, 8, 1.0, 0.32);
+        let dt = flow.stable_dt(0.5);
+        let mut cycles = 0;
+        for _ in 0..150 {
+            before(&mut flow);
+            flow.step(dt);
+            assert!(flow.last_solve.residual <= 1e-5, "{:?}", flow.last_solve);
+            cycles += flow.last_solve.iterations;
+        }
+        (cycles, flow)
+    }
+
     #[test]
     fn the_floor_the_solves_learn_saves_v_cycles_and_rides_in_the_state() {
         // The cavity from rest, as above, to a tolerance below f32's floor
         // on this small grid (as 1e-6 is on 128³); each solve either learns
         // from the last or starts unlearned.
         let run = |learn: bool| {
-            let mut flow = cavity(32, 8, 1.0, 0.32);
-            flow.pcg.tolerance = 2e-8;
-            let dt = flow.stable_dt(0.5);
-            let mut cycles = 0;
-            for _ in 0..150 {
+            v_cycles_from_rest(|flow: &mut Flow| {
+                flow.pcg.tolerance = 2e-8;
                 if !learn {
                     flow.pcg.floor = None;
                 }
-                flow.step(dt);
-                assert!(flow.last_solve.residual <= 1e-5, "{:?}", flow.last_solve);
-                cycles += flow.last_solve.iterations;
-            }
-            (cycles, flow)
+            })
         };
         let ((learned, flow), (unlearned, _)) = (run(true), run(false));
         assert!(
