@@ -5,14 +5,18 @@
 // that each kernel gives the CPU's values bit for bit from the same input.
 //
 // Face storage: component a of cell c (u[a * n + c]) is the face on c's low
-// side along a. `open` holds bit a where that face moves; `kinds` is 0 fluid,
-// 1 wall, 2 free slip, 3 outlet; `wall` holds the walls' velocities as three
-// planes.
+// side along a. `open` holds bit a where that face moves (and PLAIN, below);
+// `kinds` is 0 fluid, 1 wall, 2 free slip, 3 outlet; `wall` holds the walls'
+// velocities as three planes.
 
 #define FLUID 0
 #define WALL 1
 #define SLIP 2
 #define OUTFLOW 3
+
+// Bit of `open` set at the cells where `plain_cell` holds (worked out on the
+// host once: the kinds do not change).
+#define PLAIN 8
 
 struct Grid {
     int n[3];
@@ -287,34 +291,52 @@ __device__ __noinline__ float explicit_term(const Grid& g, size_t n, const float
 // Flow::explicit: −(u·∇)u_a + ∇·(ν∇u_a) + f_a at every open face of each
 // component a, into plane a of `out`; ν the molecular viscosity `nu`, plus
 // `eddy`'s where `eddy_on`. The three components in one thread: their
-// stencils share most of what they read. Held to 64 registers (eight blocks
-// of 128 a multiprocessor), as measured in BENCHMARKS.md.
+// stencils share most of what they read. This kernel takes the plain cells
+// (bit PLAIN of `open`, see `plain_cell`), `explicit_terms_listed` the
+// others: a warp holding one of them ran the general path for it while the
+// other 31 waited (a row's first and last warps: a quarter of all at 256³).
+// Held to 64 registers (eight blocks of 128 a multiprocessor), as measured
+// in BENCHMARKS.md.
 extern "C" __global__ void __launch_bounds__(128, 8) explicit_terms(const float* __restrict__ u,
-                                          const unsigned char* __restrict__ kinds,
-                                          const unsigned char* __restrict__ open,
-                                          const float* __restrict__ wall, int nx, int ny, int nz,
-                                          unsigned periodic, float nu, float fx, float fy,
-                                          float fz, float upwind, const float* __restrict__ eddy,
+                                          const unsigned char* __restrict__ open, int nx, int ny,
+                                          int nz, float nu, float fx, float fy, float fz,
+                                          float upwind, const float* __restrict__ eddy,
                                           int eddy_on, float* __restrict__ out) {
-    Grid g = {{nx, ny, nz}, periodic};
+    Grid g = {{nx, ny, nz}, 0};
     int p[3];
     size_t c;
     if (!own_cell(g, p, &c)) return;
+    unsigned char faces = open[c];
+    if (!(faces & PLAIN)) return;
+    size_t n = (size_t)nx * ny * nz;
+    size_t stride[3] = {1, (size_t)nx, (size_t)nx * ny};
+    // Unrolled, so that every stride is a register.
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        float force = a == 0 ? fx : (a == 1 ? fy : fz);
+        out[a * n + c] = (faces >> a) & 1u
+                             ? plain_term(n, u, c, stride, a, nu, force, upwind, eddy, eddy_on)
+                             : 0.0f;
+    }
+}
+
+// explicit_terms at the `count` cells of `cells`, those that are not plain.
+extern "C" __global__ void explicit_terms_listed(const float* __restrict__ u,
+                                                 const unsigned char* __restrict__ kinds,
+                                                 const unsigned char* __restrict__ open,
+                                                 const float* __restrict__ wall, int nx, int ny,
+                                                 int nz, unsigned periodic, float nu, float fx,
+                                                 float fy, float fz, float upwind,
+                                                 const float* __restrict__ eddy, int eddy_on,
+                                                 const unsigned* __restrict__ cells,
+                                                 unsigned count, float* __restrict__ out) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    Grid g = {{nx, ny, nz}, periodic};
+    unsigned c = cells[k], row = c / (unsigned)nx;
+    int p[3] = {(int)(c - row * (unsigned)nx), (int)(row % (unsigned)ny), (int)(row / (unsigned)ny)};
     size_t n = (size_t)nx * ny * nz;
     unsigned char faces = open[c];
-    size_t stride[3] = {1, (size_t)nx, (size_t)nx * ny};
-    // Unrolled on the plain path, so that every stride is a register; the
-    // general path stays a call of its own (its arrays in local memory).
-    if (plain_cell(g, kinds, p, c, stride)) {
-#pragma unroll
-        for (int a = 0; a < 3; a++) {
-            float force = a == 0 ? fx : (a == 1 ? fy : fz);
-            out[a * n + c] = (faces >> a) & 1u
-                                 ? plain_term(n, u, c, stride, a, nu, force, upwind, eddy, eddy_on)
-                                 : 0.0f;
-        }
-        return;
-    }
     for (int a = 0; a < 3; a++) {
         float force = a == 0 ? fx : (a == 1 ? fy : fz);
         out[a * n + c] = (faces >> a) & 1u ? explicit_term(g, n, u, kinds, wall, p, a, nu, force,

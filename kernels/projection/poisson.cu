@@ -58,17 +58,46 @@ __device__ __forceinline__ float diagonal(const unsigned char* links, const floa
     return (float)(__popc(bits & 63u) + (bits >> 6));
 }
 
+// The coordinates of cell c, in 32-bit arithmetic where the index fits
+// (a 64-bit division is a long emulated sequence).
+__device__ __forceinline__ void cell_coords(size_t c, int nx, int ny, int p[3]) {
+    if (c <= 0xffffffffu) {
+        unsigned i = (unsigned)c, row = i / (unsigned)nx;
+        p[0] = (int)(i - row * (unsigned)nx);
+        p[1] = (int)(row % (unsigned)ny);
+        p[2] = (int)(row / (unsigned)ny);
+    } else {
+        size_t row = c / (size_t)nx;
+        p[0] = (int)(c - row * nx);
+        p[1] = (int)(row % (size_t)ny);
+        p[2] = (int)(row / (size_t)ny);
+    }
+}
+
+// x at the six neighbours of p, linked or not (`neighbour` wraps every
+// axis, so each index lies in the grid): loads issued together, where
+// loads under each link's branch waited for one another (apply and the
+// smoother ran at a third of the bandwidth, latency-bound).
+__device__ __forceinline__ void gather(const Level& l, const float* x, const int p[3],
+                                       float around[6]) {
+#pragma unroll
+    for (int dir = 0; dir < 6; dir++) around[dir] = x[neighbour(l, p, dir)];
+}
+
 // Operator::differences: (A x)_c as a sum of differences.
 __device__ __forceinline__ float differences(const Level& l, const unsigned char* links,
                                              const float* weights, const float* diag,
                                              const float* x, size_t c, const int p[3]) {
     unsigned bits = links[c];
     float own = x[c];
+    float around[6];
+    gather(l, x, p, around);
     float s = 0.0f, coupled = 0.0f;
+#pragma unroll
     for (int dir = 0; dir < 6; dir++) {
         if (bits & (1u << dir)) {
             float w = weight(weights, c, dir);
-            s += w * (own - x[neighbour(l, p, dir)]);
+            s += w * (own - around[dir]);
             coupled += w;
         }
     }
@@ -122,9 +151,12 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     float d = diagonal(links, diag, c);
     if (!(d > 0.0f)) return;
     unsigned bits = links[c];
+    float around[6];
+    gather(l, x, p, around);
     float s = 0.0f;
+#pragma unroll
     for (int dir = 0; dir < 6; dir++) {
-        if (bits & (1u << dir)) s += weight(weights, c, dir) * x[neighbour(l, p, dir)];
+        if (bits & (1u << dir)) s += weight(weights, c, dir) * around[dir];
     }
     float gs = (b[c] + s) / d;
     x[c] += 1.0f * (gs - x[c]);
@@ -228,28 +260,24 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
     for (int a = 0; a < 3; a++) along(p[a], cn[a], face(l, a, 0), face(l, a, 1), cell[a], w[a]);
     // Counted first, then summed: arrays indexed by a running count would
     // live in local memory (measured: five times the kernel's own traffic).
+    // The eight corrections are read with the diagonals, whether used or
+    // not: loads behind the count's branch waited for the diagonals'.
     int active = 0;
-    for (int iz = 0; iz < 2; iz++)
-        for (int iy = 0; iy < 2; iy++)
-            for (int ix = 0; ix < 2; ix++) {
-                size_t m = (size_t)cell[0][ix] +
-                           (size_t)cx * ((size_t)cell[1][iy] + (size_t)cy * (size_t)cell[2][iz]);
-                active += coarse_diag[m] > 0.0f;
-            }
+    float corner[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        size_t m = (size_t)cell[0][k & 1] +
+                   (size_t)cx * ((size_t)cell[1][(k >> 1) & 1] + (size_t)cy * (size_t)cell[2][k >> 2]);
+        active += coarse_diag[m] > 0.0f;
+        corner[k] = e[m];
+    }
     float out = x[c];
     if (active < 8) {
-        size_t holder = (size_t)cell[0][0] +
-                        (size_t)cx * ((size_t)cell[1][0] + (size_t)cy * (size_t)cell[2][0]);
-        out += 1.0f * e[holder];
+        // The holder: corner 0.
+        out += 1.0f * corner[0];
     } else {
-        for (int iz = 0; iz < 2; iz++)
-            for (int iy = 0; iy < 2; iy++)
-                for (int ix = 0; ix < 2; ix++) {
-                    size_t m = (size_t)cell[0][ix] +
-                               (size_t)cx *
-                                   ((size_t)cell[1][iy] + (size_t)cy * (size_t)cell[2][iz]);
-                    out += w[0][ix] * w[1][iy] * w[2][iz] * e[m];
-                }
+#pragma unroll
+        for (int k = 0; k < 8; k++) out += w[0][k & 1] * w[1][(k >> 1) & 1] * w[2][k >> 2] * corner[k];
     }
     x[c] = out;
 }
@@ -355,7 +383,8 @@ extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
     double t0 = 0.0;
     for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < n;
          c += (size_t)gridDim.x * blockDim.x) {
-        int p[3] = {(int)(c % nx), (int)((c / nx) % ny), (int)(c / ((size_t)nx * ny))};
+        int p[3];
+        cell_coords(c, nx, ny, p);
         float ax = diagonal(links, diag, c) > 0.0f
                        ? differences(l, links, weights, diag, x, c, p)
                        : 0.0f;

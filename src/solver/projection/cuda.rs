@@ -87,6 +87,7 @@ pub fn sources() -> [(&'static str, &'static str); 2] {
 
 struct Kernels {
     explicit_terms: CudaFunction,
+    explicit_terms_listed: CudaFunction,
     eddy_viscosity: CudaFunction,
     cell_velocity: CudaFunction,
     adams_bashforth: CudaFunction,
@@ -234,6 +235,10 @@ pub struct DeviceFlow {
     periodic: u32,
     kinds: CudaSlice<u8>,
     open: CudaSlice<u8>,
+    /// The cells that are not plain ([`plain_cells`]), whose explicit terms
+    /// take the general path in a launch of their own.
+    general: CudaSlice<u32>,
+    general_count: u32,
     wall: CudaSlice<f32>,
     outflow: CudaSlice<u32>,
     outflow_count: u32,
@@ -286,6 +291,28 @@ impl Graph {
 /// the two pressures before, the flags, the walls' velocities, and the
 /// coarser grids (about a seventh more).
 pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 2 + 3 + 2) + 3 + 8;
+
+/// Bit of a cell's `open` byte on the GPU set where the cell is plain.
+const PLAIN: u8 = 8;
+
+/// The cells inside the grid's outer layer whose six neighbours flow (fluid
+/// or outlet), as `plain_cell` in flow.cu: every stencil of their faces
+/// reads plain face values, with no ghost, wrap or wall among them.
+fn plain_cells(flow: &Flow) -> Vec<bool> {
+    let [nx, ny, nz] = flow.size;
+    let stride = [1, nx, nx * ny];
+    let flows = |c: usize| matches!(flow.kinds[c], Kind::Fluid | Kind::Outflow);
+    (0..flow.cells())
+        .map(|c| {
+            let p = [c % nx, (c / nx) % ny, c / (nx * ny)];
+            (0..3).all(|a| {
+                (1..[nx, ny, nz][a] - 1).contains(&p[a])
+                    && flows(c - stride[a])
+                    && flows(c + stride[a])
+            })
+        })
+        .collect()
+}
 
 fn face_bits(faces: &[[Face; 2]; 3]) -> u32 {
     let mut bits = 0;
@@ -343,6 +370,7 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
         let g = |name: &str| modules[1].load_function(name);
         Ok(Kernels {
             explicit_terms: f("explicit_terms")?,
+            explicit_terms_listed: f("explicit_terms_listed")?,
             eddy_viscosity: f("eddy_viscosity")?,
             cell_velocity: f("cell_velocity")?,
             adams_bashforth: f("adams_bashforth")?,
@@ -421,9 +449,17 @@ impl DeviceFlow {
                 Kind::Outflow => 3,
             })
             .collect();
+        let plain = plain_cells(flow);
         let open: Vec<u8> = (0..n)
-            .map(|c| (0..3).map(|a| (flow.open[a][c] as u8) << a).sum())
+            .map(|c| {
+                (0..3).map(|a| (flow.open[a][c] as u8) << a).sum::<u8>()
+                    | if plain[c] { PLAIN } else { 0 }
+            })
             .collect();
+        // One entry at least, as for the outlets.
+        let general: Vec<u32> = (0..n).filter(|&c| !plain[c]).map(|c| c as u32).collect();
+        let general_count = general.len() as u32;
+        let general = if general.is_empty() { vec![0] } else { general };
         // One entry at least: cudarc allocates one element or more.
         let outflow: Vec<u32> = flow
             .outflow
@@ -481,6 +517,8 @@ impl DeviceFlow {
                     .sum(),
                 kinds: stream.clone_htod(&kinds)?,
                 open: stream.clone_htod(&open)?,
+                general: stream.clone_htod(&general)?,
+                general_count,
                 wall: stream.alloc_zeros(3 * n)?,
                 outflow: stream.clone_htod(&outflow)?,
                 outflow_count: flow.outflow.len() as u32,
@@ -697,13 +735,10 @@ impl DeviceFlow {
         let ([fx, fy, fz], nu, upwind) = (flow.force, flow.nu, flow.upwind);
         let mut b = s.launch_builder(&k.explicit_terms);
         b.arg(&self.u)
-            .arg(&self.kinds)
             .arg(&self.open)
-            .arg(&self.wall)
             .arg(&nx)
             .arg(&ny)
             .arg(&nz)
-            .arg(&self.periodic)
             .arg(&nu)
             .arg(&fx)
             .arg(&fy)
@@ -712,11 +747,39 @@ impl DeviceFlow {
             .arg(&self.eddy)
             .arg(&eddy_on)
             .arg(&mut self.now);
-        // SAFETY: explicit_terms(const float*, const u8*, const u8*, const
-        // float*, int, int, int, unsigned, float, float, float, float, float,
-        // const float*, int, float*): u, wall and out 3n, kinds, open and
-        // eddy n; the grid covers the cells.
+        // SAFETY: explicit_terms(const float*, const u8*, int, int, int,
+        // float, float, float, float, float, const float*, int, float*): u
+        // and out 3n, open and eddy n; the grid covers the cells.
         unsafe { b.launch(cfg) }.map(drop).map_err(dev)?;
+        if self.general_count > 0 {
+            let mut b = s.launch_builder(&k.explicit_terms_listed);
+            b.arg(&self.u)
+                .arg(&self.kinds)
+                .arg(&self.open)
+                .arg(&self.wall)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&self.periodic)
+                .arg(&nu)
+                .arg(&fx)
+                .arg(&fy)
+                .arg(&fz)
+                .arg(&upwind)
+                .arg(&self.eddy)
+                .arg(&eddy_on)
+                .arg(&self.general)
+                .arg(&self.general_count)
+                .arg(&mut self.now);
+            // SAFETY: explicit_terms_listed(const float*, const u8*, const
+            // u8*, const float*, int, int, int, unsigned, float, float, float,
+            // float, float, const float*, int, const unsigned*, unsigned,
+            // float*): u, wall and out 3n, kinds, open and eddy n, `general`
+            // `general_count` cells of the grid.
+            unsafe { b.launch(list_config(self.general_count as usize)) }
+                .map(drop)
+                .map_err(dev)?;
+        }
         let (count, has) = (3 * n, flow.has_previous as i32);
         let mut b = s.launch_builder(&k.adams_bashforth);
         b.arg(&mut self.u)
