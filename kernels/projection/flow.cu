@@ -258,7 +258,7 @@ extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
 }
 
 // The explicit terms of the open face (a, p).
-__device__ __noinline__ float explicit_term(const Grid& g, size_t n, const float* u,
+__device__ __forceinline__ float explicit_term(const Grid& g, size_t n, const float* u,
                                            const unsigned char* kinds, const float* wall,
                                            const int p[3], int a, float nu, float force,
                                            float upwind, const float* eddy, int eddy_on) {
@@ -307,7 +307,14 @@ extern "C" __global__ void __launch_bounds__(128, 8) explicit_terms(const float*
     size_t c;
     if (!own_cell(g, p, &c)) return;
     unsigned char faces = open[c];
-    if (!(faces & PLAIN)) return;
+    if (!(faces & PLAIN)) {
+        // Closed faces need no stencil: the list leaves these cells out.
+        if (!(faces & 7u)) {
+            size_t n = (size_t)nx * ny * nz;
+            for (int a = 0; a < 3; a++) out[a * n + c] = 0.0f;
+        }
+        return;
+    }
     size_t n = (size_t)nx * ny * nz;
     size_t stride[3] = {1, (size_t)nx, (size_t)nx * ny};
     // Unrolled, so that every stride is a register.
@@ -320,7 +327,8 @@ extern "C" __global__ void __launch_bounds__(128, 8) explicit_terms(const float*
     }
 }
 
-// explicit_terms at the `count` cells of `cells`, those that are not plain.
+// explicit_terms at the `count` cells of `cells`: those that are not plain
+// and have an open face.
 extern "C" __global__ void explicit_terms_listed(const float* __restrict__ u,
                                                  const unsigned char* __restrict__ kinds,
                                                  const unsigned char* __restrict__ open,

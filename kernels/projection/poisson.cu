@@ -45,8 +45,10 @@ __device__ __forceinline__ size_t neighbour(const Level& l, const int p[3], int 
     return (size_t)q[0] + (size_t)l.n[0] * ((size_t)q[1] + (size_t)l.n[1] * (size_t)q[2]);
 }
 
-__device__ __forceinline__ float weight(const float* weights, size_t c, int dir) {
-    return weights ? weights[6 * c + dir] : 1.0f;
+// The six couplings of cell c, linked or not, read together (as `gather`).
+__device__ __forceinline__ void couplings(const float* weights, size_t c, float w[6]) {
+#pragma unroll
+    for (int dir = 0; dir < 6; dir++) w[dir] = weights ? weights[6 * c + dir] : 1.0f;
 }
 
 // The diagonal of cell c: diag[c], or without `diag` (the finest grid, its
@@ -90,15 +92,15 @@ __device__ __forceinline__ float differences(const Level& l, const unsigned char
                                              const float* x, size_t c, const int p[3]) {
     unsigned bits = links[c];
     float own = x[c];
-    float around[6];
+    float around[6], w[6];
     gather(l, x, p, around);
+    couplings(weights, c, w);
     float s = 0.0f, coupled = 0.0f;
 #pragma unroll
     for (int dir = 0; dir < 6; dir++) {
         if (bits & (1u << dir)) {
-            float w = weight(weights, c, dir);
-            s += w * (own - around[dir]);
-            coupled += w;
+            s += w[dir] * (own - around[dir]);
+            coupled += w[dir];
         }
     }
     return s + (diagonal(links, diag, c) - coupled) * own;
@@ -151,12 +153,13 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     float d = diagonal(links, diag, c);
     if (!(d > 0.0f)) return;
     unsigned bits = links[c];
-    float around[6];
+    float around[6], w[6];
     gather(l, x, p, around);
+    couplings(weights, c, w);
     float s = 0.0f;
 #pragma unroll
     for (int dir = 0; dir < 6; dir++) {
-        if (bits & (1u << dir)) s += weight(weights, c, dir) * around[dir];
+        if (bits & (1u << dir)) s += w[dir] * around[dir];
     }
     float gs = (b[c] + s) / d;
     x[c] += 1.0f * (gs - x[c]);

@@ -19,7 +19,7 @@ use cudarc::driver::{
 };
 
 use super::flow::{Carry, Flow, Kind, StepTimes};
-use super::multigrid::{Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA, SWEEPS};
+use super::multigrid::{sweeps, Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA};
 use super::poisson::{Face, Operator};
 use crate::solver::lbm::cuda::guarded;
 use crate::solver::SolverError;
@@ -235,8 +235,9 @@ pub struct DeviceFlow {
     periodic: u32,
     kinds: CudaSlice<u8>,
     open: CudaSlice<u8>,
-    /// The cells that are not plain ([`plain_cells`]), whose explicit terms
-    /// take the general path in a launch of their own.
+    /// The cells that are not plain ([`plain_cells`]) and have an open
+    /// face, whose explicit terms take the general path in a launch of
+    /// their own.
     general: CudaSlice<u32>,
     general_count: u32,
     wall: CudaSlice<f32>,
@@ -457,7 +458,10 @@ impl DeviceFlow {
             })
             .collect();
         // One entry at least, as for the outlets.
-        let general: Vec<u32> = (0..n).filter(|&c| !plain[c]).map(|c| c as u32).collect();
+        let general: Vec<u32> = (0..n)
+            .filter(|&c| !plain[c] && open[c] & 7 != 0)
+            .map(|c| c as u32)
+            .collect();
         let general_count = general.len() as u32;
         let general = if general.is_empty() { vec![0] } else { general };
         // One entry at least: cudarc allocates one element or more.
@@ -1218,6 +1222,7 @@ impl DeviceFlow {
             let mg = &mut self.mg;
             down_up(
                 &self.gpu,
+                0,
                 &mg.levels,
                 &mut mg.coarser,
                 &mut mg.coarsest,
@@ -1358,17 +1363,18 @@ fn apply(
         .map_err(dev)
 }
 
-/// [`super::multigrid::SWEEPS`] red-black Gauss–Seidel sweeps on `level`,
-/// the colours in the opposite order when `reverse`.
+/// `count` red-black Gauss–Seidel sweeps on `level`, the colours in the
+/// opposite order when `reverse`.
 fn smooth(
     gpu: &Gpu,
     level: &Level,
     x: &mut CudaSlice<f32>,
     b: &CudaSlice<f32>,
+    count: usize,
     reverse: bool,
 ) -> Result<(), SolverError> {
     let passes = level.odd.count_ones() as i32;
-    for _ in 0..SWEEPS {
+    for _ in 0..count {
         for colour in [reverse as i32, !reverse as i32] {
             for pass in 0..=passes {
                 let mut l = gpu.stream.launch_builder(&gpu.k.smooth);
@@ -1392,11 +1398,13 @@ fn smooth(
     Ok(())
 }
 
-/// The V-cycle from `levels[0]` down: x ≈ A⁻¹ b (x zero on entry). The
-/// coarser grids' vectors are `coarser` (one fewer than `levels`).
+/// The V-cycle from `levels[0]` (level `depth` of the hierarchy) down:
+/// x ≈ A⁻¹ b (x zero on entry). The coarser grids' vectors are `coarser`
+/// (one fewer than `levels`).
 #[allow(clippy::too_many_arguments)]
 fn down_up(
     gpu: &Gpu,
+    depth: usize,
     levels: &[Level],
     coarser: &mut [(CudaSlice<f32>, CudaSlice<f32>)],
     coarsest: &mut Coarsest,
@@ -1433,7 +1441,8 @@ fn down_up(
         return unsafe { l.launch(rows) }.map(drop).map_err(dev);
     }
     let (fine, coarse) = (&levels[0], &levels[1]);
-    smooth(gpu, fine, x, b, false)?;
+    let [down, up] = sweeps(depth);
+    smooth(gpu, fine, x, b, down, false)?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
@@ -1454,7 +1463,16 @@ fn down_up(
         .map(drop)
         .map_err(dev)?;
     s.memset_zeros(&mut *cx).map_err(dev)?;
-    down_up(gpu, &levels[1..], deeper, coarsest, singular, cx, cb)?;
+    down_up(
+        gpu,
+        depth + 1,
+        &levels[1..],
+        deeper,
+        coarsest,
+        singular,
+        cx,
+        cb,
+    )?;
     let mut l = s.launch_builder(&gpu.k.prolong_add);
     l.arg(&*cx)
         .arg(&coarse.diag)
@@ -1470,5 +1488,5 @@ fn down_up(
     unsafe { l.launch(cells_config(fine.size)) }
         .map(drop)
         .map_err(dev)?;
-    smooth(gpu, fine, x, b, true)
+    smooth(gpu, fine, x, b, up, true)
 }
