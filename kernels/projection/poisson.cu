@@ -86,24 +86,46 @@ __device__ __forceinline__ void gather(const Level& l, const float* x, const int
     for (int dir = 0; dir < 6; dir++) around[dir] = x[neighbour(l, p, dir)];
 }
 
-// Operator::differences: (A x)_c as a sum of differences.
-__device__ __forceinline__ float differences(const Level& l, const unsigned char* links,
-                                             const float* weights, const float* diag,
-                                             const float* x, size_t c, const int p[3]) {
-    unsigned bits = links[c];
-    float own = x[c];
+// What the operator reads at cell c: its links and diagonal, x there and at
+// the six neighbours, the six couplings. Loaded together, before any branch
+// on them: a kernel that first tested the diagonal, then read x, waited for
+// memory twice (apply, the smoother and prolongation ran at a third to a
+// half of the bandwidth).
+struct Stencil {
+    unsigned bits;
+    float d, own;
     float around[6], w[6];
-    gather(l, x, p, around);
-    couplings(weights, c, w);
+};
+
+__device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* links,
+                                           const float* weights, const float* diag,
+                                           const float* x, size_t c, const int p[3]) {
+    Stencil s;
+    gather(l, x, p, s.around);
+    couplings(weights, c, s.w);
+    s.own = x[c];
+    s.bits = links[c];
+    s.d = diagonal(links, diag, c);
+    return s;
+}
+
+// Operator::differences: (A x)_c as a sum of differences.
+__device__ __forceinline__ float differences_of(const Stencil& t) {
     float s = 0.0f, coupled = 0.0f;
 #pragma unroll
     for (int dir = 0; dir < 6; dir++) {
-        if (bits & (1u << dir)) {
-            s += w[dir] * (own - around[dir]);
-            coupled += w[dir];
+        if (t.bits & (1u << dir)) {
+            s += t.w[dir] * (t.own - t.around[dir]);
+            coupled += t.w[dir];
         }
     }
-    return s + (diagonal(links, diag, c) - coupled) * own;
+    return s + (t.d - coupled) * t.own;
+}
+
+__device__ __forceinline__ float differences(const Level& l, const unsigned char* links,
+                                             const float* weights, const float* diag,
+                                             const float* x, size_t c, const int p[3]) {
+    return differences_of(stencil(l, links, weights, diag, x, c, p));
 }
 
 // out = A x (residual = 0), or out = b − A x (residual = 1); 0 in cells that
@@ -117,12 +139,12 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
     int p[3];
     size_t c;
     if (!own_cell(l, p, &c)) return;
-    if (!(diagonal(links, diag, c) > 0.0f)) {
-        out[c] = 0.0f;
-        return;
-    }
-    float ax = differences(l, links, weights, diag, x, c, p);
-    out[c] = residual ? b[c] - ax : ax;
+    Stencil t = stencil(l, links, weights, diag, x, c, p);
+    float bc = residual ? b[c] : 0.0f;
+    // Worked out everywhere and chosen, not branched on: behind a branch
+    // the compiler moved the loads after the diagonal's.
+    float ax = differences_of(t);
+    out[c] = t.d > 0.0f ? (residual ? bc - ax : ax) : 0.0f;
 }
 
 // One colour of a red-black Gauss–Seidel sweep: the cells with x + y + z of
@@ -150,19 +172,17 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     int last = 0;
     for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
     if (last != pass) return;
-    float d = diagonal(links, diag, c);
-    if (!(d > 0.0f)) return;
-    unsigned bits = links[c];
-    float around[6], w[6];
-    gather(l, x, p, around);
-    couplings(weights, c, w);
+    Stencil t = stencil(l, links, weights, diag, x, c, p);
+    float bc = b[c];
     float s = 0.0f;
 #pragma unroll
     for (int dir = 0; dir < 6; dir++) {
-        if (bits & (1u << dir)) s += w[dir] * around[dir];
+        if (t.bits & (1u << dir)) s += t.w[dir] * t.around[dir];
     }
-    float gs = (b[c] + s) / d;
-    x[c] += 1.0f * (gs - x[c]);
+    float gs = (bc + s) / t.d;
+    // A cell that takes no part keeps its value, stored back rather than
+    // branched around (see `apply`).
+    x[c] = t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own;
 }
 
 // One damped Jacobi sweep: out = x + ω (b − A x) / diag (0 where no part).
@@ -197,15 +217,19 @@ extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ l
     size_t c;
     if (!own_cell(coarse, p, &c)) return;
     float s = 0.0f;
+#pragma unroll
     for (int dz = 0; dz < 2; dz++)
+#pragma unroll
         for (int dy = 0; dy < 2; dy++)
+#pragma unroll
             for (int dx = 0; dx < 2; dx++) {
                 int q[3] = {2 * p[0] + dx, 2 * p[1] + dy, 2 * p[2] + dz};
                 if (q[0] < fx && q[1] < fy && q[2] < fz) {
                     size_t f = (size_t)q[0] + (size_t)fx * ((size_t)q[1] + (size_t)fy * q[2]);
-                    s += diagonal(links, diag, f) > 0.0f
-                             ? fine_b[f] - differences(fine, links, weights, diag, x, f, q)
-                             : 0.0f;
+                    // Chosen, not branched on (see `apply`).
+                    Stencil t = stencil(fine, links, weights, diag, x, f, q);
+                    float r = fine_b[f] - differences_of(t);
+                    s += t.d > 0.0f ? r : 0.0f;
                 }
             }
     b[c] = coarse_diag[c] > 0.0f ? 0.5f * s : 0.0f;
@@ -256,7 +280,6 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
     int p[3];
     size_t c;
     if (!own_cell(l, p, &c)) return;
-    if (!(diagonal(fine_links, fine_diag, c) > 0.0f)) return;
     int cn[3] = {cx, cy, cz};
     int cell[3][2];
     float w[3][2];
@@ -264,7 +287,10 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
     // Counted first, then summed: arrays indexed by a running count would
     // live in local memory (measured: five times the kernel's own traffic).
     // The eight corrections are read with the diagonals, whether used or
-    // not: loads behind the count's branch waited for the diagonals'.
+    // not, and with the fine cell's own: loads behind a branch on other
+    // loads waited for them.
+    float own = x[c];
+    bool takes_part = diagonal(fine_links, fine_diag, c) > 0.0f;
     int active = 0;
     float corner[8];
 #pragma unroll
@@ -274,7 +300,8 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
         active += coarse_diag[m] > 0.0f;
         corner[k] = e[m];
     }
-    float out = x[c];
+    if (!takes_part) return;
+    float out = own;
     if (active < 8) {
         // The holder: corner 0.
         out += 1.0f * corner[0];
@@ -388,11 +415,11 @@ extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
          c += (size_t)gridDim.x * blockDim.x) {
         int p[3];
         cell_coords(c, nx, ny, p);
-        float ax = diagonal(links, diag, c) > 0.0f
-                       ? differences(l, links, weights, diag, x, c, p)
-                       : 0.0f;
+        Stencil t = stencil(l, links, weights, diag, x, c, p);
+        float ax = differences_of(t);
+        ax = t.d > 0.0f ? ax : 0.0f;
         out[c] = ax;
-        t0 += (double)x[c] * (double)ax;
+        t0 += (double)t.own * (double)ax;
     }
     block_sums(s0, s1, t0, 0.0);
     if (threadIdx.x == 0) {
