@@ -259,9 +259,9 @@ extern "C" __global__ void eddy_viscosity(const float* __restrict__ u,
 
 // The explicit terms of the open face (a, p).
 __device__ __forceinline__ float explicit_term(const Grid& g, size_t n, const float* u,
-                                           const unsigned char* kinds, const float* wall,
-                                           const int p[3], int a, float nu, float force,
-                                           float upwind, const float* eddy, int eddy_on) {
+                                              const unsigned char* kinds, const float* wall,
+                                              const int p[3], int a, float nu, float force,
+                                              float upwind, const float* eddy, int eddy_on) {
     size_t c = cell_index(g, p);
     float own = u[a * n + c];
     float advection = 0.0f, diffusion = 0.0f;
