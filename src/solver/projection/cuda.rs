@@ -1490,3 +1490,52 @@ fn down_up(
         .map_err(dev)?;
     smooth(gpu, fine, x, b, up, true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cells `explicit_terms` takes itself: inside the outer layer, with
+    /// fluid or outlets on all six sides (the cell's own kind aside).
+    #[test]
+    fn plain_cells_are_the_inner_ones_with_six_neighbours_that_flow() {
+        let size = [6, 5, 4];
+        let n = 120;
+        let index = |x: usize, y: usize, z: usize| x + 6 * (y + 5 * z);
+        let mut kinds = vec![Kind::Fluid; n];
+        kinds[index(2, 2, 1)] = Kind::Wall;
+        kinds[index(4, 3, 2)] = Kind::Outflow;
+        kinds[index(1, 1, 2)] = Kind::Slip;
+        let flow = Flow::new(
+            size,
+            [true, false, false],
+            kinds,
+            vec![[0.0; 3]; n],
+            0.1,
+            1e-6,
+        );
+        let plain = plain_cells(&flow);
+        let expected = |x: usize, y: usize, z: usize| {
+            let inner = (1..5).contains(&x) && (1..4).contains(&y) && (1..3).contains(&z);
+            // Beside the wall at (2, 2, 1) or the free-slip cell at (1, 1, 2);
+            // the outlet at (4, 3, 2) flows, so its neighbours stay plain.
+            let beside = |(a, b, c): (usize, usize, usize)| {
+                x.abs_diff(a) + y.abs_diff(b) + z.abs_diff(c) == 1
+            };
+            inner && !beside((2, 2, 1)) && !beside((1, 1, 2))
+        };
+        for z in 0..4 {
+            for y in 0..5 {
+                for x in 0..6 {
+                    assert_eq!(plain[index(x, y, z)], expected(x, y, z), "{x} {y} {z}");
+                }
+            }
+        }
+        // A periodic axis does not make its end layers plain: their
+        // stencils wrap.
+        assert!(!plain[index(0, 2, 1)] && !plain[index(5, 2, 2)]);
+        // The wall cell itself is plain, its neighbours flowing: its faces
+        // are closed and `explicit_terms` writes their zeros.
+        assert!(plain[index(2, 2, 1)] && plain[index(4, 3, 2)]);
+    }
+}
