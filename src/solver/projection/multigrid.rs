@@ -759,7 +759,10 @@ mod tests {
     #[test]
     fn a_v_cycle_cuts_the_residual_tenfold_on_a_128_cube_and_fivefold_around_obstacles() {
         // Issue 20 asks for tenfold with obstacles too: reached with an
-        // outlet (0.085 per cycle), not yet with walls all round (0.185).
+        // outlet (0.091 per cycle), not yet with walls all round (0.190;
+        // the rates of this comment up to the twenty-first session's are
+        // with three sweeps each way on the finest grid, where they were
+        // 0.085 and 0.185; see `sweeps`).
         // Cycle by cycle both slow to about 0.29 from the fifth on (0.09
         // without obstacles), with 73% of r² left within a cell of a wall
         // or an obstacle (17% of the cells) after 7; a W-cycle gives 0.102, with 4
@@ -776,7 +779,15 @@ mod tests {
         // and 0.177. Coarse couplings summed over each coarse face's rows in
         // series with half the couplings inside the two coarse cells (their
         // blockage felt) give 0.212, or 0.182 where only fractional inner
-        // couplings count (2026-11-26, twentieth session).
+        // couplings count (2026-11-26, twentieth session). With one and
+        // three sweeps on the finest grid, the 64³ grid's correction taken
+        // twice (a second cycle from there down on its residual) gives
+        // 0.084 / 0.073 / 0.110 / 0.075 for the four cases below, three
+        // times 0.100; four and four or three and five sweeps on the 64³
+        // grid alone 0.174 and 0.167; with two and four sweeps on the
+        // finest grid and the 64³ correction twice all four reach tenfold:
+        // 0.056 / 0.036 / 0.098 / 0.045 (CPU, 2026-11-27; not measured on
+        // the GPU, where every visit of the coarse grids is launch-bound).
         let n = 128;
         let cases = [
             ("walls", vec![true; n * n * n], [[Face::Wall; 2]; 3], 0.1),
