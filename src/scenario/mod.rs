@@ -460,7 +460,7 @@ fn default_cfl() -> f64 {
 }
 
 fn default_tolerance() -> f64 {
-    1e-6
+    crate::solver::projection::solver::TOLERANCE
 }
 
 /// How the flow is solved.

@@ -134,29 +134,31 @@ fn the_method_is_chosen_on_the_command_line_or_in_the_scenario() {
         assert!(out.contains("CFL 0.5"), "{out}");
         assert!(!out.contains("CUDA 16-bit"), "{out}");
     }
-    // `[run] cfl` sets its sub-steps' CFL number, said where the run starts;
-    // outside (0, 1] it is refused with the range.
-    let o = run(&["--method", "projection", "--set", "run.cfl=0.25"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("CFL 0.25"), "{}", stderr(&o));
-    for bad in ["run.cfl=0", "run.cfl=1.5"] {
-        let o = run(&["--method", "projection", "--set", bad]);
-        assert!(!o.status.success());
-        assert!(stderr(&o).contains("from above 0 to 1"), "{}", stderr(&o));
-    }
-    // `[run] tolerance`, where the pressure solves stop: said where the run
-    // starts, and refused outside (0, 1).
-    let o = run(&["--method", "projection", "--set", "run.tolerance=1e-8"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("CG to 1e-8"), "{}", stderr(&o));
-    for bad in ["run.tolerance=0", "run.tolerance=2"] {
-        let o = run(&["--method", "projection", "--set", bad]);
-        assert!(!o.status.success());
-        assert!(
-            stderr(&o).contains("from above 0 to below 1"),
-            "{}",
-            stderr(&o)
-        );
+    // `[run] cfl` sets its sub-steps' CFL number and `[run] tolerance` where
+    // the pressure solves stop, each said where the run starts; outside
+    // (0, 1] and (0, 1) they are refused with the range.
+    for (good, shown, bad, range) in [
+        (
+            "run.cfl=0.25",
+            "CFL 0.25",
+            ["run.cfl=0", "run.cfl=1.5"],
+            "from above 0 to 1",
+        ),
+        (
+            "run.tolerance=1e-8",
+            "CG to 1e-8",
+            ["run.tolerance=0", "run.tolerance=2"],
+            "from above 0 to below 1",
+        ),
+    ] {
+        let o = run(&["--method", "projection", "--set", good]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains(shown), "{}", stderr(&o));
+        for bad in bad {
+            let o = run(&["--method", "projection", "--set", bad]);
+            assert!(!o.status.success());
+            assert!(stderr(&o).contains(range), "{bad}: {}", stderr(&o));
+        }
     }
     // `[run] upwind`, the seed's hybrid factor: said, and checked to [0, 1].
     let o = run(&["--method", "projection", "--set", "run.upwind=0.25"]);

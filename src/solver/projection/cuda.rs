@@ -1089,9 +1089,9 @@ impl DeviceFlow {
             .map_err(dev)
     }
 
-    /// Solves A p = rhs from the last p, as [`super::multigrid::Pcg::solve`].
-    /// Solves for the pressure from the guess in p; `learned` is the f32
-    /// floor as [`super::multigrid::Pcg::floor`], which the solve may move.
+    /// Solves A p = rhs from the guess in p, as
+    /// [`super::multigrid::Pcg::solve`]; `learned` is the f32 floor as
+    /// [`super::multigrid::Pcg::floor`], which the solve may move.
     fn solve(
         &mut self,
         settings: Settings,

@@ -24,8 +24,9 @@ pub const BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 8);
 /// ([`ProjectionSolver::with_cfl`], `[run] cfl`).
 const CFL: f32 = 0.5;
 /// The pressure solve's relative residual until
-/// [`ProjectionSolver::with_tolerance`] (`[run] tolerance`).
-const TOLERANCE: f64 = 1e-6;
+/// [`ProjectionSolver::with_tolerance`] (`[run] tolerance`, whose default
+/// it is).
+pub const TOLERANCE: f64 = 1e-6;
 
 pub struct ProjectionSolver {
     grid: Grid,
@@ -147,7 +148,6 @@ impl ProjectionSolver {
         self
     }
 
-    /// The same with its pressure solved by `pressure` (`[run] pressure`).
     /// The same with pressure solves that stop at the relative residual
     /// `tolerance` (0 < tolerance < 1, as the scenario checks).
     pub fn with_tolerance(mut self, tolerance: f64) -> ProjectionSolver {
@@ -155,6 +155,7 @@ impl ProjectionSolver {
         self
     }
 
+    /// The same with its pressure solved by `pressure` (`[run] pressure`).
     pub fn with_pressure(mut self, pressure: PressureSolver) -> ProjectionSolver {
         self.flow.set_jacobi(pressure == PressureSolver::Jacobi);
         ProjectionSolver { pressure, ..self }
