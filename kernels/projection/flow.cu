@@ -121,10 +121,15 @@ __device__ __forceinline__ bool plain_cell(const Grid& g, const unsigned char* k
 
 // explicit_term at a plain cell: the same arithmetic in the same order,
 // from direct reads (face_viscosity's too, with the subgrid model).
-__device__ __forceinline__ float plain_term(size_t n, const float* u, size_t c,
-                                            const size_t stride[3], int a, float nu, float force,
-                                            float upwind, const float* eddy, int eddy_on) {
-    const float* ua = u + a * n;
+__device__ __forceinline__ float plain_term(size_t n, const float* u, size_t cell,
+                                            const size_t strides[3], int a, float nu, float force,
+                                            float upwind, const float* eddy_field, int eddy_on) {
+    // From pointers at the cell with signed 32-bit steps: one instruction
+    // an address where 64-bit index arithmetic took three.
+    const float* ua = u + a * n + cell;
+    const float* eddy = eddy_field + cell;
+    const int stride[3] = {1, (int)strides[1], (int)strides[2]};
+    const int c = 0;
     float own = ua[c];
     float advection = 0.0f, diffusion = 0.0f;
 #pragma unroll
@@ -133,7 +138,7 @@ __device__ __forceinline__ float plain_term(size_t n, const float* u, size_t c,
         float velocity = own;
         if (b != a) {
             // transverse(): the four faces around (a, p), in its order.
-            const float* ub = u + b * n;
+            const float* ub = u + b * n + cell;
             float sum = 0.0f;
             sum += ub[c];
             sum += ub[c + stride[b]];
@@ -151,7 +156,7 @@ __device__ __forceinline__ float plain_term(size_t n, const float* u, size_t c,
             nu_hi = nu + eddy[c];
             nu_lo = nu + eddy[c - stride[a]];
         } else {
-            size_t q = c + stride[b], r = c - stride[b];
+            int q = c + stride[b], r = c - stride[b];
             float around = eddy[c];
             around = around + eddy[c - stride[a]];
             around = around + eddy[q];

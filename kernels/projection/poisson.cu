@@ -25,30 +25,41 @@ __device__ __forceinline__ unsigned face(const Level& l, int axis, int high) {
     return (l.faces >> (2 * (2 * axis + high))) & 3u;
 }
 
-__device__ __forceinline__ bool own_cell(const Level& l, int p[3], size_t* c) {
+// Cell indices are 32-bit (the host refuses grids of 2^32 cells or more):
+// the 64-bit index arithmetic of every neighbour made the operator's
+// kernels instruction-bound (issue 20, twenty-second session).
+__device__ __forceinline__ unsigned index_of(const Level& l, const int p[3]) {
+    return (unsigned)p[0] + (unsigned)l.n[0] * ((unsigned)p[1] + (unsigned)l.n[1] * (unsigned)p[2]);
+}
+
+__device__ __forceinline__ bool own_cell(const Level& l, int p[3], unsigned* c) {
     p[0] = blockIdx.x * blockDim.x + threadIdx.x;
     p[1] = blockIdx.y * blockDim.y + threadIdx.y;
     p[2] = blockIdx.z * blockDim.z + threadIdx.z;
     if (p[0] >= l.n[0] || p[1] >= l.n[1] || p[2] >= l.n[2]) return false;
-    *c = (size_t)p[0] + (size_t)l.n[0] * ((size_t)p[1] + (size_t)l.n[1] * (size_t)p[2]);
+    *c = index_of(l, p);
     return true;
 }
 
-// poisson::neighbour for a linked direction (always inside or wrapped).
-__device__ __forceinline__ size_t neighbour(const Level& l, const int p[3], int dir) {
-    int axis = dir >> 1;
-    int q[3] = {p[0], p[1], p[2]};
-    int v = q[axis] + ((dir & 1) ? 1 : -1);
-    if (v < 0) v += l.n[axis];
-    if (v >= l.n[axis]) v -= l.n[axis];
-    q[axis] = v;
-    return (size_t)q[0] + (size_t)l.n[0] * ((size_t)q[1] + (size_t)l.n[1] * (size_t)q[2]);
+// poisson::neighbour for each direction of cell c at p (−x, +x, −y, +y,
+// −z, +z), wrapped at every face: a step of the axis' stride, or back
+// across the grid at its ends.
+__device__ __forceinline__ void neighbours(const Level& l, const int p[3], unsigned c,
+                                           unsigned nb[6]) {
+    unsigned stride = 1;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        unsigned span = (unsigned)(l.n[a] - 1) * stride;
+        nb[2 * a] = p[a] > 0 ? c - stride : c + span;
+        nb[2 * a + 1] = p[a] < l.n[a] - 1 ? c + stride : c - span;
+        stride *= (unsigned)l.n[a];
+    }
 }
 
 // The six couplings of cell c, linked or not, read together (as `gather`).
-__device__ __forceinline__ void couplings(const float* weights, size_t c, float w[6]) {
+__device__ __forceinline__ void couplings(const float* weights, unsigned c, float w[6]) {
 #pragma unroll
-    for (int dir = 0; dir < 6; dir++) w[dir] = weights ? weights[6 * c + dir] : 1.0f;
+    for (int dir = 0; dir < 6; dir++) w[dir] = weights ? weights[6 * (size_t)c + dir] : 1.0f;
 }
 
 // The diagonal of cell c: diag[c], or without `diag` (the finest grid, its
@@ -60,30 +71,16 @@ __device__ __forceinline__ float diagonal(const unsigned char* links, const floa
     return (float)(__popc(bits & 63u) + (bits >> 6));
 }
 
-// The coordinates of cell c, in 32-bit arithmetic where the index fits
-// (a 64-bit division is a long emulated sequence).
-__device__ __forceinline__ void cell_coords(size_t c, int nx, int ny, int p[3]) {
-    if (c <= 0xffffffffu) {
-        unsigned i = (unsigned)c, row = i / (unsigned)nx;
-        p[0] = (int)(i - row * (unsigned)nx);
-        p[1] = (int)(row % (unsigned)ny);
-        p[2] = (int)(row / (unsigned)ny);
-    } else {
-        size_t row = c / (size_t)nx;
-        p[0] = (int)(c - row * nx);
-        p[1] = (int)(row % (size_t)ny);
-        p[2] = (int)(row / (size_t)ny);
-    }
-}
-
 // x at the six neighbours of p, linked or not (`neighbour` wraps every
 // axis, so each index lies in the grid): loads issued together, where
 // loads under each link's branch waited for one another (apply and the
 // smoother ran at a third of the bandwidth, latency-bound).
-__device__ __forceinline__ void gather(const Level& l, const float* x, const int p[3],
+__device__ __forceinline__ void gather(const Level& l, const float* x, const int p[3], unsigned c,
                                        float around[6]) {
+    unsigned nb[6];
+    neighbours(l, p, c, nb);
 #pragma unroll
-    for (int dir = 0; dir < 6; dir++) around[dir] = x[neighbour(l, p, dir)];
+    for (int dir = 0; dir < 6; dir++) around[dir] = x[nb[dir]];
 }
 
 // What the operator reads at cell c: its links and diagonal, x there and at
@@ -99,9 +96,9 @@ struct Stencil {
 
 __device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* links,
                                            const float* weights, const float* diag,
-                                           const float* x, size_t c, const int p[3]) {
+                                           const float* x, unsigned c, const int p[3]) {
     Stencil s;
-    gather(l, x, p, s.around);
+    gather(l, x, p, c, s.around);
     couplings(weights, c, s.w);
     s.own = x[c];
     s.bits = links[c];
@@ -124,7 +121,7 @@ __device__ __forceinline__ float differences_of(const Stencil& t) {
 
 __device__ __forceinline__ float differences(const Level& l, const unsigned char* links,
                                              const float* weights, const float* diag,
-                                             const float* x, size_t c, const int p[3]) {
+                                             const float* x, unsigned c, const int p[3]) {
     return differences_of(stencil(l, links, weights, diag, x, c, p));
 }
 
@@ -137,7 +134,7 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
                                  int residual, float* __restrict__ out) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
-    size_t c;
+    unsigned c;
     if (!own_cell(l, p, &c)) return;
     Stencil t = stencil(l, links, weights, diag, x, c, p);
     float bc = residual ? b[c] : 0.0f;
@@ -168,7 +165,7 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     p[2] = blockIdx.z * blockDim.z + threadIdx.z;
     p[0] = 2 * (int)(blockIdx.x * blockDim.x + threadIdx.x) + ((colour + p[1] + p[2]) & 1);
     if (p[0] >= nx || p[1] >= ny || p[2] >= nz) return;
-    size_t c = (size_t)p[0] + (size_t)nx * ((size_t)p[1] + (size_t)ny * (size_t)p[2]);
+    unsigned c = index_of(l, p);
     int last = 0;
     for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
     if (last != pass) return;
@@ -193,7 +190,7 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
                                   float* __restrict__ out) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
-    size_t c;
+    unsigned c;
     if (!own_cell(l, p, &c)) return;
     float d = diagonal(links, diag, c);
     out[c] = d > 0.0f ? x[c] + omega * (b[c] - differences(l, links, nullptr, diag, x, c, p)) / d
@@ -214,7 +211,7 @@ extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ l
     Level coarse = {{nx, ny, nz}, 0};
     Level fine = {{fx, fy, fz}, faces};
     int p[3];
-    size_t c;
+    unsigned c;
     if (!own_cell(coarse, p, &c)) return;
     float s = 0.0f;
 #pragma unroll
@@ -225,7 +222,7 @@ extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ l
             for (int dx = 0; dx < 2; dx++) {
                 int q[3] = {2 * p[0] + dx, 2 * p[1] + dy, 2 * p[2] + dz};
                 if (q[0] < fx && q[1] < fy && q[2] < fz) {
-                    size_t f = (size_t)q[0] + (size_t)fx * ((size_t)q[1] + (size_t)fy * q[2]);
+                    unsigned f = index_of(fine, q);
                     // Chosen, not branched on (see `apply`).
                     Stencil t = stencil(fine, links, weights, diag, x, f, q);
                     float r = fine_b[f] - differences_of(t);
@@ -270,46 +267,65 @@ __device__ __forceinline__ void along(int i, int n, unsigned low_face, unsigned 
 }
 
 // x_fine += the coarse correction e: trilinear where all eight coarse cells
-// take part, else the holder's value (multigrid::Stencil).
+// take part, else the holder's value (multigrid::Stencil). A thread takes
+// the two fine cells 2h and 2h + 1 of a row beside each other: their
+// corners lie among twelve coarse cells, read once with the two cells'
+// own values before anything is worked out (a thread per fine cell read
+// sixteen values for each and was instruction-bound; one per coarse cell,
+// eight fine cells and 27 corners, held 112 registers and waited on each
+// fine cell's loads in turn).
 extern "C" __global__ void prolong_add(const float* __restrict__ e,
                                        const float* __restrict__ coarse_diag, int cx, int cy,
                                        int cz, const unsigned char* __restrict__ fine_links,
                                        const float* __restrict__ fine_diag, int nx, int ny, int nz,
                                        unsigned faces, float* __restrict__ x) {
     Level l = {{nx, ny, nz}, faces};
-    int p[3];
-    size_t c;
-    if (!own_cell(l, p, &c)) return;
-    int cn[3] = {cx, cy, cz};
-    int cell[3][2];
-    float w[3][2];
-    for (int a = 0; a < 3; a++) along(p[a], cn[a], face(l, a, 0), face(l, a, 1), cell[a], w[a]);
-    // Counted first, then summed: arrays indexed by a running count would
-    // live in local memory (measured: five times the kernel's own traffic).
-    // The eight corrections are read with the diagonals, whether used or
-    // not, and with the fine cell's own: loads behind a branch on other
-    // loads waited for them.
-    float own = x[c];
-    bool takes_part = diagonal(fine_links, fine_diag, c) > 0.0f;
-    int active = 0;
-    float corner[8];
+    int h = blockIdx.x * blockDim.x + threadIdx.x;
+    int q[3] = {2 * h, (int)(blockIdx.y * blockDim.y + threadIdx.y),
+                (int)(blockIdx.z * blockDim.z + threadIdx.z)};
+    if (h >= cx || q[1] >= ny || q[2] >= nz) return;
+    // Along x for each parity, and along y and z: the two coarse cells (0
+    // the holder) and their weights. at: the three coarse columns, the
+    // holder in the middle.
+    int cell[4][2];
+    float w[4][2];
+    along(q[0], cx, face(l, 0, 0), face(l, 0, 1), cell[0], w[0]);
+    along(q[0] + 1, cx, face(l, 0, 0), face(l, 0, 1), cell[1], w[1]);
+    along(q[1], cy, face(l, 1, 0), face(l, 1, 1), cell[2], w[2]);
+    along(q[2], cz, face(l, 2, 0), face(l, 2, 1), cell[3], w[3]);
+    int at[3] = {cell[0][1], h, cell[1][1]};
+    float corner[12];
+    unsigned active = 0;
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        size_t m = (size_t)cell[0][k & 1] +
-                   (size_t)cx * ((size_t)cell[1][(k >> 1) & 1] + (size_t)cy * (size_t)cell[2][k >> 2]);
-        active += coarse_diag[m] > 0.0f;
+    for (int k = 0; k < 12; k++) {
+        unsigned m = (unsigned)at[k % 3] +
+                     (unsigned)cx * ((unsigned)cell[2][(k / 3) & 1] +
+                                     (unsigned)cy * (unsigned)cell[3][k / 6]);
+        active |= (coarse_diag[m] > 0.0f ? 1u : 0u) << k;
         corner[k] = e[m];
     }
-    if (!takes_part) return;
-    float out = own;
-    if (active < 8) {
-        // The holder: corner 0.
-        out += 1.0f * corner[0];
-    } else {
+    bool second = q[0] + 1 < nx;
+    unsigned c = index_of(l, q);
+    unsigned c2 = second ? c + 1 : c;
+    float own[2] = {x[c], x[c2]};
+    bool part[2] = {diagonal(fine_links, fine_diag, c) > 0.0f,
+                    diagonal(fine_links, fine_diag, c2) > 0.0f};
 #pragma unroll
-        for (int k = 0; k < 8; k++) out += w[0][k & 1] * w[1][(k >> 1) & 1] * w[2][k >> 2] * corner[k];
+    for (int par = 0; par < 2; par++) {
+        int count = 0;
+        float sum = own[par];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            // Corner k's place among the twelve: bit 0 the x neighbour
+            // (below h for the even cell, above for the odd), bits 1 and 2
+            // the y and z ones.
+            int slot = ((k & 1) ? 2 * par : 1) + 3 * ((k >> 1) & 1) + 6 * (k >> 2);
+            count += (active >> slot) & 1u;
+            sum += w[par][k & 1] * w[2][(k >> 1) & 1] * w[3][k >> 2] * corner[slot];
+        }
+        float out = count < 8 ? own[par] + 1.0f * corner[1] : sum;
+        if (part[par] && (par == 0 || second)) x[par ? c2 : c] = out;
     }
-    x[c] = out;
 }
 
 // The coarsest grid, step 1 (one block): y = b at its active cells, less its
@@ -409,17 +425,32 @@ extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
                                      float* __restrict__ out, double* __restrict__ partial) {
     __shared__ double s0[256], s1[256];
     Level l = {{nx, ny, nz}, faces};
-    size_t n = (size_t)nx * ny * nz;
+    unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
     double t0 = 0.0;
-    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < n;
-         c += (size_t)gridDim.x * blockDim.x) {
-        int p[3];
-        cell_coords(c, nx, ny, p);
+    // The cell's coordinates stepped with it by the stride's (a division a
+    // cell cost more than the stencil).
+    unsigned first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
+    int p[3], d[3];
+    unsigned row = first / (unsigned)nx, rows = step / (unsigned)nx;
+    p[0] = (int)(first - row * (unsigned)nx);
+    p[1] = (int)(row % (unsigned)ny);
+    p[2] = (int)(row / (unsigned)ny);
+    d[0] = (int)(step - rows * (unsigned)nx);
+    d[1] = (int)(rows % (unsigned)ny);
+    d[2] = (int)(rows / (unsigned)ny);
+    for (unsigned c = first; c < n; c += step) {
         Stencil t = stencil(l, links, weights, diag, x, c, p);
         float ax = differences_of(t);
         ax = t.d > 0.0f ? ax : 0.0f;
         out[c] = ax;
         t0 += (double)t.own * (double)ax;
+        p[0] += d[0];
+        int carry = p[0] >= nx;
+        p[0] -= carry ? nx : 0;
+        p[1] += d[1] + carry;
+        carry = p[1] >= ny;
+        p[1] -= carry ? ny : 0;
+        p[2] += d[2] + carry;
     }
     block_sums(s0, s1, t0, 0.0);
     if (threadIdx.x == 0) {

@@ -1484,8 +1484,9 @@ fn down_up(
     l.arg(&fx).arg(&fy).arg(&fz).arg(&fine.faces).arg(&mut *x);
     // SAFETY: prolong_add(const float*, const float*, int, int, int, const
     // u8*, const float*, int, int, int, unsigned, float*): coarse and fine
-    // cells (the fine diagonal null where its links hold it).
-    unsafe { l.launch(cells_config(fine.size)) }
+    // cells (the fine diagonal null where its links hold it), a thread per
+    // two fine cells of a row.
+    unsafe { l.launch(cells_config([coarse.size[0], fine.size[1], fine.size[2]])) }
         .map(drop)
         .map_err(dev)?;
     smooth(gpu, fine, x, b, up, true)
