@@ -158,6 +158,48 @@ impl Level {
     }
 }
 
+/// A coarse operator's couplings as the kernels read them: toward +x, +y
+/// and +z, an array of cells for each axis (none on the finest grid, whose
+/// couplings are all 1). The kernels take the coupling toward −x from the
+/// cell below (wrapping at every face, as they find neighbours): this
+/// checks, at every link, that it is the cell's own to the bit.
+fn upward_weights(op: &Operator) -> Result<Option<Vec<f32>>, String> {
+    if op.weights.is_empty() {
+        return Ok(None);
+    }
+    let n = op.cells();
+    let size = op.size;
+    let mut upward = vec![0.0f32; 3 * n];
+    for (c, w) in op.weights.iter().enumerate() {
+        for a in 0..3 {
+            upward[a * n + c] = w[2 * a + 1];
+        }
+    }
+    let plane = [1, size[0], size[0] * size[1]];
+    for (c, w) in op.weights.iter().enumerate() {
+        let p = super::poisson::coords(size, c);
+        for a in 0..3 {
+            if op.links[c] & (1 << (2 * a)) == 0 {
+                continue;
+            }
+            let below = if p[a] == 0 {
+                c + (size[a] - 1) * plane[a]
+            } else {
+                c - plane[a]
+            };
+            if upward[a * n + below].to_bits() != w[2 * a].to_bits() {
+                return Err(format!(
+                    "the {:?}-cell grid's coupling of cell {p:?} toward −{} differs from its \
+                     neighbour's toward it",
+                    size,
+                    ["x", "y", "z"][a]
+                ));
+            }
+        }
+    }
+    Ok(Some(upward))
+}
+
 /// The finest grid's links with its diagonal's fixed-pressure part (the
 /// diagonal less the links: 1 per outlet next to the cell) in bits 6-7, as
 /// the kernels' `diagonal` reads it; none where a part is over 3 or the
@@ -472,22 +514,30 @@ impl DeviceFlow {
             .chain([0, 0, 0])
             .collect();
         let ops: Vec<&Operator> = mg.operators().collect();
+        let upward = ops
+            .iter()
+            .map(|op| upward_weights(op))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|why| {
+                SolverError::InvalidParams(format!(
+                    "the projection method's GPU solver cannot take this grid: {why} (a \
+                     defect; run it with --solver cpu)"
+                ))
+            })?;
         let active = (0..n).filter(|&c| ops[0].active(c)).count() as f64;
         let m = cells.len();
         let cells32: Vec<u32> = cells.iter().map(|&c| c as u32).collect();
         let mut device = guarded("allocating the projection method's arrays", || {
             let mut levels = Vec::new();
             let mut coarser = Vec::new();
-            for (depth, op) in ops.iter().enumerate() {
+            for (depth, (op, upward)) in ops.iter().zip(&upward).enumerate() {
                 let odd = (0..3)
                     .filter(|&a| op.faces[a][0] == Face::Periodic && op.size[a] % 2 == 1)
                     .map(|a| 1u32 << a)
                     .sum();
-                let weights = if op.weights.is_empty() {
-                    None
-                } else {
-                    let flat: Vec<f32> = op.weights.iter().flatten().copied().collect();
-                    Some(stream.clone_htod(&flat)?)
+                let weights = match upward {
+                    Some(w) => Some(stream.clone_htod(w)?),
+                    None => None,
                 };
                 let packed = if depth == 0 { packed_links(op) } else { None };
                 levels.push(Level {
@@ -1357,7 +1407,7 @@ fn apply(
     l.arg(x).arg(b).arg(&residual).arg(out);
     // SAFETY: apply(const u8*, const float*, const float*, int, int, int,
     // unsigned, const float*, const float*, int, float*): the level's cells
-    // (weights six per cell, or null).
+    // (weights three arrays of cells, or null).
     unsafe { l.launch(cells_config(level.size)) }
         .map(drop)
         .map_err(dev)
@@ -1457,7 +1507,7 @@ fn down_up(
         .arg(&mut *cb);
     // SAFETY: restrict_residual(const u8*, const float*, const float*, int,
     // int, int, unsigned, const float*, const float*, const float*, int, int,
-    // int, float*): the fine level's cells (weights six per cell, or null),
+    // int, float*): the fine level's cells (weights three arrays of cells, or null),
     // the coarse cells.
     unsafe { l.launch(cells_config(coarse.size)) }
         .map(drop)
@@ -1495,6 +1545,58 @@ fn down_up(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::solver::projection::poisson::neighbour;
+
+    /// The coarse grids' couplings, three a cell, give back all six at
+    /// every link (odd and periodic axes, obstacles thinner than a coarse
+    /// cell), and a coupling that differs from its neighbour's is refused.
+    #[test]
+    fn three_couplings_a_cell_hold_the_coarse_operators() {
+        let size = [37, 20, 15];
+        let fluid: Vec<bool> = (0..size.iter().product())
+            .map(|c| {
+                let [x, y, z] = super::super::poisson::coords(size, c);
+                !((10..13).contains(&x) && y < 14 && z < 9 || x == 25 && y % 3 == 0)
+            })
+            .collect();
+        let faces = [
+            [Face::Wall, Face::Fixed],
+            [Face::Periodic; 2],
+            [Face::Wall; 2],
+        ];
+        let mut op = Operator::new(size, &fluid, faces);
+        assert_eq!(upward_weights(&op), Ok(None), "the finest grid's are all 1");
+        let mut checked = 0;
+        while op.cells() > 8 {
+            op = op.coarse();
+            let n = op.cells();
+            let upward = upward_weights(&op).unwrap().expect("coarse weights");
+            for c in 0..n {
+                let p = super::super::poisson::coords(op.size, c);
+                for dir in 0..6 {
+                    if op.links[c] & (1 << dir) == 0 {
+                        continue;
+                    }
+                    let a = dir / 2;
+                    let m = neighbour(op.size, &op.faces, p, dir).expect("linked");
+                    let w = if dir % 2 == 1 {
+                        upward[a * n + c]
+                    } else {
+                        upward[a * n + m]
+                    };
+                    assert_eq!(w, op.weights[c][dir], "{:?} cell {p:?} dir {dir}", op.size);
+                    checked += 1;
+                }
+            }
+            if n > 100 {
+                let mut broken = op.clone();
+                let c = (0..n).find(|&c| broken.links[c] & 1 != 0).unwrap();
+                broken.weights[c][0] *= 1.5;
+                assert!(upward_weights(&broken).is_err());
+            }
+        }
+        assert!(checked > 1000, "{checked} links");
+    }
 
     /// The cells `explicit_terms` takes itself: inside the outer layer, with
     /// fluid or outlets on all six sides (the cell's own kind aside).
