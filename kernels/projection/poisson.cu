@@ -9,10 +9,11 @@
 // +y, −z, +z) is coupled; `weights` the couplings toward +x, +y and +z, an
 // array of the level's cells for each (null: all 1, the finest grid; the
 // coupling toward −x is the one toward +x of the cell below, the operator
-// being symmetric to the bit, which the host checks); `diag` the diagonal, 0 where the cell takes no part, or null on
-// the finest grid where its links byte holds it (see `diagonal`). `faces` holds
-// two bits per domain face, face (axis, high) at bit 2 (2 axis + high):
-// 0 wall, 1 periodic, 2 fixed pressure.
+// being symmetric to the bit, which the host checks); `diag` the diagonal,
+// 0 where the cell takes no part, or null on the finest grid where its
+// links byte holds it (see `diagonal`). `faces` holds two bits per domain
+// face, face (axis, high) at bit 2 (2 axis + high): 0 wall, 1 periodic,
+// 2 fixed pressure.
 
 #define FACE_WALL 0u
 #define FACE_PERIODIC 1u
@@ -27,7 +28,7 @@ __device__ __forceinline__ unsigned face(const Level& l, int axis, int high) {
     return (l.faces >> (2 * (2 * axis + high))) & 3u;
 }
 
-// Cell indices are 32-bit (the host refuses grids of 2^32 cells or more):
+// Cell indices are 32-bit (the host refuses grids of 2^32 / 3 cells or more):
 // the 64-bit index arithmetic of every neighbour made the operator's
 // kernels instruction-bound (issue 20, twenty-second session).
 __device__ __forceinline__ unsigned index_of(const Level& l, const int p[3]) {
@@ -81,8 +82,8 @@ __device__ __forceinline__ float diagonal(const unsigned char* links, const floa
     return (float)(__popc(bits & 63u) + (bits >> 6));
 }
 
-// x at the six neighbours of p, linked or not (`neighbour` wraps every
-// axis, so each index lies in the grid): loads issued together, where
+// x at the six neighbours, linked or not (`neighbours` wraps every axis,
+// so each index lies in the grid): loads issued together, where
 // loads under each link's branch waited for one another (apply and the
 // smoother ran at a third of the bandwidth, latency-bound).
 __device__ __forceinline__ void gather(const float* x, const unsigned nb[6], float around[6]) {
@@ -436,8 +437,8 @@ extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
     Level l = {{nx, ny, nz}, faces};
     unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
     double t0 = 0.0;
-    // The cell's coordinates stepped with it by the stride's (a division a
-    // cell cost more than the stencil).
+    // The cell's coordinates stepped along with it (a division for each
+    // cell cost more than its stencil).
     unsigned first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
     int p[3], d[3];
     unsigned row = first / (unsigned)nx, rows = step / (unsigned)nx;

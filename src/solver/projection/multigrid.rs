@@ -786,8 +786,10 @@ mod tests {
         // times 0.100; four and four or three and five sweeps on the 64³
         // grid alone 0.174 and 0.167; with two and four sweeps on the
         // finest grid and the 64³ correction twice all four reach tenfold:
-        // 0.056 / 0.036 / 0.098 / 0.045 (CPU, 2026-11-27; not measured on
-        // the GPU, where every visit of the coarse grids is launch-bound).
+        // 0.056 / 0.036 / 0.098 / 0.045 (CPU, 2026-11-27). On the GPU these
+        // shapes cut the V-cycles a solve but not its time (the city block
+        // in a 256³ grid 6.94 → 7.40 ms a sub-step; BENCHMARKS.md, twenty-
+        // second session), so the V-cycle stays as `sweeps` gives it.
         let n = 128;
         let cases = [
             ("walls", vec![true; n * n * n], [[Face::Wall; 2]; 3], 0.1),
