@@ -1543,6 +1543,9 @@ fn down_up(
 }
 
 #[cfg(test)]
+mod emulated;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::solver::projection::poisson::neighbour;

@@ -182,7 +182,7 @@ impl Multigrid {
 
 /// Coarse right-hand side: half the sum of the fine residual over each
 /// coarse cell.
-fn restrict(fine: &Operator, r: &[f32], coarse: &Operator, b: &mut [f32]) {
+pub(super) fn restrict(fine: &Operator, r: &[f32], coarse: &Operator, b: &mut [f32]) {
     let [nx, ny, _] = coarse.size;
     b.par_chunks_mut(nx * ny)
         .enumerate()
@@ -278,7 +278,7 @@ impl Stencil {
 }
 
 /// x_fine += the coarse correction, trilinear from the fluid coarse cells.
-fn prolong_add(coarse: &Operator, e: &[f32], fine: &Operator, x: &mut [f32]) {
+pub(super) fn prolong_add(coarse: &Operator, e: &[f32], fine: &Operator, x: &mut [f32]) {
     let [nx, ny, _] = fine.size;
     x.par_chunks_mut(nx * ny)
         .enumerate()

@@ -1,0 +1,228 @@
+//! The level kernels of `poisson.cu` run on the CPU (compiled by g++ over
+//! `tests/emulation/prelude.h`, a thread per CUDA thread) against the CPU
+//! operator they mirror, to the bit: their index arithmetic, wraps, faces
+//! and weights are checked on every machine, not only where a GPU is.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::super::multigrid::{prolong_add, restrict};
+use super::super::poisson::{coords, Face, Operator};
+use super::{face_bits, packed_links, upward_weights};
+
+/// The harness, built once per test run.
+fn harness() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = root.join("target/emulation");
+        std::fs::create_dir_all(&dir).expect("target/emulation");
+        let exe = dir.join("poisson");
+        let out = Command::new("g++")
+            .args([
+                "-std=c++20",
+                "-O1",
+                "-ffp-contract=off",
+                "-w",
+                "-pthread",
+                "-o",
+            ])
+            .arg(&exe)
+            .arg(root.join("tests/emulation/poisson.cpp"))
+            .output()
+            .expect("g++ runs (install g++: tools/test-deps.sh)");
+        assert!(
+            out.status.success(),
+            "g++ failed on tests/emulation/poisson.cpp:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    })
+}
+
+/// A level as the GPU holds it.
+struct Device {
+    op: Operator,
+    links: Vec<u8>,
+    weights: Option<Vec<f32>>,
+    diag: Option<Vec<f32>>,
+}
+
+impl Device {
+    fn of(op: &Operator, finest: bool) -> Device {
+        let packed = if finest { packed_links(op) } else { None };
+        Device {
+            op: op.clone(),
+            links: packed.clone().unwrap_or_else(|| op.links.clone()),
+            weights: upward_weights(op).expect("symmetric"),
+            diag: packed.is_none().then(|| op.diag.clone()),
+        }
+    }
+}
+
+/// Runs `mode` (0 residual, 1 smooth, 2 restriction, 3 prolongation) on
+/// `fine` (and `coarse`) and returns what the kernel wrote.
+fn run(
+    mode: i32,
+    fine: &Device,
+    coarse: Option<&Operator>,
+    x: &[f32],
+    b: &[f32],
+    e: &[f32],
+    sweeps: [i32; 2],
+) -> Vec<f32> {
+    let op = &fine.op;
+    let odd = (0..3)
+        .filter(|&a| op.faces[a][0] == Face::Periodic && op.size[a] % 2 == 1)
+        .map(|a| 1i32 << a)
+        .sum::<i32>();
+    let c = coarse.map_or([0; 3], |c| c.size);
+    let mut header = [0i32; 16];
+    header[..8].copy_from_slice(&[
+        mode,
+        op.size[0] as i32,
+        op.size[1] as i32,
+        op.size[2] as i32,
+        face_bits(&op.faces) as i32,
+        odd,
+        fine.weights.is_some() as i32,
+        fine.diag.is_some() as i32,
+    ]);
+    header[8..13].copy_from_slice(&[c[0] as i32, c[1] as i32, c[2] as i32, sweeps[0], sweeps[1]]);
+    let mut bytes: Vec<u8> = header.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut put = |data: &[u8]| {
+        bytes.extend_from_slice(data);
+        bytes.resize(bytes.len().div_ceil(4) * 4, 0);
+    };
+    let floats = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+    put(&fine.links);
+    put(&floats(fine.weights.as_deref().unwrap_or(&[])));
+    put(&floats(fine.diag.as_deref().unwrap_or(&[])));
+    put(&floats(x));
+    put(&floats(b));
+    if let Some(coarse) = coarse {
+        put(&floats(&coarse.diag));
+    }
+    put(&floats(e));
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let (input, output) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::write(&input, bytes).expect("input written");
+    let status = Command::new(harness())
+        .arg(&input)
+        .arg(&output)
+        .status()
+        .expect("harness runs");
+    assert!(status.success(), "harness: {status}");
+    std::fs::read(&output)
+        .expect("output")
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
+}
+
+fn same(name: &str, gpu: &[f32], cpu: &[f32]) {
+    assert_eq!(gpu.len(), cpu.len(), "{name}");
+    let differ: Vec<usize> = (0..cpu.len())
+        .filter(|&c| gpu[c].to_bits() != cpu[c].to_bits())
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{name}: {} of {} cells differ, first {} ({} against {})",
+        differ.len(),
+        cpu.len(),
+        differ[0],
+        gpu[differ[0]],
+        cpu[differ[0]]
+    );
+}
+
+/// Cells of a block, a wall with holes and a pillar solid.
+fn fluid(size: [usize; 3]) -> Vec<bool> {
+    (0..size.iter().product())
+        .map(|c| {
+            let [x, y, z] = coords(size, c);
+            let block = (4..9).contains(&x) && (3..11).contains(&y) && z < 7;
+            let wall = x == 14 && (y + z) % 4 != 0;
+            let pillar = (18..20).contains(&x) && (5..7).contains(&y);
+            !(block || wall || pillar)
+        })
+        .collect()
+}
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let h = (i as u32 ^ seed).wrapping_mul(2654435761).rotate_left(13);
+            (h % 20001) as f32 / 10000.0 - 1.0
+        })
+        .collect()
+}
+
+/// Residual, both smoothers' orders, restriction and prolongation on the
+/// finest grid and the first coarse one, for faces of every kind (odd
+/// periodic axes included): the kernels equal the CPU to the bit.
+#[test]
+fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
+    let cases = [
+        (
+            [27, 17, 13],
+            [
+                [Face::Wall, Face::Fixed],
+                [Face::Periodic; 2],
+                [Face::Wall; 2],
+            ],
+        ),
+        (
+            [25, 14, 11],
+            [[Face::Periodic; 2], [Face::Wall; 2], [Face::Periodic; 2]],
+        ),
+    ];
+    for (size, faces) in cases {
+        let finest = Operator::new(size, &fluid(size), faces);
+        let coarse = finest.coarse();
+        let coarser = coarse.coarse();
+        for (depth, (op, below)) in [(&finest, &coarse), (&coarse, &coarser)]
+            .into_iter()
+            .enumerate()
+        {
+            let name = |what: &str| format!("{size:?} {faces:?} level {depth}: {what}");
+            let n = op.cells();
+            let level = Device::of(op, depth == 0);
+            let mut x = values(n, 1);
+            op.clear_inactive(&mut x);
+            let b = values(n, 2);
+
+            let mut r = vec![0.0; n];
+            op.residual(&x, &b, &mut r);
+            same(
+                &name("residual"),
+                &run(0, &level, None, &x, &b, &[], [0; 2]),
+                &r,
+            );
+
+            for reverse in [false, true] {
+                let mut smoothed = x.clone();
+                op.smooth(&mut smoothed, &b, 2, reverse);
+                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32]);
+                same(
+                    &name(&format!("smooth, reverse {reverse}")),
+                    &gpu,
+                    &smoothed,
+                );
+            }
+
+            let mut coarse_b = vec![0.0; below.cells()];
+            restrict(op, &r, below, &mut coarse_b);
+            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 2]);
+            same(&name("restriction"), &gpu, &coarse_b);
+
+            let mut e = values(below.cells(), 3);
+            below.clear_inactive(&mut e);
+            let mut prolonged = x.clone();
+            prolong_add(below, &e, op, &mut prolonged);
+            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 2]);
+            same(&name("prolongation"), &gpu, &prolonged);
+        }
+    }
+}

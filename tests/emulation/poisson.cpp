@@ -1,0 +1,74 @@
+// Runs one of poisson.cu's level kernels on the CPU (prelude.h) as
+// src/solver/projection/cuda.rs launches it, from the file named by argv[1]
+// into the file named by argv[2] (the layout: emulated.rs).
+#include "prelude.h"
+#include "../../kernels/projection/poisson.cu"
+
+static std::vector<char> input;
+static size_t at = 0;
+template <class T> std::vector<T> take(size_t n) {
+    std::vector<T> v(n);
+    std::memcpy(v.data(), input.data() + at, n * sizeof(T));
+    at += (n * sizeof(T) + 3) / 4 * 4;
+    return v;
+}
+static unsigned up(unsigned n, unsigned d) { return (n + d - 1) / d; }
+static dim3 cells(int nx, int ny, int nz) { return {up(nx, 32), up(ny, 4), (unsigned)nz}; }
+
+int main(int argc, char** argv) {
+    if (argc != 3) return 2;
+    FILE* f = std::fopen(argv[1], "rb");
+    if (!f) return 3;
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) input.insert(input.end(), buf, buf + got);
+    std::fclose(f);
+    auto h = take<int>(16);
+    int mode = h[0], nx = h[1], ny = h[2], nz = h[3], cx = h[8], cy = h[9], cz = h[10];
+    unsigned faces = h[4], odd = h[5];
+    size_t n = (size_t)nx * ny * nz, nc = (size_t)cx * cy * cz;
+    auto links = take<unsigned char>(n);
+    auto weights = take<float>(h[6] ? 3 * n : 0);
+    auto diag = take<float>(h[7] ? n : 0);
+    auto x = take<float>(n);
+    auto b = take<float>(n);
+    auto coarse_diag = take<float>(mode >= 2 ? nc : 0);
+    auto e = take<float>(mode == 3 ? nc : 0);
+    const float* w = h[6] ? weights.data() : nullptr;
+    const float* d = h[7] ? diag.data() : nullptr;
+    std::vector<float> out;
+    if (mode == 0) {
+        out.assign(n, 0.0f);
+        launch(cells(nx, ny, nz), {32, 4, 1}, [&] {
+            apply(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), 1, out.data());
+        });
+    } else if (mode == 1) {
+        int passes = __popc(odd);
+        for (int s = 0; s < h[11]; s++)
+            for (int colour : {h[12], 1 - h[12]})
+                for (int pass = 0; pass <= passes; pass++)
+                    launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
+                        smooth(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), colour,
+                               odd, pass);
+                    });
+        out = x;
+    } else if (mode == 2) {
+        out.assign(nc, 0.0f);
+        launch(cells(cx, cy, cz), {32, 4, 1}, [&] {
+            restrict_residual(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(),
+                              coarse_diag.data(), cx, cy, cz, out.data());
+        });
+    } else if (mode == 3) {
+        launch(cells(cx, ny, nz), {32, 4, 1}, [&] {
+            prolong_add(e.data(), coarse_diag.data(), cx, cy, cz, links.data(), d, nx, ny, nz,
+                        faces, x.data());
+        });
+        out = x;
+    } else {
+        return 4;
+    }
+    FILE* o = std::fopen(argv[2], "wb");
+    if (!o || std::fwrite(out.data(), 4, out.size(), o) != out.size()) return 5;
+    std::fclose(o);
+    return 0;
+}

@@ -1,0 +1,56 @@
+// Enough of CUDA for g++ to run a kernel file on the CPU, for tests on
+// machines without a GPU (src/solver/projection/cuda/emulated.rs): a launch
+// runs each block's threads as std::threads, `__syncthreads` a barrier
+// among them, `__shared__` variables static (the blocks run one at a time).
+// Atomics and warp shuffles are not emulated.
+#include <algorithm>
+#include <barrier>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+thread_local dim3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+std::barrier<>* block_barrier = nullptr;
+
+#define __syncthreads() block_barrier->arrive_and_wait()
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+#define __shared__ static
+#define __launch_bounds__(...)
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+template <class T> T __shfl_down_sync(unsigned, T, int) { std::abort(); }
+inline unsigned atomicAdd(unsigned*, unsigned) { std::abort(); }
+inline void __threadfence() {}
+template <class T> T __ldcg(const T* p) { return *p; }
+using std::max;
+using std::min;
+
+template <class F> void launch(dim3 grid, dim3 block, F kernel) {
+    gridDim = grid;
+    blockDim = block;
+    unsigned threads = block.x * block.y * block.z;
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                std::barrier<> barrier(threads);
+                block_barrier = &barrier;
+                std::vector<std::thread> team;
+                for (unsigned t = 0; t < threads; t++)
+                    team.emplace_back([=] {
+                        blockIdx = {bx, by, bz};
+                        threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+                        kernel();
+                    });
+                for (auto& t : team) t.join();
+            }
+}
