@@ -19,6 +19,8 @@ fn harness() -> &'static Path {
         let dir = root.join("target/emulation");
         std::fs::create_dir_all(&dir).expect("target/emulation");
         let exe = dir.join("poisson");
+        // No fused multiply-adds, as NVRTC's --fmad=false: the CPU's
+        // rounding.
         let out = Command::new("g++")
             .args([
                 "-std=c++20",
@@ -61,8 +63,9 @@ impl Device {
     }
 }
 
-/// Runs `mode` (0 residual, 1 smooth, 2 restriction, 3 prolongation) on
-/// `fine` (and `coarse`) and returns what the kernel wrote.
+/// Runs `mode` (0 residual, 1 smooth, 2 restriction, 3 prolongation, 4
+/// A x with x·A x after it) on `fine` (and `coarse`) and returns what the
+/// kernel wrote.
 fn run(
     mode: i32,
     fine: &Device,
@@ -159,8 +162,9 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// Residual, both smoothers' orders, restriction and prolongation on the
-/// finest grid and the first coarse one, for faces of every kind (odd
+/// A x and x·A x (a thread stepping through several cells), the residual,
+/// both smoothers' orders, restriction and prolongation on the finest grid
+/// and the first coarse one, for faces of every kind (odd
 /// periodic axes included): the kernels equal the CPU to the bit.
 #[test]
 fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
@@ -192,6 +196,18 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             let mut x = values(n, 1);
             op.clear_inactive(&mut x);
             let b = values(n, 2);
+
+            let mut ax = vec![0.0; n];
+            op.apply(&x, &mut ax);
+            let mut gpu = run(4, &level, None, &x, &b, &[], [0; 2]);
+            let dot = gpu.pop().expect("the dot product") as f64;
+            same(&name("A x"), &gpu, &ax);
+            let cpu = super::super::poisson::dot(&x, &ax);
+            assert!(
+                (dot - cpu).abs() <= 1e-6 * cpu.abs(),
+                "{}: {dot} against {cpu}",
+                name("x·A x")
+            );
 
             let mut r = vec![0.0; n];
             op.residual(&x, &b, &mut r);
