@@ -5,8 +5,8 @@
 # - Mesa's lavapipe software Vulkan adapter: the GPU render tests run on it
 #   and fail without it (they never skip).
 # - Xvfb: the window test runs under it.
-# - g++: the projection method's level kernels are compiled for the CPU and
-#   run against its operator (tests/emulation).
+# - g++: some of the projection method's kernels are compiled for the CPU
+#   and run against the CPU code (tests/emulation).
 # - Open MPI and libclang: the tests build with `--features mpi` (the `mpi`
 #   crate's bindings are generated against the system's mpi.h) and run
 #   `mpirun -n 2` and `-n 3`.
@@ -25,7 +25,7 @@ ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || apt_packages+=(mesa-
 command -v Xvfb >/dev/null || apt_packages+=(xvfb)
 command -v python3 >/dev/null || apt_packages+=(python3)
 command -v mpirun >/dev/null || apt_packages+=(openmpi-bin)
-# g++ (C++20): the multigrid kernels run on the CPU in the tests (tests/emulation).
+# g++ (C++20): kernels run on the CPU in the tests (tests/emulation).
 command -v g++ >/dev/null || apt_packages+=(g++)
 [ -e /usr/include/x86_64-linux-gnu/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] \
     || apt_packages+=(libopenmpi-dev)

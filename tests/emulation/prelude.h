@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,10 @@ template <class T> T __shfl_down_sync(unsigned, T, int) { std::abort(); }
 inline unsigned atomicAdd(unsigned*, unsigned) { std::abort(); }
 inline void __threadfence() {}
 template <class T> T __ldcg(const T* p) { return *p; }
+inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f, 4); return v; }
+inline unsigned atomicMax(unsigned*, unsigned) { std::abort(); }
+using std::isnan;
 using std::max;
 using std::min;
 

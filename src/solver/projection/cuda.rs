@@ -335,6 +335,45 @@ impl Graph {
 /// coarser grids (about a seventh more).
 pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 2 + 3 + 2) + 3 + 8;
 
+/// What the flow kernels read of each cell: its kind (flow.cu's FLUID,
+/// WALL, SLIP, OUTFLOW), its open faces (bit a: the face of component a)
+/// with [`PLAIN`], and the cells that `explicit_terms_listed` takes (not
+/// plain, a face open).
+struct CellBytes {
+    kinds: Vec<u8>,
+    open: Vec<u8>,
+    general: Vec<u32>,
+}
+
+fn cell_bytes(flow: &Flow) -> CellBytes {
+    let kinds = flow
+        .kinds
+        .iter()
+        .map(|k| match k {
+            Kind::Fluid => 0,
+            Kind::Wall => 1,
+            Kind::Slip => 2,
+            Kind::Outflow => 3,
+        })
+        .collect();
+    let plain = plain_cells(flow);
+    let open: Vec<u8> = (0..flow.cells())
+        .map(|c| {
+            (0..3).map(|a| (flow.open[a][c] as u8) << a).sum::<u8>()
+                | if plain[c] { PLAIN } else { 0 }
+        })
+        .collect();
+    let general = (0..flow.cells())
+        .filter(|&c| !plain[c] && open[c] & 7 != 0)
+        .map(|c| c as u32)
+        .collect();
+    CellBytes {
+        kinds,
+        open,
+        general,
+    }
+}
+
 /// Bit of a cell's `open` byte on the GPU set where the cell is plain.
 const PLAIN: u8 = 8;
 
@@ -482,29 +521,13 @@ impl DeviceFlow {
         // A stream of its own: the legacy default stream cannot be captured
         // into graphs.
         let stream = ctx.new_stream().map_err(dev)?;
-        let kinds: Vec<u8> = flow
-            .kinds
-            .iter()
-            .map(|k| match k {
-                Kind::Fluid => 0,
-                Kind::Wall => 1,
-                Kind::Slip => 2,
-                Kind::Outflow => 3,
-            })
-            .collect();
-        let plain = plain_cells(flow);
-        let open: Vec<u8> = (0..n)
-            .map(|c| {
-                (0..3).map(|a| (flow.open[a][c] as u8) << a).sum::<u8>()
-                    | if plain[c] { PLAIN } else { 0 }
-            })
-            .collect();
-        // One entry at least, as for the outlets.
-        let general: Vec<u32> = (0..n)
-            .filter(|&c| !plain[c] && open[c] & 7 != 0)
-            .map(|c| c as u32)
-            .collect();
+        let CellBytes {
+            kinds,
+            open,
+            general,
+        } = cell_bytes(flow);
         let general_count = general.len() as u32;
+        // One entry at least, as for the outlets.
         let general = if general.is_empty() { vec![0] } else { general };
         // One entry at least: cudarc allocates one element or more.
         let outflow: Vec<u32> = flow

@@ -415,7 +415,7 @@ impl Flow {
     /// −(u·∇)u_a + ∇·(ν∇u_a) + f_a at every open face of component `a`,
     /// with ν the molecular viscosity plus `eddy`'s (empty: none; then the
     /// term is ν∇²u_a as written for a constant ν).
-    fn explicit(&self, a: usize, eddy: &[f32], out: &mut [f32]) {
+    pub(super) fn explicit(&self, a: usize, eddy: &[f32], out: &mut [f32]) {
         use rayon::prelude::*;
         out.par_iter_mut().enumerate().for_each(|(c, o)| {
             if !self.open[a][c] {

@@ -1,24 +1,27 @@
-//! The level kernels of `poisson.cu` run on the CPU (compiled by g++ over
-//! `tests/emulation/prelude.h`, a thread per CUDA thread) against the CPU
-//! operator they mirror, to the bit: their index arithmetic, wraps, faces
-//! and weights are checked on every machine, not only where a GPU is.
+//! The level kernels of `poisson.cu` and the explicit terms of `flow.cu`
+//! run on the CPU (compiled by g++ over `tests/emulation/prelude.h`, a
+//! thread per CUDA thread) against the CPU code they mirror, to the bit:
+//! their index arithmetic, wraps, faces and weights are checked on every
+//! machine, not only where a GPU is.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use super::super::flow::{Flow, Kind};
 use super::super::multigrid::{prolong_add, restrict};
 use super::super::poisson::{coords, Face, Operator};
-use super::{face_bits, packed_links, upward_weights};
+use super::{cell_bytes, face_bits, packed_links, upward_weights, CellBytes};
 
-/// The harness, built once per test run.
-fn harness() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let dir = root.join("target/emulation");
+/// The harness of `tests/emulation/NAME.cpp`, built once per test run.
+fn harness(name: &'static str) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<&'static str>>> = OnceLock::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("target/emulation");
+    let exe = dir.join(name);
+    let mut built = BUILT.get_or_init(Default::default).lock().expect("lock");
+    if !built.contains(&name) {
         std::fs::create_dir_all(&dir).expect("target/emulation");
-        let exe = dir.join("poisson");
         // No fused multiply-adds, as NVRTC's --fmad=false: the CPU's
         // rounding.
         let out = Command::new("g++")
@@ -31,16 +34,46 @@ fn harness() -> &'static Path {
                 "-o",
             ])
             .arg(&exe)
-            .arg(root.join("tests/emulation/poisson.cpp"))
+            .arg(root.join(format!("tests/emulation/{name}.cpp")))
             .output()
             .expect("g++ runs (install g++: tools/test-deps.sh)");
         assert!(
             out.status.success(),
-            "g++ failed on tests/emulation/poisson.cpp:\n{}",
+            "g++ failed on tests/emulation/{name}.cpp:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        exe
-    })
+        built.push(name);
+    }
+    exe
+}
+
+/// Runs harness `name` from `input` and returns the floats it wrote.
+fn emulate(name: &'static str, input: Vec<u8>) -> Vec<f32> {
+    let exe = harness(name);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let (path_in, path_out) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::write(&path_in, input).expect("input written");
+    let status = Command::new(exe)
+        .arg(&path_in)
+        .arg(&path_out)
+        .status()
+        .expect("harness runs");
+    assert!(status.success(), "harness {name}: {status}");
+    std::fs::read(&path_out)
+        .expect("output")
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
+}
+
+/// Appends `data`, padded to whole words (the harnesses' `take`).
+fn put(bytes: &mut Vec<u8>, data: &[u8]) {
+    bytes.extend_from_slice(data);
+    bytes.resize(bytes.len().div_ceil(4) * 4, 0);
+}
+
+fn floats(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|f| f.to_le_bytes()).collect()
 }
 
 /// A level as the GPU holds it.
@@ -94,34 +127,16 @@ fn run(
     ]);
     header[8..13].copy_from_slice(&[c[0] as i32, c[1] as i32, c[2] as i32, sweeps[0], sweeps[1]]);
     let mut bytes: Vec<u8> = header.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let mut put = |data: &[u8]| {
-        bytes.extend_from_slice(data);
-        bytes.resize(bytes.len().div_ceil(4) * 4, 0);
-    };
-    let floats = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
-    put(&fine.links);
-    put(&floats(fine.weights.as_deref().unwrap_or(&[])));
-    put(&floats(fine.diag.as_deref().unwrap_or(&[])));
-    put(&floats(x));
-    put(&floats(b));
+    put(&mut bytes, &fine.links);
+    put(&mut bytes, &floats(fine.weights.as_deref().unwrap_or(&[])));
+    put(&mut bytes, &floats(fine.diag.as_deref().unwrap_or(&[])));
+    put(&mut bytes, &floats(x));
+    put(&mut bytes, &floats(b));
     if let Some(coarse) = coarse {
-        put(&floats(&coarse.diag));
+        put(&mut bytes, &floats(&coarse.diag));
     }
-    put(&floats(e));
-    let dir = tempfile::tempdir().expect("temporary folder");
-    let (input, output) = (dir.path().join("in"), dir.path().join("out"));
-    std::fs::write(&input, bytes).expect("input written");
-    let status = Command::new(harness())
-        .arg(&input)
-        .arg(&output)
-        .status()
-        .expect("harness runs");
-    assert!(status.success(), "harness: {status}");
-    std::fs::read(&output)
-        .expect("output")
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect()
+    put(&mut bytes, &floats(e));
+    emulate("poisson", bytes)
 }
 
 fn same(name: &str, gpu: &[f32], cpu: &[f32]) {
@@ -240,5 +255,119 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 2]);
             same(&name("prolongation"), &gpu, &prolonged);
         }
+    }
+}
+
+/// The explicit terms, plain cells and listed ones (walls moving and at
+/// rest, free slip, outlets, a periodic axis), central, with upwinding and
+/// with an eddy viscosity: the two kernels together equal `Flow::explicit`
+/// to the bit.
+#[test]
+fn the_explicit_terms_run_on_the_cpu_equal_the_cpu_flow() {
+    let size = [21, 12, 9];
+    let n: usize = size.iter().product();
+    let kinds: Vec<Kind> = (0..n)
+        .map(|c| {
+            let [x, y, z] = coords(size, c);
+            // Floor and lid, the inlet, a block.
+            let block = (6..9).contains(&x) && (3..7).contains(&y) && z < 5;
+            if z == 0 || z == size[2] - 1 || x == 0 || block {
+                Kind::Wall
+            } else if x == size[0] - 1 {
+                Kind::Outflow
+            } else if x == 14 && y == 4 {
+                Kind::Slip
+            } else {
+                Kind::Fluid
+            }
+        })
+        .collect();
+    // The lid (the top wall) and the inlet (x = 0) move.
+    let wall: Vec<[f32; 3]> = (0..n)
+        .map(|c| {
+            let [x, _, z] = coords(size, c);
+            match (x, z) {
+                (_, z) if z == size[2] - 1 => [0.1, 0.02, 0.0],
+                (0, _) => [0.05, 0.0, 0.0],
+                _ => [0.0; 3],
+            }
+        })
+        .collect();
+    for (upwind, subgrid) in [(0.0, false), (0.3, false), (0.3, true)] {
+        let mut flow = Flow::new(
+            size,
+            [false, true, false],
+            kinds.clone(),
+            wall.clone(),
+            0.01,
+            1e-6,
+        );
+        flow.upwind = upwind;
+        flow.force = [1e-4, -2e-4, 3e-5];
+        for a in 0..3 {
+            flow.u[a] = values(n, 10 + a as u32).iter().map(|v| 0.1 * v).collect();
+        }
+        // The eddy viscosity of the subgrid model, where it is on.
+        let eddy: Vec<f32> = match subgrid {
+            true => values(n, 20).iter().map(|v| 0.002 * (v + 1.0)).collect(),
+            false => vec![],
+        };
+        let mut cpu = vec![0.0; 3 * n];
+        for (a, out) in cpu.chunks_mut(n).enumerate() {
+            flow.explicit(a, &eddy, out);
+        }
+        let CellBytes {
+            kinds: kind_bytes,
+            open,
+            general,
+        } = cell_bytes(&flow);
+        let periodic = (0..3)
+            .filter(|&a| flow.periodic[a])
+            .map(|a| 1i32 << a)
+            .sum();
+        let header = [
+            size[0] as i32,
+            size[1] as i32,
+            size[2] as i32,
+            periodic,
+            general.len() as i32,
+            subgrid as i32,
+            0,
+            0,
+        ];
+        let scalars = [
+            flow.nu,
+            flow.force[0],
+            flow.force[1],
+            flow.force[2],
+            upwind,
+            0.0,
+            0.0,
+            0.0,
+        ];
+        let mut bytes: Vec<u8> = header.iter().flat_map(|v| v.to_le_bytes()).collect();
+        put(&mut bytes, &floats(&scalars));
+        put(&mut bytes, &floats(&flow.u.concat()));
+        put(&mut bytes, &kind_bytes);
+        put(&mut bytes, &open);
+        let walls: Vec<f32> = (0..3)
+            .flat_map(|a| flow.wall.iter().map(move |w| w[a]))
+            .collect();
+        put(&mut bytes, &floats(&walls));
+        let none = vec![0.0; n];
+        put(&mut bytes, &floats(if subgrid { &eddy } else { &none }));
+        let cells: Vec<u8> = general.iter().flat_map(|c| c.to_le_bytes()).collect();
+        put(&mut bytes, &cells);
+        let gpu = emulate("flow", bytes);
+        same(
+            &format!("explicit terms, upwind {upwind}, subgrid model {subgrid}"),
+            &gpu,
+            &cpu,
+        );
+        assert!(
+            general.len() > 100 && general.len() < n / 2,
+            "{} listed",
+            general.len()
+        );
     }
 }

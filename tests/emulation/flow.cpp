@@ -1,0 +1,54 @@
+// Runs flow.cu's explicit terms on the CPU (prelude.h) as
+// src/solver/projection/cuda.rs launches them, the plain cells' kernel then
+// the listed cells', from the file named by argv[1] into the file named by
+// argv[2] (the layout: emulated.rs).
+#include "prelude.h"
+#include "../../kernels/projection/flow.cu"
+
+static std::vector<char> input;
+static size_t at = 0;
+template <class T> std::vector<T> take(size_t n) {
+    std::vector<T> v(n);
+    std::memcpy(v.data(), input.data() + at, n * sizeof(T));
+    at += (n * sizeof(T) + 3) / 4 * 4;
+    return v;
+}
+static unsigned up(unsigned n, unsigned d) { return (n + d - 1) / d; }
+
+int main(int argc, char** argv) {
+    if (argc != 3) return 2;
+    FILE* f = std::fopen(argv[1], "rb");
+    if (!f) return 3;
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) input.insert(input.end(), buf, buf + got);
+    std::fclose(f);
+    auto h = take<int>(8);
+    auto v = take<float>(8);
+    int nx = h[0], ny = h[1], nz = h[2];
+    unsigned periodic = h[3], count = h[4];
+    int eddy_on = h[5];
+    size_t n = (size_t)nx * ny * nz;
+    auto u = take<float>(3 * n);
+    auto kinds = take<unsigned char>(n);
+    auto open = take<unsigned char>(n);
+    auto wall = take<float>(3 * n);
+    auto eddy = take<float>(n);
+    auto cells = take<unsigned>(count);
+    float nu = v[0], fx = v[1], fy = v[2], fz = v[3], upwind = v[4];
+    std::vector<float> out(3 * n, 12345.0f);
+    launch({up(nx, 32), up(ny, 4), (unsigned)nz}, {32, 4, 1}, [&] {
+        explicit_terms(u.data(), open.data(), nx, ny, nz, nu, fx, fy, fz, upwind, eddy.data(),
+                       eddy_on, out.data());
+    });
+    if (count > 0)
+        launch({up(count, 256), 1, 1}, {256, 1, 1}, [&] {
+            explicit_terms_listed(u.data(), kinds.data(), open.data(), wall.data(), nx, ny, nz,
+                                  periodic, nu, fx, fy, fz, upwind, eddy.data(), eddy_on, cells.data(),
+                                  count, out.data());
+        });
+    FILE* o = std::fopen(argv[2], "wb");
+    if (!o || std::fwrite(out.data(), 4, out.size(), o) != out.size()) return 5;
+    std::fclose(o);
+    return 0;
+}
