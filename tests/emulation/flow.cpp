@@ -5,24 +5,9 @@
 #include "prelude.h"
 #include "../../kernels/projection/flow.cu"
 
-static std::vector<char> input;
-static size_t at = 0;
-template <class T> std::vector<T> take(size_t n) {
-    std::vector<T> v(n);
-    std::memcpy(v.data(), input.data() + at, n * sizeof(T));
-    at += (n * sizeof(T) + 3) / 4 * 4;
-    return v;
-}
-static unsigned up(unsigned n, unsigned d) { return (n + d - 1) / d; }
-
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
-    FILE* f = std::fopen(argv[1], "rb");
-    if (!f) return 3;
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) input.insert(input.end(), buf, buf + got);
-    std::fclose(f);
+    if (!read_input(argv[1])) return 3;
     auto h = take<int>(8);
     auto v = take<float>(8);
     int nx = h[0], ny = h[1], nz = h[2];
@@ -47,8 +32,5 @@ int main(int argc, char** argv) {
                                   periodic, nu, fx, fy, fz, upwind, eddy.data(), eddy_on, cells.data(),
                                   count, out.data());
         });
-    FILE* o = std::fopen(argv[2], "wb");
-    if (!o || std::fwrite(out.data(), 4, out.size(), o) != out.size()) return 5;
-    std::fclose(o);
-    return 0;
+    return write_output(argv[2], out) ? 0 : 5;
 }

@@ -4,25 +4,11 @@
 #include "prelude.h"
 #include "../../kernels/projection/poisson.cu"
 
-static std::vector<char> input;
-static size_t at = 0;
-template <class T> std::vector<T> take(size_t n) {
-    std::vector<T> v(n);
-    std::memcpy(v.data(), input.data() + at, n * sizeof(T));
-    at += (n * sizeof(T) + 3) / 4 * 4;
-    return v;
-}
-static unsigned up(unsigned n, unsigned d) { return (n + d - 1) / d; }
 static dim3 cells(int nx, int ny, int nz) { return {up(nx, 32), up(ny, 4), (unsigned)nz}; }
 
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
-    FILE* f = std::fopen(argv[1], "rb");
-    if (!f) return 3;
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) input.insert(input.end(), buf, buf + got);
-    std::fclose(f);
+    if (!read_input(argv[1])) return 3;
     auto h = take<int>(16);
     int mode = h[0], nx = h[1], ny = h[2], nz = h[3], cx = h[8], cy = h[9], cz = h[10];
     unsigned faces = h[4], odd = h[5];
@@ -79,8 +65,5 @@ int main(int argc, char** argv) {
     } else {
         return 4;
     }
-    FILE* o = std::fopen(argv[2], "wb");
-    if (!o || std::fwrite(out.data(), 4, out.size(), o) != out.size()) return 5;
-    std::fclose(o);
-    return 0;
+    return write_output(argv[2], out) ? 0 : 5;
 }

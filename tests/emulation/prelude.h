@@ -59,3 +59,34 @@ template <class F> void launch(dim3 grid, dim3 block, F kernel) {
                 for (auto& t : team) t.join();
             }
 }
+
+// The harnesses' input (read whole from a file) and output: arrays one
+// after another, each padded to whole 4-byte words (emulated.rs's `put`).
+static std::vector<char> input;
+static size_t input_at = 0;
+
+inline bool read_input(const char* path) {
+    FILE* f = std::fopen(path, "rb");
+    if (!f) return false;
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) input.insert(input.end(), buf, buf + got);
+    std::fclose(f);
+    return true;
+}
+
+template <class T> std::vector<T> take(size_t n) {
+    std::vector<T> v(n);
+    std::memcpy(v.data(), input.data() + input_at, n * sizeof(T));
+    input_at += (n * sizeof(T) + 3) / 4 * 4;
+    return v;
+}
+
+inline bool write_output(const char* path, const std::vector<float>& out) {
+    FILE* o = std::fopen(path, "wb");
+    if (!o) return false;
+    bool whole = std::fwrite(out.data(), 4, out.size(), o) == out.size();
+    return std::fclose(o) == 0 && whole;
+}
+
+inline unsigned up(unsigned n, unsigned d) { return (n + d - 1) / d; }

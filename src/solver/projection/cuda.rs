@@ -158,6 +158,15 @@ impl Level {
     }
 }
 
+/// The periodic axes of odd length of a level (bit a for axis a), whose
+/// end cells the `smooth` kernel takes in passes of their own.
+fn odd_periodic_axes(op: &Operator) -> u32 {
+    (0..3)
+        .filter(|&a| op.faces[a][0] == Face::Periodic && op.size[a] % 2 == 1)
+        .map(|a| 1u32 << a)
+        .sum()
+}
+
 /// A coarse operator's couplings as the kernels read them: toward +x, +y
 /// and +z, an array of cells for each axis (none on the finest grid, whose
 /// couplings are all 1). The kernels take the coupling toward −x from the
@@ -554,10 +563,7 @@ impl DeviceFlow {
             let mut levels = Vec::new();
             let mut coarser = Vec::new();
             for (depth, (op, upward)) in ops.iter().zip(&upward).enumerate() {
-                let odd = (0..3)
-                    .filter(|&a| op.faces[a][0] == Face::Periodic && op.size[a] % 2 == 1)
-                    .map(|a| 1u32 << a)
-                    .sum();
+                let odd = odd_periodic_axes(op);
                 let weights = match upward {
                     Some(w) => Some(stream.clone_htod(w)?),
                     None => None,

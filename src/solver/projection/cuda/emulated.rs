@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use super::super::flow::{Flow, Kind};
 use super::super::multigrid::{prolong_add, restrict};
 use super::super::poisson::{coords, Face, Operator};
-use super::{cell_bytes, face_bits, packed_links, upward_weights, CellBytes};
+use super::{cell_bytes, face_bits, odd_periodic_axes, packed_links, upward_weights, CellBytes};
 
 /// The harness of `tests/emulation/NAME.cpp`, built once per test run.
 fn harness(name: &'static str) -> PathBuf {
@@ -109,10 +109,6 @@ fn run(
     sweeps: [i32; 2],
 ) -> Vec<f32> {
     let op = &fine.op;
-    let odd = (0..3)
-        .filter(|&a| op.faces[a][0] == Face::Periodic && op.size[a] % 2 == 1)
-        .map(|a| 1i32 << a)
-        .sum::<i32>();
     let c = coarse.map_or([0; 3], |c| c.size);
     let mut header = [0i32; 16];
     header[..8].copy_from_slice(&[
@@ -121,7 +117,7 @@ fn run(
         op.size[1] as i32,
         op.size[2] as i32,
         face_bits(&op.faces) as i32,
-        odd,
+        odd_periodic_axes(op) as i32,
         fine.weights.is_some() as i32,
         fine.diag.is_some() as i32,
     ]);
