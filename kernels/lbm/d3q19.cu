@@ -47,6 +47,15 @@ __device__ __forceinline__ u32 bulk_bits(const unsigned char* __restrict__ flags
     const u32* words = (const u32*)(flags + ((n + 3) & ~3ull));
     return (words[c >> 5] >> (u32)(c & 31u)) & ((1u << count) - 1u);
 }
+// The even step's bits, after the bulk bits: also set at the NEAR fluid
+// cells whose even update is the bulk one (flags::even_step_differs: next to
+// walls, inlets or free-slip faces, the even step reads and writes only the
+// cell's own slots, as the bulk does; the boundary rules act in the odd
+// step). Only the rest of the NEAR cells are then listed for the even step.
+__device__ __forceinline__ u32 even_bits(const unsigned char* __restrict__ flags, u64 n, u64 c, u32 count) {
+    const u32* words = (const u32*)(flags + ((n + 3) & ~3ull)) + ((n + 31) >> 5);
+    return (words[c >> 5] >> (u32)(c & 31u)) & ((1u << count) - 1u);
+}
 
 // Keep in sync with `CudaParams` in src/solver/cuda.rs.
 struct Params {
@@ -771,7 +780,7 @@ __device__ __forceinline__ void even_cell(store_t* __restrict__ f, const Params&
 extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
     FOLLOW_PREVIOUS_STEP();
     u64 c = c_begin + (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= c_end || flags[c] != 0) return;
+    if (c >= c_end || even_bits(flags, n, c, 1) == 0u) return;
     even_cell(f, p, n, c);
 }
 
@@ -870,7 +879,7 @@ __device__ __forceinline__ void collide_pair(pair_t* w, const Params& p, u64 n, 
 __device__ __forceinline__ void even2_block(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, u64 n, u64 c_begin, u64 c_end, u32 block) {
     const u64 c = c_begin + 2 * ((u64)block * blockDim.x + threadIdx.x);
     if (c >= c_end) return;
-    const u32 bulk = bulk_bits(flags, n, c, 2);
+    const u32 bulk = even_bits(flags, n, c, 2);
     if (bulk != 3u) {
         if (bulk & 1u) even_cell(f, p, n, c);
         if (bulk & 2u) even_cell(f, p, n, c + 1);

@@ -126,26 +126,55 @@ pub fn mark_near_cells(grid: &super::Grid, flags: &mut [u8]) {
 
 /// The flags as the GPU keeps them: one byte per cell, zeros up to a multiple of
 /// 4 bytes, then one bit per cell in little-endian 32-bit words, set where the
-/// cell is bulk fluid (flag 0). The bulk step kernels read their cells' bits
-/// (`bulk_bits` in kernels/lbm/d3q19.cu) instead of a flag byte per cell, which is
-/// 1 of the 153 bytes a cell's step would otherwise move.
-pub fn with_bulk_bits(flags: &[u8]) -> Vec<u8> {
+/// cell is bulk fluid (flag 0), then as many words set where the even step
+/// updates the cell as a bulk cell: bulk fluid, and the fluid cells
+/// `even_differs` leaves out. The bulk step kernels read their cells' bits
+/// (`bulk_bits` and `even_bits` in kernels/lbm/d3q19.cu) instead of a flag byte
+/// per cell, which is 1 of the 153 bytes a cell's step would otherwise move.
+/// `even_differs` must hold every NEAR cell whose even update is not the bulk
+/// one ([`even_step_differs`]), ascending.
+pub fn with_bulk_bits(flags: &[u8], even_differs: &[u32]) -> Vec<u8> {
     use rayon::prelude::*;
 
-    let words: Vec<u32> = flags
-        .par_chunks(32)
-        .map(|chunk| {
-            chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |w, (j, &f)| w | (u32::from(f == 0) << j))
-        })
-        .collect();
-    let mut out = Vec::with_capacity(flags.len().next_multiple_of(4) + 4 * words.len());
+    let words = |bit: &(dyn Fn(usize, u8) -> bool + Sync)| -> Vec<u32> {
+        flags
+            .par_chunks(32)
+            .enumerate()
+            .map(|(k, chunk)| {
+                chunk.iter().enumerate().fold(0u32, |w, (j, &f)| {
+                    w | (u32::from(bit(32 * k + j, f)) << j)
+                })
+            })
+            .collect()
+    };
+    let bulk = words(&|_, f| f == 0);
+    let even = words(&|c, f| {
+        CellType::of(f) == CellType::Fluid && even_differs.binary_search(&(c as u32)).is_err()
+    });
+    let mut out = Vec::with_capacity(flags.len().next_multiple_of(4) + 8 * bulk.len());
     out.extend_from_slice(flags);
     out.resize(flags.len().next_multiple_of(4), 0);
-    out.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+    out.extend(bulk.iter().chain(&even).flat_map(|w| w.to_le_bytes()));
     out
+}
+
+/// Whether the even step's update of running cell `c` differs from a bulk
+/// cell's (cpu.rs: the even step's boundary rules): an outlet, a cell with a
+/// neighbour beyond a non-periodic face (its slot for what would arrive from
+/// there keeps its own outgoing population), or one with an interpolated
+/// link (`linked`). A fluid cell next to walls, inlets or free-slip faces
+/// reads and writes only its own slots in the even step, as the bulk does:
+/// their rules act in the odd step.
+pub fn even_step_differs(grid: &super::Grid, flags: &[u8], c: usize, linked: bool) -> bool {
+    use super::lbm::lattice::{E, Q};
+    if CellType::of(flags[c]) != CellType::Fluid || linked {
+        return true;
+    }
+    let [x, y, z] = grid.coords(c);
+    E.iter()
+        .take(Q)
+        .skip(1)
+        .any(|e| grid.neighbour(x, y, z, *e).is_none())
 }
 
 /// Of the runs of 128 cells along x that hold bulk fluid (a warp of the FP32
@@ -204,16 +233,47 @@ mod tests {
     fn bulk_bits_mark_bulk_fluid_cells_after_the_padded_flags() {
         let mut flags = vec![0u8; 70];
         flags[1] = NEAR;
+        flags[5] = NEAR;
         flags[33] = make(CellType::Wall, 0);
-        flags[69] = make(CellType::Outlet, 0);
-        let out = with_bulk_bits(&flags);
+        flags[69] = make(CellType::Outlet, 0) | NEAR;
+        // Cell 1 updates in the even step as the bulk does, cell 5 does not.
+        let out = with_bulk_bits(&flags, &[5, 69]);
         assert_eq!(&out[..70], &flags[..]);
         assert_eq!(&out[70..72], &[0, 0]);
         let word = |k: usize| u32::from_le_bytes(out[72 + 4 * k..76 + 4 * k].try_into().unwrap());
-        assert_eq!(out.len(), 72 + 3 * 4);
-        assert_eq!(word(0), !0b10);
+        assert_eq!(out.len(), 72 + 6 * 4);
+        assert_eq!(word(0), !0b10_0010);
         assert_eq!(word(1), !0b10);
         // The last word covers cells 64..69 only; cell 69 is an outlet.
         assert_eq!(word(2), 0b01_1111);
+        // The even step's bits: walls and the listed cells left out.
+        assert_eq!(word(3), !0b10_0000);
+        assert_eq!(word(4), !0b10);
+        assert_eq!(word(5), 0b01_1111);
+    }
+
+    #[test]
+    fn the_even_step_differs_at_outlets_faces_and_links_only() {
+        use crate::solver::Grid;
+        // x periodic, y and z closed: the layers y = 0 and z = 0 have
+        // neighbours beyond a face.
+        let grid = Grid {
+            size: [6, 5, 4],
+            periodic: [true, false, false],
+        };
+        let mut flags = vec![0u8; grid.cells()];
+        let wall = grid.index(2, 2, 2);
+        flags[wall] = make(CellType::Wall, 0);
+        flags[grid.index(4, 3, 2)] = make(CellType::Outlet, 0);
+        mark_near_cells(&grid, &mut flags);
+        let next_to_wall = grid.index(3, 2, 2);
+        assert!(flags[next_to_wall] & NEAR != 0);
+        assert!(!even_step_differs(&grid, &flags, next_to_wall, false));
+        assert!(even_step_differs(&grid, &flags, next_to_wall, true));
+        assert!(even_step_differs(&grid, &flags, grid.index(4, 3, 2), false));
+        assert!(even_step_differs(&grid, &flags, grid.index(3, 0, 2), false));
+        assert!(even_step_differs(&grid, &flags, grid.index(3, 2, 3), false));
+        // x wraps: the first column is bulk-like in the even step.
+        assert!(!even_step_differs(&grid, &flags, grid.index(0, 2, 2), false));
     }
 }

@@ -414,12 +414,33 @@ impl CudaSolver {
         self.launch_layers_with(layers, self.kparams, false, self.fuse_near)
     }
 
-    /// Entries `a..z` of the boundary list: the NEAR cells of `layers`.
+    /// The current step's boundary list, here and on the device: the odd
+    /// step's is every NEAR cell, the even step's those whose even update is
+    /// not the bulk one.
+    fn step_list(&self) -> (&[u32], &CudaSlice<u32>) {
+        match self.parity() {
+            0 => (&self.even.cells, &self.even.cells_dev),
+            _ => (&self.near, &self.near_dev),
+        }
+    }
+
+    /// `params` with the links of the current step's boundary list (the
+    /// boundary kernels find an entry's q at its place in the list).
+    fn with_step_links(&self, mut params: CudaParams) -> CudaParams {
+        if let (0, Some(q)) = (self.parity(), &self.even.links_dev) {
+            params.link_q = address_halves(q.device_ptr(&self.stream).0);
+        }
+        params
+    }
+
+    /// Entries `a..z` of the current step's boundary list: its NEAR cells
+    /// of `layers`.
     fn near_entries(&self, layers: &Range<usize>) -> Range<usize> {
         let nxy = (self.grid.size[0] * self.grid.size[1]) as u64;
         let (c0, c1) = (layers.start as u64 * nxy, layers.end as u64 * nxy);
-        let a = self.near.partition_point(|&c| (c as u64) < c0);
-        let z = self.near.partition_point(|&c| (c as u64) < c1);
+        let list = self.step_list().0;
+        let a = list.partition_point(|&c| (c as u64) < c0);
+        let z = list.partition_point(|&c| (c as u64) < c1);
         a..z
     }
 
@@ -458,6 +479,7 @@ impl CudaSolver {
         leave_velocity: bool,
         fuse: bool,
     ) -> Result<bool, SolverError> {
+        params = self.with_step_links(params);
         let nxy = self.grid.size[0] * self.grid.size[1];
         let n = self.grid.cells() as u64;
         let parity = self.parity();
@@ -485,7 +507,7 @@ impl CudaSolver {
                 let at = match self.near_schedules.iter().position(|s| s.0 == key) {
                     Some(at) => at,
                     None => {
-                        let order = near_schedule(&cfg, c0, &self.near[near.clone()]);
+                        let order = near_schedule(&cfg, c0, &self.step_list().0[near.clone()]);
                         let order = self.stream.clone_htod(&order).map_err(dev)?;
                         self.near_schedules.push((key, order));
                         self.near_schedules.len() - 1
@@ -498,7 +520,7 @@ impl CudaSolver {
             None => 0,
         };
         // u32 entries, so `first` entries in.
-        let mut cells = self.near_dev.device_ptr(&self.stream).0 + 4 * near.start as u64;
+        let mut cells = self.step_list().1.device_ptr(&self.stream).0 + 4 * near.start as u64;
         let (mut n, mut c0, mut c1, mut z0) = (n, c0, c1, layers.start as u32);
         let mut args: Vec<*mut c_void> = vec![
             (&raw mut f).cast(),
@@ -575,7 +597,8 @@ impl CudaSolver {
             shared_mem_bytes: 0,
         };
         let first = near.start as u32;
-        let cells = self.near_dev.slice(near);
+        let params = self.with_step_links(params);
+        let cells = self.step_list().1.device_ptr(&self.stream).0 + 4 * near.start as u64;
         let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
         let mut b = self.stream.launch_builder(&kernels.boundary);
         self.lattice.arg_mut(&mut b);

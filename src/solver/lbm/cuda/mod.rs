@@ -96,6 +96,9 @@ pub struct CudaSolver {
     /// q of the interpolated walls' links, 18 per entry of `near`
     /// ([`WallLinks::aligned`]), while there are any.
     links_dev: Option<CudaSlice<f32>>,
+    /// The even step's boundary list: the NEAR cells whose even update is
+    /// not the bulk one (`flags::even_step_differs`), and their links.
+    even: BoundaryList,
     /// Layers (z) this solver updates; the others are halos of a slab.
     owned: Range<usize>,
     link: Option<SlabLink>,
@@ -143,6 +146,53 @@ pub struct CudaSolver {
     /// Whether any cell is an inlet (`launch_step_leaving_velocity` then
     /// writes theirs with `velocity_rest`).
     inlets: bool,
+}
+
+/// A step's NEAR cells that the bulk kernels leave to the boundary rules,
+/// sorted, here and on the device, with their links' q (18 an entry) while
+/// there are interpolated walls.
+struct BoundaryList {
+    cells: Vec<u32>,
+    cells_dev: CudaSlice<u32>,
+    links_dev: Option<CudaSlice<f32>>,
+}
+
+/// The even step's boundary list and the flags with their bulk bits, for
+/// NEAR cells `near` with the links' q `aligned` (18 an entry of `near`).
+fn even_boundary(
+    grid: &Grid,
+    cell_flags: &[u8],
+    near: &[u32],
+    aligned: Option<&[f32]>,
+) -> (Vec<u32>, Option<Vec<f32>>, Vec<u8>) {
+    let links_of = |k: usize| aligned.map(|q| &q[(Q - 1) * k..(Q - 1) * (k + 1)]);
+    let entries: Vec<usize> = (0..near.len())
+        .filter(|&k| {
+            let linked = links_of(k).is_some_and(|q| q.iter().any(|&v| v != 0.0));
+            flags::even_step_differs(grid, cell_flags, near[k] as usize, linked)
+        })
+        .collect();
+    let cells: Vec<u32> = entries.iter().map(|&k| near[k]).collect();
+    let links = aligned.map(|_| {
+        entries
+            .iter()
+            .flat_map(|&k| links_of(k).expect("aligned").iter().copied())
+            .collect()
+    });
+    let bits = flags::with_bulk_bits(cell_flags, &cells);
+    (cells, links, bits)
+}
+
+/// A list on the device; cudarc cannot allocate zero elements, so an empty
+/// one keeps one dummy entry.
+fn upload_list<T: cudarc::driver::DeviceRepr + Default + Copy>(
+    stream: &Arc<CudaStream>,
+    list: &[T],
+) -> Result<CudaSlice<T>, SolverError> {
+    let dummy = [T::default()];
+    stream
+        .clone_htod(if list.is_empty() { &dummy[..] } else { list })
+        .map_err(dev)
 }
 
 /// Time averages on the device (`average_sample`): four planes of means and
@@ -293,26 +343,23 @@ impl CudaSolver {
             Precision::Fp32 => Lattice::Fp32(stream.alloc_zeros::<f32>(Q * n).map_err(dev)?),
             Precision::Fp16 => Lattice::Fp16(stream.alloc_zeros::<u16>(Q * n).map_err(dev)?),
         };
-        let flags_dev = stream
-            .clone_htod(&flags::with_bulk_bits(&cell_flags))
-            .map_err(dev)?;
+        let near: Vec<u32> = (0..n)
+            .filter(|&c| cell_flags[c] & flags::NEAR != 0)
+            .map(|c| c as u32)
+            .collect();
+        let (even_cells, _, bits) = even_boundary(&grid, &cell_flags, &near, None);
+        let flags_dev = stream.clone_htod(&bits).map_err(dev)?;
+        let even = BoundaryList {
+            cells_dev: upload_list(&stream, &even_cells)?,
+            cells: even_cells,
+            links_dev: None,
+        };
         let odd_quads = prefers_odd_quads(
             kernels.odd4.is_some(),
             grid.size[0],
             flags::mixed_quad_share(&cell_flags, grid.size[0]),
         );
-        let near: Vec<u32> = (0..n)
-            .filter(|&c| cell_flags[c] & flags::NEAR != 0)
-            .map(|c| c as u32)
-            .collect();
-        // cudarc cannot allocate zero elements; an empty list keeps one dummy entry.
-        let near_dev = stream
-            .clone_htod(if near.is_empty() {
-                &[0u32][..]
-            } else {
-                &near[..]
-            })
-            .map_err(dev)?;
+        let near_dev = upload_list(&stream, &near)?;
         let stats_dev = stream
             .alloc_zeros::<u8>(REDUCTION_BLOCKS as usize * std::mem::size_of::<StatsPartial>())
             .map_err(dev)?;
@@ -329,6 +376,7 @@ impl CudaSolver {
             near_dev,
             near,
             links_dev: None,
+            even,
             owned: owned.unwrap_or(0..grid.size[2]),
             link,
             fields_dev: None,
@@ -366,19 +414,32 @@ impl CudaSolver {
     /// Makes the links of `links` interpolated walls (before the first step).
     pub fn set_links(&mut self, links: WallLinks) -> Result<(), SolverError> {
         check_links(&links, &self.flags, self.t)?;
-        if links.is_empty() {
-            self.links_dev = None;
-            self.kparams = CudaParams::new(&self.grid, &self.params);
-        } else {
-            let q = self
-                .stream
-                .clone_htod(&links.aligned(&self.near))
-                .map_err(dev)?;
+        let aligned = (!links.is_empty()).then(|| links.aligned(&self.near));
+        if let Some(aligned) = &aligned {
+            let q = self.stream.clone_htod(aligned).map_err(dev)?;
             self.kparams.near_count = self.near.len() as u32;
             self.kparams.near = launch::address_halves(self.near_dev.device_ptr(&self.stream).0);
             self.kparams.link_q = launch::address_halves(q.device_ptr(&self.stream).0);
             self.links_dev = Some(q);
+        } else {
+            self.links_dev = None;
+            self.kparams = CudaParams::new(&self.grid, &self.params);
         }
+        // The cells with links now take the even step's boundary rules too.
+        let (cells, even_links, bits) =
+            even_boundary(&self.grid, &self.flags, &self.near, aligned.as_deref());
+        self.stream
+            .memcpy_htod(&bits, &mut self.flags_dev)
+            .map_err(dev)?;
+        self.even = BoundaryList {
+            cells_dev: upload_list(&self.stream, &cells)?,
+            cells,
+            links_dev: match even_links {
+                Some(q) => Some(upload_list(&self.stream, &q)?),
+                None => None,
+            },
+        };
+        self.near_schedules.clear();
         self.initialise()
     }
 
