@@ -532,6 +532,23 @@ __device__ __forceinline__ float edot_rt(int i, const float* u) {
     return (float)EX[i] * u[0] + (float)EY[i] * u[1] + (float)EZ[i] * u[2];
 }
 
+// What arrives at a cell along j from inlet or moving-wall cell m (read_odd):
+// its own slot `own` plus 6 w_j (e_j . u_m); and what it stores in its own
+// slot for outgoing i toward m (write_odd). Not inlined, so that every kernel
+// that forms them (the boundary kernels, `fields`) contracts them alike where
+// FMA contraction is on: the velocity a step leaves and `fields` then agree
+// bit for bit.
+__device__ __noinline__ float arriving(float own, const Params& p, const unsigned char* __restrict__ flags, int j, long long m) {
+    float u[3];
+    wall_velocity(p, (int)TAG(flags[m]), m, u);
+    return own + 6.0f * weight(j) * edot_rt(j, u);
+}
+__device__ __noinline__ float leaving(float out, const Params& p, const unsigned char* __restrict__ flags, int i, long long m) {
+    float u[3];
+    wall_velocity(p, (int)TAG(flags[m]), m, u);
+    return out - 6.0f * weight(i) * edot_rt(i, u);
+}
+
 // --- interpolated walls (src/solver/lbm/links.rs) -------------------------------
 
 // (a, b, c) of a link's stored q (links.rs: coefficients).
@@ -616,9 +633,7 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
         } else if (t == T_WALL) {
             v[j] = ld(f, (u64)j * n + c);
         } else if (t == T_MOVING || t == T_INLET) {
-            float u[3];
-            wall_velocity(p, (int)TAG(sf), s, u);
-            v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, u);
+            v[j] = arriving(ld(f, (u64)j * n + c), p, flags, j, s);
         } else {
             int axis = (int)TAG(sf);
             int jr = mirror(j, axis);
@@ -628,49 +643,9 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
             } else {
                 long long ev = edge_velocity(p, flags, x, y, z, -EX[j], -EY[j], -EZ[j], axis);
                 if (ev >= 0) {
-                    float u[3];
-                    wall_velocity(p, (int)TAG(flags[ev]), ev, u);
-                    v[j] = ld(f, (u64)j * n + c) + 6.0f * weight(j) * edot_rt(j, u);
+                    v[j] = arriving(ld(f, (u64)j * n + c), p, flags, j, ev);
                 } else {
                     v[j] = ld(f, (u64)j * n + c);
-                }
-            }
-        }
-    }
-}
-
-// Odd-step (B) outgoing populations with all boundary rules (cpu.rs: write_odd).
-__device__ void write_odd(store_t* f, const unsigned char* flags, const Params& p, u64 n, u64 c, int x, int y, int z, const float* v, const float* q) {
-    st(f, c, v[0]);
-    for (int i = 1; i < Q; i++) {
-        int o = opposite(i);
-        if (neighbour(p, x, y, z, -EX[i], -EY[i], -EZ[i]) < 0) st(f, (u64)i * n + c, v[i]);
-        long long m = neighbour(p, x, y, z, EX[i], EY[i], EZ[i]);
-        if (m < 0) continue;
-        u32 mf = flags[m];
-        u32 t = mf & TYPE_MASK;
-        if (t == T_FLUID || t == T_OUTLET) {
-            st(f, (u64)i * n + (u64)m, v[i]);
-        } else if (t == T_WALL) {
-            st(f, (u64)o * n + c, bounced(q, v, i));
-        } else if (t == T_MOVING || t == T_INLET) {
-            float u[3];
-            wall_velocity(p, (int)TAG(mf), m, u);
-            st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, u));
-        } else {
-            int axis = (int)TAG(mf);
-            int ir = mirror(i, axis);
-            long long tc = specular(p, flags, x, y, z, EX[i], EY[i], EZ[i], axis);
-            if (tc >= 0 && ir != i) {
-                st(f, (u64)ir * n + (u64)tc, v[i]);
-            } else {
-                long long ev = edge_velocity(p, flags, x, y, z, EX[i], EY[i], EZ[i], axis);
-                if (ev >= 0) {
-                    float u[3];
-                    wall_velocity(p, (int)TAG(flags[ev]), ev, u);
-                    st(f, (u64)o * n + c, v[i] - 6.0f * weight(i) * edot_rt(i, u));
-                } else {
-                    st(f, (u64)o * n + c, v[i]);
                 }
             }
         }
@@ -1145,13 +1120,11 @@ extern "C" __global__ void __launch_bounds__(256, ODD_QUAD_BLOCKS) aa_odd4(store
 }
 #endif
 
-// One listed NEAR cell (outlets, fluid next to walls, inlets or faces) with
-// all boundary rules: entry k of `cells`, which starts at entry `first` of
-// the boundary list (p.near). parity 0: even step, its loops unrolled (the
-// cell's own slots, few instructions). The odd step's neighbour rules stay
-// rolled: unrolled (H100, the sphere) they ran slower, 0.20 -> 0.32 ms a
-// step, and the module took minutes to compile.
-__device__ __noinline__ void near_cell(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, u32 parity, const u32* __restrict__ cells, u32 k, u32 first) {
+// One listed NEAR cell of the even step (an outlet, a cell on a non-periodic
+// face or one with interpolated links: flags::even_step_differs) with all
+// its boundary rules: entry k of `cells`, which starts at entry `first` of
+// the even step's list, whose links p points at.
+__device__ __noinline__ void near_cell(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, u32 k, u32 first) {
     const float* link_q = link_list(p);
     const float* q = link_q == nullptr ? nullptr : link_q + (u64)(Q - 1) * (first + k);
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
@@ -1161,45 +1134,150 @@ __device__ __noinline__ void near_cell(store_t* __restrict__ f, const unsigned c
     const int z = (int)(c / ((u64)p.nx * p.ny));
     u32 fl = flags[c];
     float v[Q];
-    if (parity == 0u) {
 #pragma unroll
-        for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
-        if (q) complete_incoming(q, v);
-        PUT_NEAR_VELOCITY(fl, n, c, v);
-        apply(fl, v, p);
-        st(f, c, v[0]);
+    for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+    if (q) complete_incoming(q, v);
+    PUT_NEAR_VELOCITY(fl, n, c, v);
+    apply(fl, v, p);
+    st(f, c, v[0]);
 #pragma unroll
-        for (int i = 1; i < Q; i++) st(f, (u64)opposite(i) * n + c, bounced(q, v, i));
-        // Populations arriving from beyond a non-periodic face are the cell's own
-        // outgoing ones; slot j then holds only a population leaving the domain.
+    for (int i = 1; i < Q; i++) st(f, (u64)opposite(i) * n + c, bounced(q, v, i));
+    // Populations arriving from beyond a non-periodic face are the cell's own
+    // outgoing ones; slot j then holds only a population leaving the domain.
 #pragma unroll
-        for (int j = 1; j < Q; j++)
-            if (neighbour(p, x, y, z, -CEX(j), -CEY(j), -CEZ(j)) < 0) st(f, (u64)j * n + c, v[j]);
-    } else {
-        read_odd(f, flags, p, n, c, x, y, z, v);
-        if (q) complete_incoming(q, v);
-        PUT_NEAR_VELOCITY(fl, n, c, v);
-        apply(fl, v, p);
-        write_odd(f, flags, p, n, c, x, y, z, v, q);
-    }
+    for (int j = 1; j < Q; j++)
+        if (neighbour(p, x, y, z, -CEX(j), -CEY(j), -CEZ(j)) < 0) st(f, (u64)j * n + c, v[j]);
 }
 
-// Both steps for the listed NEAR cells, after the bulk kernel of the step
-// (in the even step, where aa_even2_near runs, only with
-// FLOWSCOPE_SEPARATE_BOUNDARY). The parameters are __grid_constant__ (here
-// and in aa_even2_near) so that near_cell, not inlined, reads them where
-// they are instead of from a copy (compute capability 7.0 and newer; older
-// GPUs, which only NVRTC 12 still compiles for, get the copy).
+// The even step's listed NEAR cells, after its bulk kernel (where
+// aa_even2_near does not take them: FLOWSCOPE_SEPARATE_BOUNDARY, or the
+// single-cell aa_even). The parameters are __grid_constant__ (here and in
+// aa_even2_near) so that near_cell, not inlined, reads them where they are
+// instead of from a copy (compute capability 7.0 and newer; older GPUs,
+// which only NVRTC 12 still compiles for, get the copy).
 #if __CUDA_ARCH__ >= 700
 #define GRID_CONSTANT __grid_constant__
 #else
 #define GRID_CONSTANT
 #endif
-extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, u32 parity, const u32* __restrict__ cells, u32 count, u32 first) {
+extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, u32 count, u32 first) {
     LET_NEXT_LAUNCH();
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
-    near_cell(f, flags, p, parity, cells, k, first);
+    near_cell(f, flags, p, cells, k, first);
+}
+
+// --- the odd step's rules, resolved on the host -------------------------------
+//
+// The odd step of a listed cell without interpolated links, from its rules:
+// 3 bits a direction d (bits 3d..3d + 3) saying what lies across the link
+// toward x + e_d, resolved on the host from the flags (boundary.rs: OddLink,
+// odd_rules) by read_odd's and write_odd's own tests. Each link then costs
+// what the rule needs and no more: no neighbour's flag byte unless its
+// velocity or face axis is wanted, no 64-bit neighbour search, every load of
+// the cell issued before the collision. aa_boundary, where each link's rule
+// waited on the flag byte of the cell across it, ran at 22% occupancy (128
+// registers) and moved 730-870 bytes a cell (BENCHMARKS.md, twelfth session).
+#define R_STREAM 0u
+#define R_BOUNCE 1u
+#define R_MOVING 2u
+#define R_SPECULAR 3u
+#define R_EDGE 4u
+#define R_FACE 5u
+
+// The direction of (ex, ey, ez), at compile time.
+__host__ __device__ constexpr int direction_of(int ex, int ey, int ez) {
+    int k = 0;
+    for (int i = 0; i < Q; i++)
+        if (CEX(i) == ex && CEY(i) == ey && CEZ(i) == ez) k = i;
+    return k;
+}
+// MIRROR[axis][d] of boundary.rs for a compile-time d.
+__device__ __forceinline__ int mirrored(int d, u32 axis) {
+    const int mx = direction_of(-CEX(d), CEY(d), CEZ(d));
+    const int my = direction_of(CEX(d), -CEY(d), CEZ(d));
+    const int mz = direction_of(CEX(d), CEY(d), -CEZ(d));
+    return axis == 0u ? mx : (axis == 1u ? my : mz);
+}
+
+// Four blocks of 128 threads (128 registers) an SM: at six (80 registers)
+// the write half, which keeps all 19 populations and the neighbours'
+// offsets live, spilled a little and ran 1-4% slower (H100, the shipped
+// scenarios; BENCHMARKS.md, twenty-third session).
+#ifndef RULES_BLOCKS
+#define RULES_BLOCKS 4
+#endif
+extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
+    LET_NEXT_LAUNCH();
+    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    const float* link_q = link_list(p);
+    const float* q = link_q == nullptr ? nullptr : link_q + (u64)(Q - 1) * (first + k);
+    const u32 cc = cells[k];
+    const u64 r = rules[k];
+    const u32 nx = p.nx, nxy = p.nx * p.ny;
+    const u64 n = (u64)nxy * (u64)p.nz;
+    const int z = (int)(cc / nxy);
+    const int y = (int)((cc - (u32)z * nxy) / nx);
+    const int x = (int)(cc - (u32)z * nxy - (u32)y * nx);
+    // Offsets to the neighbours as the bulk kernels wrap them; across a
+    // non-periodic face the rule is R_FACE and the offset unused.
+    const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
+    u32 oy[3], oz[3];
+    yz_offsets(p, y, z, oy, oz);
+    const u32 fl = flags[cc];
+    float v[Q];
+    v[0] = ld(f, (u64)cc);
+#pragma unroll
+    for (int j = 1; j < Q; j++) {
+        // What arrives along j comes from across the link toward x + e_d.
+        const int d = opposite(j);
+        const u32 rule = (u32)(r >> (3 * d)) & 7u;
+        const u32 s = cc + ox[1 + CEX(d)] + oy[1 + CEY(d)] + oz[1 + CEZ(d)];
+        if (rule == R_STREAM) {
+            v[j] = ld(f + (u64)d * n, s);
+        } else if (rule == R_SPECULAR || rule == R_EDGE) {
+            const u32 axis = TAG(flags[s]);
+            const u32 beside = cc + (axis == 0u ? 0u : ox[1 + CEX(d)]) + (axis == 1u ? 0u : oy[1 + CEY(d)]) + (axis == 2u ? 0u : oz[1 + CEZ(d)]);
+            if (rule == R_SPECULAR) {
+                v[j] = ld(f + (u64)mirrored(d, axis) * n, beside);
+            } else {
+                v[j] = arriving(ld(f + (u64)j * n, cc), p, flags, j, beside);
+            }
+        } else if (rule == R_MOVING) {
+            v[j] = arriving(ld(f + (u64)j * n, cc), p, flags, j, s);
+        } else {
+            v[j] = ld(f + (u64)j * n, cc);
+        }
+    }
+    if (q) complete_incoming(q, v);
+    PUT_NEAR_VELOCITY(fl, n, (u64)cc, v);
+    apply(fl, v, p);
+    st(f, cc, v[0]);
+#pragma unroll
+    for (int i = 1; i < Q; i++) {
+        const int o = opposite(i);
+        const u32 rule = (u32)(r >> (3 * i)) & 7u;
+        // Nothing arrives from beyond a face along i: the slot keeps what
+        // leaves along i for the next even step (write_odd).
+        if (((u32)(r >> (3 * o)) & 7u) == R_FACE) st(f + (u64)i * n, cc, v[i]);
+        const u32 m = cc + ox[1 + CEX(i)] + oy[1 + CEY(i)] + oz[1 + CEZ(i)];
+        if (rule == R_STREAM) {
+            st(f + (u64)i * n, m, v[i]);
+        } else if (rule == R_SPECULAR || rule == R_EDGE) {
+            const u32 axis = TAG(flags[m]);
+            const u32 beside = cc + (axis == 0u ? 0u : ox[1 + CEX(i)]) + (axis == 1u ? 0u : oy[1 + CEY(i)]) + (axis == 2u ? 0u : oz[1 + CEZ(i)]);
+            if (rule == R_SPECULAR) {
+                st(f + (u64)mirrored(i, axis) * n, beside, v[i]);
+            } else {
+                st(f + (u64)o * n, cc, leaving(v[i], p, flags, i, beside));
+            }
+        } else if (rule == R_MOVING) {
+            st(f + (u64)o * n, cc, leaving(v[i], p, flags, i, m));
+        } else if (rule == R_BOUNCE) {
+            st(f + (u64)o * n, cc, bounced(q, v, i));
+        }
+    }
 }
 
 // The even step's paired bulk kernel with its listed NEAR cells in the same
@@ -1220,7 +1298,7 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2_nea
     const u32 s = schedule[blockIdx.x];
     if (s & NEAR_BLOCK) {
         const u32 k = (s & ~NEAR_BLOCK) * blockDim.x + threadIdx.x;
-        if (k < count) near_cell(f, flags, p, 0u, cells, k, first);
+        if (k < count) near_cell(f, flags, p, cells, k, first);
         return;
     }
     even2_block(f, flags, p, n, c_begin, c_end, s);

@@ -58,6 +58,91 @@ pub fn specular_partner(
         .filter(|&t| flags::runs(cell_flags[t]))
 }
 
+/// Where a free-slip face meets an inlet or a moving wall, a link that cannot
+/// reflect specularly bounces back off that neighbour along the face instead,
+/// with its velocity: the cell at `p + e` without the normal component, if
+/// it is an inlet or a moving wall.
+#[inline]
+pub fn edge_cell(
+    g: &Grid,
+    cell_flags: &[u8],
+    p: [usize; 3],
+    e: [i32; 3],
+    axis: usize,
+) -> Option<usize> {
+    let mut tangential = e;
+    tangential[axis] = 0;
+    if tangential == [0; 3] {
+        return None;
+    }
+    g.neighbour(p[0], p[1], p[2], tangential).filter(|&t| {
+        matches!(
+            CellType::of(cell_flags[t]),
+            CellType::Inlet | CellType::MovingWall
+        )
+    })
+}
+
+/// What the odd step does across the link of a running cell toward its
+/// neighbour along one direction d: both what arrives from there (incoming
+/// opposite(d)) and where outgoing d goes (the CPU solver's `read_odd` and
+/// `write_odd`). 3 bits a direction in [`odd_rules`]; `R_*` in
+/// kernels/lbm/d3q19.cu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum OddLink {
+    /// The neighbour runs: slot d of the neighbour, both ways.
+    Stream = 0,
+    /// A wall (or a free-slip face with no reflection there): the cell's own
+    /// slot opposite(d), both ways.
+    Bounce = 1,
+    /// An inlet or a moving wall: bounce-back with its velocity's term.
+    Moving = 2,
+    /// A free-slip face: slot MIRROR[axis][d] of the cell at p + e_d without
+    /// the normal component, both ways.
+    Specular = 3,
+    /// A free-slip face beside an inlet or a moving wall ([`edge_cell`]):
+    /// bounce-back with that cell's velocity.
+    Edge = 4,
+    /// Beyond a non-periodic face: nothing arrives (the cell's own slot
+    /// opposite(d) holds what it sent along opposite(d)), nothing is sent.
+    Face = 5,
+}
+
+/// The odd step's rule across the link from running cell `p` along `e`, of
+/// direction `d`.
+pub fn odd_link(g: &Grid, cell_flags: &[u8], p: [usize; 3], d: usize) -> OddLink {
+    let e = E[d];
+    let Some(m) = g.neighbour(p[0], p[1], p[2], e) else {
+        return OddLink::Face;
+    };
+    let mf = cell_flags[m];
+    match CellType::of(mf) {
+        CellType::Fluid | CellType::Outlet => OddLink::Stream,
+        CellType::Wall => OddLink::Bounce,
+        CellType::MovingWall | CellType::Inlet => OddLink::Moving,
+        CellType::FreeSlip => {
+            let axis = flags::tag(mf) as usize;
+            if MIRROR[axis][d] != d && specular_partner(g, cell_flags, p, e, axis).is_some() {
+                OddLink::Specular
+            } else if edge_cell(g, cell_flags, p, e, axis).is_some() {
+                OddLink::Edge
+            } else {
+                OddLink::Bounce
+            }
+        }
+    }
+}
+
+/// The odd step's rules of running cell `c`: [`odd_link`] of direction d in
+/// bits 3d..3d + 3, for d = 1..18 (`aa_boundary_rules` reads them).
+pub fn odd_rules(g: &Grid, cell_flags: &[u8], c: usize) -> u64 {
+    let p = g.coords(c);
+    (1..Q).fold(0u64, |rules, d| {
+        rules | (odd_link(g, cell_flags, p, d) as u64) << (3 * d)
+    })
+}
+
 /// The slots of layer `halo` that the odd step of the running cells in the
 /// adjacent layer `edge` writes, as (direction, cell within the layer), in the
 /// order of `write_odd`. The write pattern depends on the flags only (the same

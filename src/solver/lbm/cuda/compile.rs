@@ -118,6 +118,7 @@ mod tests {
             "aa_odd2(",
             "aa_odd4(",
             "aa_boundary(",
+            "aa_boundary_rules(",
             "fields(",
             "stats(",
             "forces(",

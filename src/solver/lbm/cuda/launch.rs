@@ -216,6 +216,8 @@ pub(super) struct Kernels {
     /// (`near_schedule`).
     pub(super) even2_near: CudaFunction,
     pub(super) boundary: CudaFunction,
+    /// The odd step's NEAR cells without interpolated links, by their rules.
+    pub(super) boundary_rules: CudaFunction,
     pub(super) fields: CudaFunction,
     pub(super) average: CudaFunction,
     pub(super) display: CudaFunction,
@@ -414,34 +416,21 @@ impl CudaSolver {
         self.launch_layers_with(layers, self.kparams, false, self.fuse_near)
     }
 
-    /// The current step's boundary list, here and on the device: the odd
-    /// step's is every NEAR cell, the even step's those whose even update is
-    /// not the bulk one.
-    fn step_list(&self) -> (&[u32], &CudaSlice<u32>) {
-        match self.parity() {
-            0 => (&self.even.cells, &self.even.cells_dev),
-            _ => (&self.near, &self.near_dev),
-        }
-    }
-
-    /// `params` with the links of the current step's boundary list (the
-    /// boundary kernels find an entry's q at its place in the list).
-    fn with_step_links(&self, mut params: CudaParams) -> CudaParams {
-        if let (0, Some(q)) = (self.parity(), &self.even.links_dev) {
-            params.link_q = address_halves(q.device_ptr(&self.stream).0);
-        }
-        params
-    }
-
-    /// Entries `a..z` of the current step's boundary list: its NEAR cells
-    /// of `layers`.
-    fn near_entries(&self, layers: &Range<usize>) -> Range<usize> {
+    /// Entries `a..z` of `list`: its NEAR cells of `layers`.
+    fn entries(&self, list: &[u32], layers: &Range<usize>) -> Range<usize> {
         let nxy = (self.grid.size[0] * self.grid.size[1]) as u64;
         let (c0, c1) = (layers.start as u64 * nxy, layers.end as u64 * nxy);
-        let list = self.step_list().0;
         let a = list.partition_point(|&c| (c as u64) < c0);
         let z = list.partition_point(|&c| (c as u64) < c1);
         a..z
+    }
+
+    /// Whether the bulk kernel of the current step over `layers` is the
+    /// `_near` variant of `kernel` (with `fuse`, where it has one and the
+    /// even step lists NEAR cells there).
+    fn fuses_near(&self, kernel: StepKernel, layers: &Range<usize>, fuse: bool) -> bool {
+        fuse && self.kernels.step_near(kernel).is_some()
+            && !self.entries(&self.lists.even.cells, layers).is_empty()
     }
 
     /// The step on `layers` with `params`, from the `WRITE_VELOCITY` module
@@ -457,29 +446,25 @@ impl CudaSolver {
         if layers.is_empty() {
             return Ok(());
         }
-        let near = self.near_entries(&layers);
-        let fused = self.launch_bulk_with(layers, near.clone(), params, leave_velocity, fuse)?;
-        if !fused && !near.is_empty() {
-            self.launch_boundary_with(near, params, leave_velocity)?;
+        let fused = self.launch_bulk_with(layers.clone(), params, leave_velocity, fuse)?;
+        if !fused {
+            self.launch_boundaries(&layers, params, leave_velocity)?;
         }
         Ok(())
     }
 
-    /// The bulk step kernel of the current step over `layers` (whose NEAR
-    /// cells are the entries `near` of the boundary list) with `params`, from
-    /// the `WRITE_VELOCITY` module with `leave_velocity`; with `fuse` its
-    /// `_near` variant where there is one and the layers hold NEAR cells.
-    /// Returns whether it was that variant (which leaves nothing to
-    /// `aa_boundary`).
+    /// The bulk step kernel of the current step over `layers` with `params`,
+    /// from the `WRITE_VELOCITY` module with `leave_velocity`; with `fuse`
+    /// its `_near` variant where there is one and the even step lists NEAR
+    /// cells there. Returns whether it was that variant (which leaves
+    /// nothing to `aa_boundary`).
     fn launch_bulk_with(
         &mut self,
         layers: Range<usize>,
-        near: Range<usize>,
         mut params: CudaParams,
         leave_velocity: bool,
         fuse: bool,
     ) -> Result<bool, SolverError> {
-        params = self.with_step_links(params);
         let nxy = self.grid.size[0] * self.grid.size[1];
         let n = self.grid.cells() as u64;
         let parity = self.parity();
@@ -494,10 +479,15 @@ impl CudaSolver {
             self.odd_quads,
         );
         let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
-        let fused = match fuse && !near.is_empty() {
+        let fused = match self.fuses_near(kernel, &layers, fuse) {
             true => kernels.step_near(kernel),
             false => None,
         };
+        let even = &self.lists.even;
+        let near = self.entries(&even.cells, &layers);
+        if let (Some(_), Some(q)) = (fused, &even.links_dev) {
+            params.link_q = address_halves(q.device_ptr(&self.stream).0);
+        }
         let function = fused.unwrap_or(kernels.step(kernel));
         let mut count = near.len() as u32;
         let mut first = near.start as u32;
@@ -507,7 +497,7 @@ impl CudaSolver {
                 let at = match self.near_schedules.iter().position(|s| s.0 == key) {
                     Some(at) => at,
                     None => {
-                        let order = near_schedule(&cfg, c0, &self.step_list().0[near.clone()]);
+                        let order = near_schedule(&cfg, c0, &even.cells[near.clone()]);
                         let order = self.stream.clone_htod(&order).map_err(dev)?;
                         self.near_schedules.push((key, order));
                         self.near_schedules.len() - 1
@@ -520,7 +510,7 @@ impl CudaSolver {
             None => 0,
         };
         // u32 entries, so `first` entries in.
-        let mut cells = self.step_list().1.device_ptr(&self.stream).0 + 4 * near.start as u64;
+        let mut cells = even.cells_dev.device_ptr(&self.stream).0 + 4 * near.start as u64;
         let (mut n, mut c0, mut c1, mut z0) = (n, c0, c1, layers.start as u32);
         let mut args: Vec<*mut c_void> = vec![
             (&raw mut f).cast(),
@@ -567,9 +557,7 @@ impl CudaSolver {
             self.block,
             self.odd_quads,
         );
-        let fused = self.fuse_near
-            && !self.near_entries(&layers).is_empty()
-            && self.kernels.step_near(kernel).is_some();
+        let fused = self.fuses_near(kernel, &layers, self.fuse_near);
         match (kernel, fused) {
             (StepKernel::Even, _) => "aa_even",
             (StepKernel::Even2, false) => "aa_even2",
@@ -580,37 +568,58 @@ impl CudaSolver {
         }
     }
 
-    /// `aa_boundary` over entries `near` of the boundary list, with `params`,
-    /// from the `WRITE_VELOCITY` module with `leave_velocity` (after the
-    /// bulk kernel of the same step).
-    fn launch_boundary_with(
+    /// The boundary kernel of the current step over the NEAR cells of
+    /// `layers` that its bulk kernel left, with `params`, from the
+    /// `WRITE_VELOCITY` module with `leave_velocity` (after the bulk
+    /// kernel): the even step's `aa_boundary` over its list, the odd step's
+    /// `aa_boundary_rules` over every NEAR cell.
+    fn launch_boundaries(
         &mut self,
-        near: Range<usize>,
-        params: CudaParams,
+        layers: &Range<usize>,
+        mut params: CudaParams,
         leave_velocity: bool,
     ) -> Result<(), SolverError> {
-        let parity = self.parity();
-        let count = near.len() as u32;
+        let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
+        let (function, list, cells) = match self.parity() {
+            0 => {
+                let even = &self.lists.even;
+                if let Some(q) = &even.links_dev {
+                    params.link_q = address_halves(q.device_ptr(&self.stream).0);
+                }
+                (&kernels.boundary, &even.cells, &even.cells_dev)
+            }
+            _ => (&kernels.boundary_rules, &self.near, &self.near_dev),
+        };
+        let near = self.entries(list, layers);
+        if near.is_empty() {
+            return Ok(());
+        }
+        let (mut count, mut first) = (near.len() as u32, near.start as u32);
+        let mut cells = cells.device_ptr(&self.stream).0 + 4 * near.start as u64;
+        let mut rules = self.lists.rules_dev.device_ptr(&self.stream).0 + 8 * near.start as u64;
+        let mut f = self.lattice_ptr();
+        let mut flags = self.flags_dev.device_ptr(&self.stream).0;
+        let mut args: Vec<*mut c_void> = vec![
+            (&raw mut f).cast(),
+            (&raw mut flags).cast(),
+            (&raw mut params).cast(),
+            (&raw mut cells).cast(),
+        ];
+        if self.parity() == 1 {
+            args.push((&raw mut rules).cast());
+        }
+        args.extend([(&raw mut count).cast(), (&raw mut first).cast()]);
         let cfg = LaunchConfig {
             grid_dim: (count.div_ceil(128), 1, 1),
             block_dim: (128, 1, 1),
             shared_mem_bytes: 0,
         };
-        let first = near.start as u32;
-        let params = self.with_step_links(params);
-        let cells = self.step_list().1.device_ptr(&self.stream).0 + 4 * near.start as u64;
-        let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
-        let mut b = self.stream.launch_builder(&kernels.boundary);
-        self.lattice.arg_mut(&mut b);
-        b.arg(&self.flags_dev)
-            .arg(&params)
-            .arg(&parity)
-            .arg(&cells)
-            .arg(&count)
-            .arg(&first);
-        // SAFETY: signature of aa_boundary; `cells` holds `count` cells
-        // from entry `first` of the boundary list.
-        unsafe { b.launch(cfg) }.map_err(dev)?;
+        // SAFETY: aa_boundary takes (f, flags, params, cells, count, first),
+        // aa_boundary_rules (f, flags, params, cells, rules, count, first):
+        // `cells` (and `rules`) hold `count` entries from entry `first` of
+        // the step's list, whose links `params` points at. The argument
+        // values outlive the call, which copies them.
+        unsafe { launch_step_kernel(&self.stream, function, cfg, false, &mut args) }?;
         Ok(())
     }
 
@@ -681,23 +690,16 @@ impl CudaSolver {
                 .stream
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
-            let near = self.near_entries(&owned);
             let overlap = std::mem::replace(&mut self.overlap_steps, false);
-            let result = self.launch_bulk_with(
-                owned.clone(),
-                near.clone(),
-                self.kparams,
-                false,
-                self.fuse_near,
-            );
+            let result = self.launch_bulk_with(owned.clone(), self.kparams, false, self.fuse_near);
             self.overlap_steps = overlap;
             let fused = result?;
             let e1 = self
                 .stream
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
-            if !fused && !near.is_empty() {
-                self.launch_boundary_with(near, self.kparams, false)?;
+            if !fused {
+                self.launch_boundaries(&owned, self.kparams, false)?;
             }
             let e2 = self
                 .stream

@@ -38,6 +38,7 @@ pub use launch::{
 };
 
 use super::lattice::Q;
+use super::boundary::odd_rules as odd_rules_of;
 use super::links::{check as check_links, WallLinks};
 use super::slabs::SlabLattice;
 use crate::solver::{
@@ -96,9 +97,8 @@ pub struct CudaSolver {
     /// q of the interpolated walls' links, 18 per entry of `near`
     /// ([`WallLinks::aligned`]), while there are any.
     links_dev: Option<CudaSlice<f32>>,
-    /// The even step's boundary list: the NEAR cells whose even update is
-    /// not the bulk one (`flags::even_step_differs`), and their links.
-    even: BoundaryList,
+    /// The NEAR cells each step leaves to its boundary kernels.
+    lists: BoundaryLists,
     /// Layers (z) this solver updates; the others are halos of a slab.
     owned: Range<usize>,
     link: Option<SlabLink>,
@@ -148,7 +148,7 @@ pub struct CudaSolver {
     inlets: bool,
 }
 
-/// A step's NEAR cells that the bulk kernels leave to the boundary rules,
+/// A step's NEAR cells that the bulk kernels leave to a boundary kernel,
 /// sorted, here and on the device, with their links' q (18 an entry) while
 /// there are interpolated walls.
 struct BoundaryList {
@@ -157,30 +157,61 @@ struct BoundaryList {
     links_dev: Option<CudaSlice<f32>>,
 }
 
-/// The even step's boundary list and the flags with their bulk bits, for
-/// NEAR cells `near` with the links' q `aligned` (18 an entry of `near`).
-fn even_boundary(
-    grid: &Grid,
-    cell_flags: &[u8],
-    near: &[u32],
-    aligned: Option<&[f32]>,
-) -> (Vec<u32>, Option<Vec<f32>>, Vec<u8>) {
-    let links_of = |k: usize| aligned.map(|q| &q[(Q - 1) * k..(Q - 1) * (k + 1)]);
-    let entries: Vec<usize> = (0..near.len())
-        .filter(|&k| {
-            let linked = links_of(k).is_some_and(|q| q.iter().any(|&v| v != 0.0));
-            flags::even_step_differs(grid, cell_flags, near[k] as usize, linked)
-        })
-        .collect();
-    let cells: Vec<u32> = entries.iter().map(|&k| near[k]).collect();
-    let links = aligned.map(|_| {
-        entries
-            .iter()
-            .flat_map(|&k| links_of(k).expect("aligned").iter().copied())
-            .collect()
-    });
-    let bits = flags::with_bulk_bits(cell_flags, &cells);
-    (cells, links, bits)
+/// The boundary kernels' lists.
+struct BoundaryLists {
+    /// The even step's (`aa_boundary`, or the NEAR blocks of
+    /// `aa_even2_near`): the NEAR cells whose even update is not the bulk
+    /// one (`flags::even_step_differs`).
+    even: BoundaryList,
+    /// The odd step's rules of every NEAR cell (`boundary::odd_rules`), an
+    /// entry of `near` each (`aa_boundary_rules`).
+    rules_dev: CudaSlice<u64>,
+}
+
+impl BoundaryLists {
+    /// The lists, and the flags with their bulk bits, for NEAR cells `near`
+    /// with the links' q `aligned` (18 an entry of `near`).
+    fn new(
+        stream: &Arc<CudaStream>,
+        grid: &Grid,
+        cell_flags: &[u8],
+        near: &[u32],
+        aligned: Option<&[f32]>,
+    ) -> Result<(BoundaryLists, Vec<u8>), SolverError> {
+        use rayon::prelude::*;
+
+        let links_of = |k: usize| aligned.map(|q| &q[(Q - 1) * k..(Q - 1) * (k + 1)]);
+        let entries: Vec<usize> = (0..near.len())
+            .filter(|&k| {
+                let linked = links_of(k).is_some_and(|q| q.iter().any(|&v| v != 0.0));
+                flags::even_step_differs(grid, cell_flags, near[k] as usize, linked)
+            })
+            .collect();
+        let cells: Vec<u32> = entries.iter().map(|&k| near[k]).collect();
+        let links: Option<Vec<f32>> = aligned.map(|_| {
+            entries
+                .iter()
+                .flat_map(|&k| links_of(k).expect("aligned").iter().copied())
+                .collect()
+        });
+        let even = BoundaryList {
+            cells_dev: upload_list(stream, &cells)?,
+            links_dev: links.map(|q| upload_list(stream, &q)).transpose()?,
+            cells,
+        };
+        let rules: Vec<u64> = near
+            .par_iter()
+            .map(|&c| odd_rules_of(grid, cell_flags, c as usize))
+            .collect();
+        let bits = flags::with_bulk_bits(cell_flags, &even.cells);
+        Ok((
+            BoundaryLists {
+                even,
+                rules_dev: upload_list(stream, &rules)?,
+            },
+            bits,
+        ))
+    }
 }
 
 /// A list on the device; cudarc cannot allocate zero elements, so an empty
@@ -243,6 +274,7 @@ impl KernelBuild {
             odd: load("aa_odd")?,
             even2_near: load("aa_even2_near")?,
             boundary: load("aa_boundary")?,
+            boundary_rules: load("aa_boundary_rules")?,
             fields: load("fields")?,
             average: load("average_sample")?,
             display: load("display_fields")?,
@@ -347,13 +379,8 @@ impl CudaSolver {
             .filter(|&c| cell_flags[c] & flags::NEAR != 0)
             .map(|c| c as u32)
             .collect();
-        let (even_cells, _, bits) = even_boundary(&grid, &cell_flags, &near, None);
+        let (lists, bits) = BoundaryLists::new(&stream, &grid, &cell_flags, &near, None)?;
         let flags_dev = stream.clone_htod(&bits).map_err(dev)?;
-        let even = BoundaryList {
-            cells_dev: upload_list(&stream, &even_cells)?,
-            cells: even_cells,
-            links_dev: None,
-        };
         let odd_quads = prefers_odd_quads(
             kernels.odd4.is_some(),
             grid.size[0],
@@ -376,7 +403,7 @@ impl CudaSolver {
             near_dev,
             near,
             links_dev: None,
-            even,
+            lists,
             owned: owned.unwrap_or(0..grid.size[2]),
             link,
             fields_dev: None,
@@ -426,19 +453,17 @@ impl CudaSolver {
             self.kparams = CudaParams::new(&self.grid, &self.params);
         }
         // The cells with links now take the even step's boundary rules too.
-        let (cells, even_links, bits) =
-            even_boundary(&self.grid, &self.flags, &self.near, aligned.as_deref());
+        let (lists, bits) = BoundaryLists::new(
+            &self.stream,
+            &self.grid,
+            &self.flags,
+            &self.near,
+            aligned.as_deref(),
+        )?;
         self.stream
             .memcpy_htod(&bits, &mut self.flags_dev)
             .map_err(dev)?;
-        self.even = BoundaryList {
-            cells_dev: upload_list(&self.stream, &cells)?,
-            cells,
-            links_dev: match even_links {
-                Some(q) => Some(upload_list(&self.stream, &q)?),
-                None => None,
-            },
-        };
+        self.lists = lists;
         self.near_schedules.clear();
         self.initialise()
     }
