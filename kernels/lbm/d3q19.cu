@@ -667,8 +667,9 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
 // first lets the next kernel be launched, then waits until the previous
 // kernel's writes are visible: the next step's launch and block ramp-up hide
 // behind this step's last blocks. (Waiting later, after the flags are read,
-// makes the 16-bit aa_odd2 spill.) aa_boundary, launched plainly, only lets the
-// next one launch.
+// makes the 16-bit aa_odd2 spill.) The boundary kernels after them are
+// dependents too: aa_boundary_rules reads its cell's list entry and flags,
+// which no step writes, before it waits.
 #if __CUDA_ARCH__ >= 900
 #define LET_NEXT_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #define FOLLOW_PREVIOUS_STEP() \
@@ -1123,7 +1124,9 @@ extern "C" __global__ void __launch_bounds__(256, ODD_QUAD_BLOCKS) aa_odd4(store
 // One listed NEAR cell of the even step (an outlet, a cell on a non-periodic
 // face or one with interpolated links: flags::even_step_differs) with all
 // its boundary rules: entry k of `cells`, which starts at entry `first` of
-// the even step's list, whose links p points at.
+// the even step's list, whose links p points at. Updated where they are, by
+// the thread of their pair in aa_even2, these cells cost the sphere twice
+// its even step (BENCHMARKS.md, twenty-third session).
 __device__ __noinline__ void near_cell(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, u32 k, u32 first) {
     const float* link_q = link_list(p);
     const float* q = link_q == nullptr ? nullptr : link_q + (u64)(Q - 1) * (first + k);
@@ -1161,7 +1164,7 @@ __device__ __noinline__ void near_cell(store_t* __restrict__ f, const unsigned c
 #define GRID_CONSTANT
 #endif
 extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, u32 count, u32 first) {
-    LET_NEXT_LAUNCH();
+    FOLLOW_PREVIOUS_STEP();
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
     near_cell(f, flags, p, cells, k, first);
@@ -1226,6 +1229,9 @@ extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rule
     u32 oy[3], oz[3];
     yz_offsets(p, y, z, oy, oz);
     const u32 fl = flags[cc];
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     float v[Q];
     v[0] = ld(f, (u64)cc);
 #pragma unroll

@@ -141,9 +141,10 @@ pub fn with_bulk_bits(flags: &[u8], even_differs: &[u32]) -> Vec<u8> {
             .par_chunks(32)
             .enumerate()
             .map(|(k, chunk)| {
-                chunk.iter().enumerate().fold(0u32, |w, (j, &f)| {
-                    w | (u32::from(bit(32 * k + j, f)) << j)
-                })
+                chunk
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |w, (j, &f)| w | (u32::from(bit(32 * k + j, f)) << j))
             })
             .collect()
     };
@@ -274,6 +275,11 @@ mod tests {
         assert!(even_step_differs(&grid, &flags, grid.index(3, 0, 2), false));
         assert!(even_step_differs(&grid, &flags, grid.index(3, 2, 3), false));
         // x wraps: the first column is bulk-like in the even step.
-        assert!(!even_step_differs(&grid, &flags, grid.index(0, 2, 2), false));
+        assert!(!even_step_differs(
+            &grid,
+            &flags,
+            grid.index(0, 2, 2),
+            false
+        ));
     }
 }

@@ -1142,8 +1142,7 @@ mod tests {
             let s = Scenario::load(&path, &small).unwrap();
             let voxels = s.voxelize();
             let params = s.params(&voxels.slots);
-            let mut solver =
-                CpuSolver::new(s.grid(), voxels.flags, params, s.initial()).unwrap();
+            let mut solver = CpuSolver::new(s.grid(), voxels.flags, params, s.initial()).unwrap();
             linked += voxels.links.cells.len();
             solver.set_links(voxels.links).unwrap();
             let n = solver.grid.cells();

@@ -619,7 +619,7 @@ impl CudaSolver {
         // `cells` (and `rules`) hold `count` entries from entry `first` of
         // the step's list, whose links `params` points at. The argument
         // values outlive the call, which copies them.
-        unsafe { launch_step_kernel(&self.stream, function, cfg, false, &mut args) }?;
+        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, &mut args) }?;
         Ok(())
     }
 
@@ -699,7 +699,10 @@ impl CudaSolver {
                 .record_event(Some(CU_EVENT_DEFAULT))
                 .map_err(dev)?;
             if !fused {
-                self.launch_boundaries(&owned, self.kparams, false)?;
+                let overlap = std::mem::replace(&mut self.overlap_steps, false);
+                let result = self.launch_boundaries(&owned, self.kparams, false);
+                self.overlap_steps = overlap;
+                result?;
             }
             let e2 = self
                 .stream

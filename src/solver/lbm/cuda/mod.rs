@@ -37,8 +37,8 @@ pub use launch::{
     StepKernel, DEFAULT_BLOCK,
 };
 
-use super::lattice::Q;
 use super::boundary::odd_rules as odd_rules_of;
+use super::lattice::Q;
 use super::links::{check as check_links, WallLinks};
 use super::slabs::SlabLattice;
 use crate::solver::{
