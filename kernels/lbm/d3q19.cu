@@ -1291,13 +1291,16 @@ extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rule
 // NEAR_BLOCK set, takes the NEAR cells `cells` (`count` of them, from entry
 // `first` of the boundary list) of its low bits' block, one per thread
 // (launch.rs: near_schedule). Each such block comes right after the bulk
-// block of its first cell, so that the sectors it shares with the cells
-// beside are still in L2. The AA scheme gives each slot one owner per step,
-// so the two parts touch disjoint slots. near_cell is not inlined, so that
-// its registers and stack stay out of the bulk code. The odd step keeps its
-// separate aa_boundary: its NEAR cells' neighbour rules need more registers
-// than the bulk kernels' budget (16-bit: 300 bytes spilled), and fused there
-// they cost more than apart (BENCHMARKS.md, 2026-11-25, twelfth session).
+// block of its last cell, so that the sectors it shares with the cells
+// beside, all of them touched by then, are still in L2 (a block of outlet
+// cells, one a row, spans 128 rows; after the block of its first cell the
+// sphere's even step took 1% longer). The AA scheme gives each slot one
+// owner per step, so the two parts touch disjoint slots. near_cell is not
+// inlined, so that its registers and stack stay out of the bulk code. The
+// odd step keeps a launch of its own (aa_boundary_rules): fused into
+// aa_odd2's launch its rules spilled 364 bytes in 16-bit (the sphere 76 ->
+// 52% of the box) and in FP32 gained on two scenarios and lost on two
+// (BENCHMARKS.md, twenty-third session; the generic rules fused, twelfth).
 #define NEAR_BLOCK 0x80000000u
 extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2_near(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, u64 n, u64 c_begin, u64 c_end, const u32* __restrict__ cells, u32 count, u32 first, const u32* __restrict__ schedule) {
     FOLLOW_PREVIOUS_STEP();

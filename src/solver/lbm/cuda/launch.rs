@@ -286,7 +286,7 @@ pub const NEAR_BLOCK: u32 = 1 << 31;
 /// The order of the blocks of `aa_even2_near`, launched as `aa_even2`'s
 /// `cfg` (step_launch) from cell `c_begin`, with the NEAR cells `near` of its
 /// layers: `aa_even2`'s block indices, and `NEAR_BLOCK | i` for the block of
-/// NEAR cells i·threads.. right after the bulk block of its first cell (the
+/// NEAR cells i·threads.. right after the bulk block of its last cell (the
 /// kernel file says why). One entry per block of the launch.
 pub fn near_schedule(cfg: &LaunchConfig, c_begin: u64, near: &[u32]) -> Vec<u32> {
     let threads = cfg.block_dim.0 as usize;
@@ -296,7 +296,7 @@ pub fn near_schedule(cfg: &LaunchConfig, c_begin: u64, near: &[u32]) -> Vec<u32>
     let mut blocks = near.chunks(threads).enumerate().peekable();
     for b in 0..cfg.grid_dim.0 {
         order.push(b);
-        while let Some((i, _)) = blocks.next_if(|(_, c)| owner(c[0]) <= b) {
+        while let Some((i, _)) = blocks.next_if(|(_, c)| owner(c[c.len() - 1]) <= b) {
             order.push(NEAR_BLOCK | i as u32);
         }
     }
@@ -840,7 +840,7 @@ mod tests {
     }
 
     #[test]
-    fn near_blocks_follow_the_bulk_block_of_their_first_cell() {
+    fn near_blocks_follow_the_bulk_block_of_their_last_cell() {
         for (size, layers) in [
             ([64, 64, 64], 0..64),
             ([64, 64, 64], 8..24),
@@ -874,12 +874,12 @@ mod tests {
                 let i = (s & !NEAR_BLOCK) as usize;
                 assert_eq!(i, next_near);
                 next_near += 1;
-                // Right after the block whose pairs hold its first cell: the
+                // Right after the block whose pairs hold its last cell: the
                 // bulk entry before it is that block.
-                let first = near[i * 128] as u64;
-                let owner = ((first - c_begin) / 2 / 128) as u32;
+                let last = near[(i * 128 + 127).min(near.len() - 1)] as u64;
+                let owner = ((last - c_begin) / 2 / 128) as u32;
                 let before = order[..k].iter().rev().find(|&&s| s & NEAR_BLOCK == 0);
-                assert_eq!(before, Some(&owner), "{size:?} cell {first}");
+                assert_eq!(before, Some(&owner), "{size:?} cell {last}");
             }
             assert_eq!(next_near, near.len().div_ceil(128));
             assert_eq!(next_bulk, cfg.grid_dim.0);
