@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::boundary::{edge_cell, specular_partner, MIRROR};
+use super::boundary::{edge_cell, odd_rules, specular_partner, OddLink, MIRROR};
 use super::lattice::{self, opposite, E, LANES, Q, W};
 use super::links::{self, check as check_links, WallLinks};
 use super::slabs::{Part, SlabLattice, Transfer};
@@ -126,6 +126,14 @@ pub struct CpuSolver {
     params: Params,
     initial: Initial,
     t: u64,
+    /// Where the even step updates a cell as bulk fluid, in runs of lanes:
+    /// bulk fluid, and the NEAR fluid cells whose even update is the bulk
+    /// one (`flags::even_step_differs`).
+    even_bulk: Vec<bool>,
+    /// The running NEAR cells, ascending, with the odd step's rules of each
+    /// (`boundary::odd_rules`, as the CUDA solver's `aa_boundary_rules`
+    /// takes them).
+    near_rules: Vec<(u32, u64)>,
     /// Velocity snapshot (x, y, z planes) of `velocity_change` and its step.
     snapshot: Option<(u64, [Vec<f32>; 3])>,
     /// Layers (z) this solver updates; the others are halos of a slab.
@@ -185,7 +193,15 @@ impl CpuSolver {
             owned,
             averages: None,
             links: WallLinks::default(),
+            even_bulk: Vec::new(),
+            near_rules: Vec::new(),
         };
+        solver.even_bulk = solver.even_bulk();
+        solver.near_rules = (0..solver.grid.cells())
+            .into_par_iter()
+            .filter(|&c| solver.flags[c] & NEAR != 0 && flags::runs(solver.flags[c]))
+            .map(|c| (c as u32, odd_rules(&solver.grid, &solver.flags, c)))
+            .collect();
         solver.initialise();
         Ok(solver)
     }
@@ -194,6 +210,7 @@ impl CpuSolver {
     pub fn set_links(&mut self, links: WallLinks) -> Result<(), SolverError> {
         check_links(&links, &self.flags, self.t)?;
         self.links = links;
+        self.even_bulk = self.even_bulk();
         self.initialise();
         Ok(())
     }
@@ -202,6 +219,24 @@ impl CpuSolver {
         self.f = super::initial_populations(&self.grid, &self.flags, &self.params, &self.initial);
         links::initial_adjust(&self.links, &mut self.f, self.grid.cells());
         self.t = 0;
+    }
+
+    /// [`CpuSolver::even_bulk`] of the flags and links.
+    fn even_bulk(&self) -> Vec<bool> {
+        (0..self.grid.cells())
+            .into_par_iter()
+            .map(|c| {
+                let f = self.flags[c];
+                f == 0
+                    || (CellType::of(f) == CellType::Fluid
+                        && !flags::even_step_differs(
+                            &self.grid,
+                            &self.flags,
+                            c,
+                            self.links.at(c).is_some(),
+                        ))
+            })
+            .collect()
     }
 
     fn lattice(&mut self) -> Lattice {
@@ -282,7 +317,10 @@ impl CpuSolver {
         f
     }
 
-    /// Writes outgoing populations of running cell `c` in the odd-step layout.
+    /// Writes outgoing populations of running cell `c` in the odd-step layout
+    /// (the reference the rules of `odd_by_rules`, which the step uses, are
+    /// tested against).
+    #[cfg(test)]
     #[inline]
     unsafe fn write_odd(&self, lat: Lattice, c: usize, p: [usize; 3], f: &[f32; Q]) {
         let g = &self.grid;
@@ -440,7 +478,7 @@ impl CpuSolver {
             let c = base + x;
             // SAFETY: AA even step touches only the cells' own slots.
             unsafe {
-                if x + LANES <= nx && flags[c..c + LANES].iter().all(|&f| f == 0) {
+                if x + LANES <= nx && self.even_bulk[c..c + LANES].iter().all(|&b| b) {
                     let mut f = [[0.0f32; LANES]; Q];
                     for (i, v) in f.iter_mut().enumerate() {
                         for (l, w) in v.iter_mut().enumerate() {
@@ -571,6 +609,9 @@ impl CpuSolver {
             }
         }
         let base = row * nx;
+        // The row's NEAR cells' rules, in the order the loop meets them.
+        let near = &this.near_rules[this.near_rules.partition_point(|r| (r.0 as usize) < base)..];
+        let mut next_near = 0;
         let mut x = 0;
         while x < nx {
             let c = base + x;
@@ -626,13 +667,96 @@ impl CpuSolver {
                         lat.set(i, at(E[i]), *v);
                     }
                 } else {
-                    let p = [x, y, z];
-                    let mut f = this.read_odd(lat, c, p);
-                    update.apply(fl, &mut f);
-                    this.write_odd(lat, c, p, &f);
+                    while near[next_near].0 as usize != c {
+                        next_near += 1;
+                    }
+                    let rules = near[next_near].1;
+                    this.odd_by_rules(lat, update, c, [x, y, z], rules, &row_start);
                 }
             }
             x += 1;
+        }
+    }
+
+    /// The odd step of running NEAR cell `c` at `p` by its `rules`
+    /// (`boundary::odd_rules`): what `read_odd`, the collision and
+    /// `write_odd` do, bit for bit, with each link's rule decided once
+    /// instead of from its neighbour's flags every step. `row_start` as in
+    /// `odd_row`.
+    ///
+    /// SAFETY: as `odd_row`'s: the slots it touches belong to `c` alone.
+    #[inline(always)]
+    unsafe fn odd_by_rules(
+        &self,
+        lat: Lattice,
+        update: &Update,
+        c: usize,
+        p: [usize; 3],
+        rules: u64,
+        row_start: &[[usize; 3]; 3],
+    ) {
+        let nx = self.grid.size[0];
+        let kind = |d: usize| (rules >> (3 * d)) & 7;
+        // The cell at p + e, wrapped as the row starts are: only links that
+        // stay inside the domain use it.
+        let at = |e: [i32; 3]| -> usize {
+            let xx = (p[0] as isize + e[0] as isize).rem_euclid(nx as isize) as usize;
+            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx
+        };
+        let axis_at = |d: usize| flags::tag(self.flags[at(E[d])]) as usize;
+        let beside = |d: usize, axis: usize| {
+            let mut e = E[d];
+            e[axis] = 0;
+            at(e)
+        };
+        let term = |i: usize, m: usize| 6.0 * W[i] * edot(i, self.wall_velocity(self.flags[m], m));
+        const STREAM: u64 = OddLink::Stream as u64;
+        const BOUNCE: u64 = OddLink::Bounce as u64;
+        const MOVING: u64 = OddLink::Moving as u64;
+        const SPECULAR: u64 = OddLink::Specular as u64;
+        const EDGE: u64 = OddLink::Edge as u64;
+        const FACE: u64 = OddLink::Face as u64;
+        // SAFETY (every access below): the caller's.
+        unsafe {
+            let mut f = [0.0f32; Q];
+            f[0] = lat.get(0, c);
+            for (j, v) in f.iter_mut().enumerate().skip(1) {
+                let d = opposite(j);
+                *v = match kind(d) {
+                    STREAM => lat.get(d, at(E[d])),
+                    SPECULAR => {
+                        let axis = axis_at(d);
+                        lat.get(MIRROR[axis][d], beside(d, axis))
+                    }
+                    MOVING => lat.get(j, c) + term(j, at(E[d])),
+                    EDGE => lat.get(j, c) + term(j, beside(d, axis_at(d))),
+                    _ => lat.get(j, c),
+                };
+            }
+            let q = self.links.at(c);
+            if let Some(q) = q {
+                links::complete_incoming(q, &mut f);
+            }
+            update.apply(self.flags[c], &mut f);
+            lat.set(0, c, f[0]);
+            for i in 1..Q {
+                let o = opposite(i);
+                if kind(o) == FACE {
+                    // Keep a copy for the next step's read "from outside".
+                    lat.set(i, c, f[i]);
+                }
+                match kind(i) {
+                    STREAM => lat.set(i, at(E[i]), f[i]),
+                    SPECULAR => {
+                        let axis = axis_at(i);
+                        lat.set(MIRROR[axis][i], beside(i, axis), f[i]);
+                    }
+                    MOVING => lat.set(o, c, f[i] - term(i, at(E[i]))),
+                    EDGE => lat.set(o, c, f[i] - term(i, beside(i, axis_at(i)))),
+                    BOUNCE => lat.set(o, c, q.map_or(f[i], |q| links::bounced(q[i - 1], &f, i))),
+                    _ => {}
+                }
+            }
         }
     }
 
@@ -1057,74 +1181,33 @@ impl SlabLattice for CpuSolver {
 mod tests {
     use super::*;
     use crate::scenario::Scenario;
-    use crate::solver::lbm::boundary::{odd_rules, OddLink};
 
-    /// The odd step over every running cell by the rules of
-    /// `boundary::odd_rules` and the links' q, as `aa_boundary_rules`
-    /// (kernels/lbm/d3q19.cu) applies them, reading `before` (each slot has one reader and one
-    /// writer, the same cell, so reading a copy is reading in place).
-    fn odd_step_by_rules(s: &CpuSolver, before: &[f32]) -> Vec<f32> {
-        let g = &s.grid;
-        let n = g.cells();
+    /// The odd step over every running cell by `read_odd`, the collision
+    /// and `write_odd`, each link's rule from its neighbour's flags, reading
+    /// `before` (each slot has one reader and one writer, the same cell, so
+    /// reading a copy is reading in place).
+    fn odd_step_by_flags(s: &CpuSolver, before: &[f32]) -> Vec<f32> {
+        let n = s.grid.cells();
         let update = Update::new(&s.params);
+        let mut source = before.to_vec();
         let mut after = before.to_vec();
-        let term = |i: usize, m: usize| 6.0 * W[i] * edot(i, s.wall_velocity(s.flags[m], m));
+        let from = Lattice {
+            ptr: source.as_mut_ptr(),
+            cells: n,
+        };
+        let to = Lattice {
+            ptr: after.as_mut_ptr(),
+            cells: n,
+        };
         for c in 0..n {
             let fl = s.flags[c];
-            if !flags::runs(fl) {
-                continue;
-            }
-            let rules = odd_rules(g, &s.flags, c);
-            let p = g.coords(c);
-            let kind = |d: usize| (rules >> (3 * d)) & 7;
-            let at = |e: [i32; 3]| g.neighbour(p[0], p[1], p[2], e).expect("a cell");
-            let axis_at = |d: usize| flags::tag(s.flags[at(E[d])]) as usize;
-            let beside = |d: usize, axis: usize| {
-                let mut e = E[d];
-                e[axis] = 0;
-                at(e)
-            };
-            let mut v = [0.0f32; Q];
-            v[0] = before[c];
-            for (j, vj) in v.iter_mut().enumerate().skip(1) {
-                let d = opposite(j);
-                let own = before[j * n + c];
-                *vj = match kind(d) {
-                    k if k == OddLink::Stream as u64 => before[d * n + at(E[d])],
-                    k if k == OddLink::Specular as u64 => {
-                        let axis = axis_at(d);
-                        before[MIRROR[axis][d] * n + beside(d, axis)]
-                    }
-                    k if k == OddLink::Moving as u64 => own + term(j, at(E[d])),
-                    k if k == OddLink::Edge as u64 => own + term(j, beside(d, axis_at(d))),
-                    _ => own,
-                };
-            }
-            let q = s.links.at(c);
-            if let Some(q) = q {
-                links::complete_incoming(q, &mut v);
-            }
-            update.apply(fl, &mut v);
-            after[c] = v[0];
-            for i in 1..Q {
-                let o = opposite(i);
-                if kind(o) == OddLink::Face as u64 {
-                    after[i * n + c] = v[i];
-                }
-                match kind(i) {
-                    k if k == OddLink::Stream as u64 => after[i * n + at(E[i])] = v[i],
-                    k if k == OddLink::Specular as u64 => {
-                        let axis = axis_at(i);
-                        after[MIRROR[axis][i] * n + beside(i, axis)] = v[i];
-                    }
-                    k if k == OddLink::Moving as u64 => after[o * n + c] = v[i] - term(i, at(E[i])),
-                    k if k == OddLink::Edge as u64 => {
-                        after[o * n + c] = v[i] - term(i, beside(i, axis_at(i)))
-                    }
-                    k if k == OddLink::Bounce as u64 => {
-                        after[o * n + c] = q.map_or(v[i], |q| links::bounced(q[i - 1], &v, i))
-                    }
-                    _ => {}
+            if flags::runs(fl) {
+                let p = s.grid.coords(c);
+                // SAFETY: both lattices hold Q * n values.
+                unsafe {
+                    let mut f = s.read_odd(from, c, p);
+                    update.apply(fl, &mut f);
+                    s.write_odd(to, c, p, &f);
                 }
             }
         }
@@ -1132,7 +1215,7 @@ mod tests {
     }
 
     #[test]
-    fn the_odd_rules_of_each_cell_step_as_the_odd_step_does() {
+    fn the_odd_step_by_rules_resolved_once_equals_the_odd_step_by_the_flags() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenarios");
         let (mut kinds, mut linked) = ([0usize; 6], 0);
         for name in ["cavity", "cube", "cylinder", "urban", "sphere", "ahmed"] {
@@ -1155,10 +1238,10 @@ mod tests {
                 })
                 .collect();
             solver.set_populations(1, &state).unwrap();
-            let want_state = solver.populations().unwrap();
-            let by_rules = odd_step_by_rules(&solver, &want_state);
+            let before = solver.populations().unwrap();
+            let want = odd_step_by_flags(&solver, &before);
             solver.step(1).unwrap();
-            let want = solver.populations().unwrap();
+            let by_rules = solver.populations().unwrap();
             let differ = (0..Q * n)
                 .filter(|&k| want[k].to_bits() != by_rules[k].to_bits())
                 .count();
