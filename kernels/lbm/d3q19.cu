@@ -764,8 +764,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict
 // wide: half the loads, stores and address arithmetic (16-bit storage is bound
 // by instruction issue), and twice the bytes in flight per thread (FP32 moves
 // closer to the copy bandwidth). Needs n, c_begin and c_end even. A
-// pair whose flags are not both 0 leaves its boundary cell to aa_boundary and
-// takes the other alone.
+// pair whose even bits are not both set leaves its listed cell to the even
+// step's boundary blocks (aa_even2_near, or aa_boundary) and takes the other
+// alone.
 // The populations of one slot of two neighbouring cells, as one aligned access.
 // 16-bit storage works on them in units of 2^-112 (collide_fast<true>).
 #ifdef STORAGE_FP16
@@ -996,7 +997,7 @@ __device__ __forceinline__ float lane_up(float v) { return __shfl_up_sync(0xffff
 // needs nx a multiple of 4. Every slot is read and written as an aligned float4:
 // a slot shifted along x holds three populations of this thread's cells and one
 // of a neighbouring lane's, which the lanes exchange by warp shuffles; only the
-// ends of a warp's run (and of a row, and next to cells left to aa_boundary)
+// ends of a warp's run (and of a row, and next to cells left to aa_boundary_rules)
 // take single accesses. aa_odd2's shifted slots, two single
 // accesses each, kept the odd step at 93% of the copy bandwidth against the
 // even step's 97% (BENCHMARKS.md, eighth session); a pair version with
@@ -1017,7 +1018,7 @@ extern "C" __global__ void __launch_bounds__(256, ODD_QUAD_BLOCKS) aa_odd4(store
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
     // Bit j: cell x + j is bulk fluid. Every cell is collided, but only bulk
-    // cells' results are stored (aa_boundary updates the others): a quad next
+    // cells' results are stored (aa_boundary_rules updates the others): a quad next
     // to a wall costs no more than a bulk one, where updating its bulk cells
     // one by one in odd_cell held up the whole warp (the cavity's rows).
     const u32 m = in ? bulk_bits(flags, n, c, 4) : 0u;
@@ -1172,15 +1173,17 @@ extern "C" __global__ void __launch_bounds__(128) aa_boundary(store_t* __restric
 
 // --- the odd step's rules, resolved on the host -------------------------------
 //
-// The odd step of a listed cell without interpolated links, from its rules:
-// 3 bits a direction d (bits 3d..3d + 3) saying what lies across the link
-// toward x + e_d, resolved on the host from the flags (boundary.rs: OddLink,
-// odd_rules) by read_odd's and write_odd's own tests. Each link then costs
-// what the rule needs and no more: no neighbour's flag byte unless its
-// velocity or face axis is wanted, no 64-bit neighbour search, every load of
-// the cell issued before the collision. aa_boundary, where each link's rule
-// waited on the flag byte of the cell across it, ran at 22% occupancy (128
-// registers) and moved 730-870 bytes a cell (BENCHMARKS.md, twelfth session).
+// The odd step of a NEAR cell from its rules: 3 bits a direction d (bits
+// 3d..3d + 3) saying what lies across the link toward x + e_d, resolved on
+// the host from the flags (boundary.rs: OddLink, odd_rules) by the CPU
+// solver's read_odd and write_odd tests (which the CPU solver's own odd step
+// now also takes from the rules). Each link then costs what the rule needs
+// and no more: no neighbour's flag byte unless its velocity or face axis is
+// wanted, no 64-bit neighbour search, every load of the cell issued before
+// the collision; the links' q complete what arrives and what bounces back.
+// The generic odd path of aa_boundary, where each link's rule waited on the
+// flag byte of the cell across it, ran at 22% occupancy (128 registers) and
+// moved 730-870 bytes a cell (BENCHMARKS.md, twelfth session).
 #define R_STREAM 0u
 #define R_BOUNCE 1u
 #define R_MOVING 2u
@@ -1410,7 +1413,8 @@ extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned 
 // reads (the faces to walls and other solids carry nothing); launched,
 // where there are inlets, before a step whose kernels compiled with
 // WRITE_VELOCITY write the running cells' (the bulk kernels and
-// aa_boundary, which updates every running cell whose flag byte is not 0).
+// the boundary kernels, which update every running cell the bulk kernels
+// leave).
 // Over every cell it took 94 us at 256^3 on the H100, a tenth of a step.
 extern "C" __global__ void velocity_rest(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity) {
     CELL_COORDS

@@ -43,8 +43,6 @@ pub fn specular_partner(
     e: [i32; 3],
     axis: usize,
 ) -> Option<usize> {
-    let mut tangential = e;
-    tangential[axis] = 0;
     let mut normal = [0; 3];
     normal[axis] = e[axis];
     let free_slip = |d: [i32; 3]| {
@@ -54,8 +52,14 @@ pub fn specular_partner(
     if e[axis] == 0 || !free_slip(e) || !free_slip(normal) {
         return None;
     }
+    along_face(g, p, e, axis).filter(|&t| flags::runs(cell_flags[t]))
+}
+
+/// The cell at `p + e` without `e`'s component along `axis`.
+fn along_face(g: &Grid, p: [usize; 3], e: [i32; 3], axis: usize) -> Option<usize> {
+    let mut tangential = e;
+    tangential[axis] = 0;
     g.neighbour(p[0], p[1], p[2], tangential)
-        .filter(|&t| flags::runs(cell_flags[t]))
 }
 
 /// Where a free-slip face meets an inlet or a moving wall, a link that cannot
@@ -70,12 +74,10 @@ pub fn edge_cell(
     e: [i32; 3],
     axis: usize,
 ) -> Option<usize> {
-    let mut tangential = e;
-    tangential[axis] = 0;
-    if tangential == [0; 3] {
+    if (0..3).all(|a| a == axis || e[a] == 0) {
         return None;
     }
-    g.neighbour(p[0], p[1], p[2], tangential).filter(|&t| {
+    along_face(g, p, e, axis).filter(|&t| {
         matches!(
             CellType::of(cell_flags[t]),
             CellType::Inlet | CellType::MovingWall
