@@ -140,14 +140,15 @@ pub fn largest_cube(precision: Precision, free: u64) -> u64 {
     ((free.saturating_sub(RESERVE) as f64 / device_bytes_per_cell(precision)).cbrt()).floor() as u64
 }
 
-/// Device bytes per cell: populations, the flag and the bulk bit.
+/// Device bytes per cell: populations, the flag, the bulk bit and the even
+/// step's bit (`flags::with_bulk_bits`).
 fn device_bytes_per_cell(precision: Precision) -> f64 {
-    precision.bytes_per_cell() as f64 + 0.125
+    precision.bytes_per_cell() as f64 + 0.25
 }
 
-/// Device bytes of the lattice, flags and bulk bits of `cells` cells.
+/// Device bytes of the lattice, flags and both bit arrays of `cells` cells.
 pub(super) fn lattice_bytes(precision: Precision, cells: u64) -> u64 {
-    cells * precision.bytes_per_cell() as u64 + 4 + cells.div_ceil(32) * 4
+    cells * precision.bytes_per_cell() as u64 + 4 + 2 * cells.div_ceil(32) * 4
 }
 
 /// Refuses a grid that would not fit in `free` bytes of device memory, naming the
@@ -206,12 +207,12 @@ mod tests {
         let e = check_fits([2048, 2048, 2048], Precision::Fp32, 80 * gib)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("largest cube that fits is 1033³"), "{e}");
+        assert!(e.contains("largest cube that fits is 1032³"), "{e}");
         let e = check_fits([2048, 2048, 2048], Precision::Fp16, 80 * gib)
             .unwrap_err()
             .to_string();
-        // 39 bytes and a bit per cell.
-        assert!(e.contains("1295³") && e.contains("fp16"), "{e}");
+        // 39 bytes and two bits per cell.
+        assert!(e.contains("1294³") && e.contains("fp16"), "{e}");
         for precision in [Precision::Fp32, Precision::Fp16] {
             let side = largest_cube(precision, 80 * gib) as usize;
             assert!(check_fits([side; 3], precision, 80 * gib).is_ok());

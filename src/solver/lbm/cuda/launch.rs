@@ -216,7 +216,7 @@ pub(super) struct Kernels {
     /// (`near_schedule`).
     pub(super) even2_near: CudaFunction,
     pub(super) boundary: CudaFunction,
-    /// The odd step's NEAR cells without interpolated links, by their rules.
+    /// The odd step's NEAR cells, by their rules (`boundary::odd_rules`).
     pub(super) boundary_rules: CudaFunction,
     pub(super) fields: CudaFunction,
     pub(super) average: CudaFunction,
@@ -435,7 +435,8 @@ impl CudaSolver {
 
     /// The step on `layers` with `params`, from the `WRITE_VELOCITY` module
     /// with `leave_velocity`: one launch of the bulk kernel's `_near` variant
-    /// with `fuse` where it has one, else the bulk kernel, then `aa_boundary`.
+    /// with `fuse` where it has one, else the bulk kernel, then the step's
+    /// boundary kernel (`launch_boundaries`).
     fn launch_layers_with(
         &mut self,
         layers: Range<usize>,
@@ -457,7 +458,7 @@ impl CudaSolver {
     /// from the `WRITE_VELOCITY` module with `leave_velocity`; with `fuse`
     /// its `_near` variant where there is one and the even step lists NEAR
     /// cells there. Returns whether it was that variant (which leaves
-    /// nothing to `aa_boundary`).
+    /// nothing to the boundary kernels).
     fn launch_bulk_with(
         &mut self,
         layers: Range<usize>,
