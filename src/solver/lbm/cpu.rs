@@ -700,8 +700,15 @@ impl CpuSolver {
         // The cell at p + e, wrapped as the row starts are: only links that
         // stay inside the domain use it.
         let at = |e: [i32; 3]| -> usize {
-            let xx = (p[0] as isize + e[0] as isize).rem_euclid(nx as isize) as usize;
-            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx
+            let xx = p[0] as isize + e[0] as isize;
+            let xx = if xx < 0 {
+                xx + nx as isize
+            } else if xx >= nx as isize {
+                xx - nx as isize
+            } else {
+                xx
+            };
+            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
         };
         let axis_at = |d: usize| flags::tag(self.flags[at(E[d])]) as usize;
         let beside = |d: usize, axis: usize| {
