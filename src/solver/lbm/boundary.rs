@@ -96,7 +96,8 @@ pub enum OddLink {
     /// The neighbour runs: slot d of the neighbour, both ways.
     Stream = 0,
     /// A wall (or a free-slip face with no reflection there): the cell's own
-    /// slot opposite(d), both ways.
+    /// slot opposite(d), both ways; interpolated with the link's q where
+    /// it has one (only links toward walls do: `geometry::wall_links`).
     Bounce = 1,
     /// An inlet or a moving wall: bounce-back with its velocity's term.
     Moving = 2,
