@@ -38,6 +38,21 @@ fn neg(e: [i32; 3]) -> [i32; 3] {
     [-e[0], -e[1], -e[2]]
 }
 
+/// The cell at `x + e` of the odd step's row whose neighbouring rows start
+/// at `row_start` (indexed by e_z + 1, e_y + 1), wrapping along x.
+#[inline(always)]
+fn row_cell(row_start: &[[usize; 3]; 3], nx: usize, x: usize, e: [i32; 3]) -> usize {
+    let xx = x as isize + e[0] as isize;
+    let xx = if xx < 0 {
+        xx + nx as isize
+    } else if xx >= nx as isize {
+        xx - nx as isize
+    } else {
+        xx
+    };
+    row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
+}
+
 #[inline(always)]
 fn edot(i: usize, u: [f32; 3]) -> f32 {
     E[i][0] as f32 * u[0] + E[i][1] as f32 * u[1] + E[i][2] as f32 * u[2]
@@ -647,17 +662,7 @@ impl CpuSolver {
                     continue;
                 }
                 if fl & NEAR == 0 {
-                    let at = |e: [i32; 3]| -> usize {
-                        let xx = x as isize + e[0] as isize;
-                        let xx = if xx < 0 {
-                            xx + nx as isize
-                        } else if xx >= nx as isize {
-                            xx - nx as isize
-                        } else {
-                            xx
-                        };
-                        row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
-                    };
+                    let at = |e: [i32; 3]| row_cell(&row_start, nx, x, e);
                     let mut f = [0.0f32; Q];
                     for (j, v) in f.iter_mut().enumerate() {
                         *v = lat.get(opposite(j), at(neg(E[j])));
@@ -699,17 +704,7 @@ impl CpuSolver {
         let kind = |d: usize| (rules >> (3 * d)) & 7;
         // The cell at p + e, wrapped as the row starts are: only links that
         // stay inside the domain use it.
-        let at = |e: [i32; 3]| -> usize {
-            let xx = p[0] as isize + e[0] as isize;
-            let xx = if xx < 0 {
-                xx + nx as isize
-            } else if xx >= nx as isize {
-                xx - nx as isize
-            } else {
-                xx
-            };
-            row_start[(e[2] + 1) as usize][(e[1] + 1) as usize] + xx as usize
-        };
+        let at = |e: [i32; 3]| row_cell(row_start, nx, p[0], e);
         let axis_at = |d: usize| flags::tag(self.flags[at(E[d])]) as usize;
         let beside = |d: usize, axis: usize| {
             let mut e = E[d];
