@@ -132,26 +132,26 @@ pub fn mark_near_cells(grid: &super::Grid, flags: &mut [u8]) {
 /// (`bulk_bits` and `even_bits` in kernels/lbm/d3q19.cu) instead of a flag byte
 /// per cell, which is 1 of the 153 bytes a cell's step would otherwise move.
 /// `even_differs` must hold every NEAR cell whose even update is not the bulk
-/// one ([`even_step_differs`]), ascending.
+/// one ([`even_step_differs`]).
 pub fn with_bulk_bits(flags: &[u8], even_differs: &[u32]) -> Vec<u8> {
     use rayon::prelude::*;
 
-    let words = |bit: &(dyn Fn(usize, u8) -> bool + Sync)| -> Vec<u32> {
+    let words = |bit: fn(u8) -> bool| -> Vec<u32> {
         flags
             .par_chunks(32)
-            .enumerate()
-            .map(|(k, chunk)| {
+            .map(|chunk| {
                 chunk
                     .iter()
                     .enumerate()
-                    .fold(0u32, |w, (j, &f)| w | (u32::from(bit(32 * k + j, f)) << j))
+                    .fold(0u32, |w, (j, &f)| w | (u32::from(bit(f)) << j))
             })
             .collect()
     };
-    let bulk = words(&|_, f| f == 0);
-    let even = words(&|c, f| {
-        CellType::of(f) == CellType::Fluid && even_differs.binary_search(&(c as u32)).is_err()
-    });
+    let bulk = words(|f| f == 0);
+    let mut even = words(|f| CellType::of(f) == CellType::Fluid);
+    for &c in even_differs {
+        even[c as usize / 32] &= !(1 << (c % 32));
+    }
     let mut out = Vec::with_capacity(flags.len().next_multiple_of(4) + 8 * bulk.len());
     out.extend_from_slice(flags);
     out.resize(flags.len().next_multiple_of(4), 0);

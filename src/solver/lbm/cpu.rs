@@ -1041,7 +1041,8 @@ impl Solver for CpuSolver {
         let averages = self.averages.as_ref().map_or(0, |_| {
             2 * crate::solver::average::QUANTITIES * 8 * self.grid.cells()
         });
-        (self.f.len() * 4 + self.flags.len() + averages) as u64
+        let boundary = self.even_bulk.len() + self.near_rules.len() * size_of::<(u32, u64)>();
+        (self.f.len() * 4 + self.flags.len() + boundary + averages) as u64
     }
 
     fn velocity_change(&mut self) -> Result<Option<f64>, SolverError> {
