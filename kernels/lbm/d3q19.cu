@@ -1374,34 +1374,62 @@ __device__ void report(const store_t* f, const unsigned char* flags, const Param
     }
 }
 
+// Density and velocity of a bulk cell (flag byte 0: fluid, every neighbour
+// running, no links), the values `report` gives, read as the step kernels
+// read it: without read_odd's rules per neighbour (three times faster after
+// an odd step) and inlined: `report` compiles to a call, and a kernel that
+// calls it for every cell copies Params and its arrays to the stack (a display
+// frame at 512^3 cost the solver about 13 ms that way, for 3.4 ms of reads).
+__device__ __forceinline__ void bulk_fields(const store_t* __restrict__ f, const Params& p, u32 parity, u64 n, u64 c, int x, int y, int z, float* r) {
+    float v[Q];
+    if (parity == 0u) {
+#pragma unroll
+        for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
+    } else {
+        const u32 nx = p.nx;
+        const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
+        u32 oy[3], oz[3];
+        yz_offsets(p, y, z, oy, oz);
+        const u32 cc = (u32)c;
+#pragma unroll
+        for (int j = 0; j < Q; j++) {
+            const u32 s = cc + ox[1 - CEX(j)] + oy[1 - CEY(j)] + oz[1 - CEZ(j)];
+            v[j] = ld(f + (u64)opposite(j) * n, s);
+        }
+    }
+    fluid_velocity(v, p, &r[0], &r[1]);
+}
+
+// `report` and `cell_fields` out of line, their values returned in
+// registers: kernels that take them for boundary cells only keep their bulk
+// path free of the stack frames (and the tables they fill) these need.
+__device__ __noinline__ float4 report_value(const store_t* f, const unsigned char* flags, const Params& p, u32 parity, u64 n, int x, int y, int z) {
+    float r[4];
+    report(f, flags, p, parity, n, x, y, z, r);
+    return make_float4(r[0], r[1], r[2], r[3]);
+}
+__device__ __noinline__ float4 cell_fields_value(const store_t* f, const unsigned char* flags, const Params& p, u32 parity, u64 n, u64 c, int x, int y, int z) {
+    float r[4];
+    cell_fields(f, flags, p, parity, n, c, x, y, z, r);
+    return make_float4(r[0], r[1], r[2], r[3]);
+}
+
+// A cell's density and velocity as `report` gives them, by the bulk path
+// where its flag byte is 0.
+__device__ __forceinline__ void shown_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, u32 parity, u64 n, u64 c, int x, int y, int z, float* r) {
+    if (flags[c] == 0u) {
+        bulk_fields(f, p, parity, n, c, x, y, z, r);
+    } else {
+        const float4 v = report_value(f, flags, p, parity, n, x, y, z);
+        r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+    }
+}
+
 // rho, ux, uy, uz as four planes of n floats.
-extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, float* __restrict__ out) {
+extern "C" __global__ void fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, float* __restrict__ out) {
     CELL_COORDS
     float r[4];
-    if (flags[c] == 0u) {
-        // A bulk cell (fluid, every neighbour running, no links): incoming
-        // read as the step kernels read it, without read_odd's rules per
-        // neighbour (three times faster after an odd step), the same values.
-        float v[Q];
-        if (parity == 0u) {
-#pragma unroll
-            for (int i = 0; i < Q; i++) v[i] = ld(f, (u64)i * n + c);
-        } else {
-            const u32 nx = p.nx;
-            const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
-            u32 oy[3], oz[3];
-            yz_offsets(p, y, z, oy, oz);
-            const u32 cc = (u32)c;
-#pragma unroll
-            for (int j = 0; j < Q; j++) {
-                const u32 s = cc + ox[1 - CEX(j)] + oy[1 - CEY(j)] + oz[1 - CEZ(j)];
-                v[j] = ld(f + (u64)opposite(j) * n, s);
-            }
-        }
-        fluid_velocity(v, p, &r[0], &r[1]);
-    } else {
-        report(f, flags, p, parity, n, x, y, z, r);
-    }
+    shown_fields(f, flags, p, parity, n, c, x, y, z, r);
     out[c] = r[0];
     out[n + c] = r[1];
     out[2 * n + c] = r[2];
@@ -1431,10 +1459,10 @@ extern "C" __global__ void velocity_rest(const store_t* __restrict__ f, const un
 // update in f64 of the mean and the sum of squared deviations of ux, uy, uz
 // and p - p0 = (rho - 1) / 3; `acc` holds the four planes of means, then the
 // four of sums, n doubles each; `count` is this sample's number (1-based).
-extern "C" __global__ void average_sample(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, double* __restrict__ acc, double count) {
+extern "C" __global__ void average_sample(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, double* __restrict__ acc, double count) {
     CELL_COORDS
     float r[4];
-    report(f, flags, p, parity, n, x, y, z, r);
+    shown_fields(f, flags, p, parity, n, c, x, y, z, r);
     float q[4] = {r[1], r[2], r[3], (1.0f / 3.0f) * (r[0] - 1.0f)};
     for (int k = 0; k < 4; k++) {
         double v = (double)q[k];
@@ -1453,7 +1481,7 @@ extern "C" __global__ void average_sample(const store_t* __restrict__ f, const u
 // (rho, ux, uy, uz) in rows of `pitch` texels, the layout of a 3D texture copy.
 // `unstable` is set where a mean is not finite or its speed² exceeds
 // `max_speed2` (the host's Fields::is_stable, for frames it does not see).
-extern "C" __global__ void display_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable) {
+extern "C" __global__ void display_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable) {
     const u64 m = (u64)mx * my * mz;
     const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= m) return;
@@ -1465,8 +1493,9 @@ extern "C" __global__ void display_fields(const store_t* __restrict__ f, const u
     for (int z = bz * s; z < min((bz + 1) * s, (int)p.nz); z++)
         for (int y = by * s; y < min((by + 1) * s, (int)p.ny); y++)
             for (int x = bx * s; x < min((bx + 1) * s, (int)p.nx); x++) {
+                const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
                 float r[4];
-                report(f, flags, p, parity, n, x, y, z, r);
+                shown_fields(f, flags, p, parity, n, c, x, y, z, r);
                 for (int i = 0; i < 4; i++) sum[i] += r[i];
                 count++;
             }
@@ -1491,7 +1520,7 @@ struct StatsPartial {
     u64 bad_cell;   // first non-finite cell, or ~0
 };
 
-extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 parity, u64 c_begin, u64 c_end, StatsPartial* __restrict__ partials) {
+extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, u64 c_begin, u64 c_end, StatsPartial* __restrict__ partials) {
     __shared__ double s_mass[256], s_mx[256], s_my[256], s_mz[256], s_count[256];
     __shared__ float s_max[256];
     __shared__ u64 s_cell[256], s_bad[256];
@@ -1507,7 +1536,12 @@ extern "C" __global__ void __launch_bounds__(256) stats(const store_t* __restric
         int y = (int)((c / p.nx) % p.ny);
         int z = (int)(c / ((u64)p.nx * p.ny));
         float r[4];
-        cell_fields(f, flags, p, parity, n, c, x, y, z, r);
+        if (fl == 0u) {
+            bulk_fields(f, p, parity, n, c, x, y, z, r);
+        } else {
+            const float4 v = cell_fields_value(f, flags, p, parity, n, c, x, y, z);
+            r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+        }
         float speed = sqrtf(r[1] * r[1] + r[2] * r[2] + r[3] * r[3]);
         if (!(isfinite(r[0]) && isfinite(speed))) { if (c < bad) bad = c; continue; }
         mass += (double)r[0]; mx += (double)r[1]; my += (double)r[2]; mz += (double)r[3]; count += 1.0;

@@ -302,9 +302,10 @@ fn median_rate(solver: &mut dyn Solver, steps: u64, repeats: usize) -> anyhow::R
     Ok(median(rates))
 }
 
+/// The median, NaN for no values (a stream that showed no frame).
 pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Device-to-device copy bandwidth (bytes read + written per second).
