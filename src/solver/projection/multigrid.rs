@@ -790,6 +790,16 @@ mod tests {
         // shapes cut the V-cycles a solve but not its time (the city block
         // in a 256³ grid 6.94 → 7.40 ms a sub-step; BENCHMARKS.md, twenty-
         // second session), so the V-cycle stays as `sweeps` gives it.
+        // The pillars are what is slow: alone 0.191 (the block alone 0.097),
+        // and the V-cycle of their 64³ coarse operator on its own 0.178,
+        // of the 32³ one 0.098: the loss is where the three-cell pillars
+        // dissolve into fractional couplings. Prolonging piecewise constant
+        // wherever one of the eight coarse cells has a fractional coupling
+        // gives 0.155 (from the holder only where it has one, 0.214);
+        // coarse couplings as the open fraction to the power 1.5 or 0.7
+        // give 0.228 and 0.211; coarse operators scaled by 0.9 (an
+        // over-correction at every level) lose the plain case (0.289; CPU,
+        // twenty-fourth session).
         let n = 128;
         let cases = [
             ("walls", vec![true; n * n * n], [[Face::Wall; 2]; 3], 0.1),
