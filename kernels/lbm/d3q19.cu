@@ -82,7 +82,8 @@ struct Params {
     u32 near_count;
     u32 near_lo, near_hi, link_lo, link_hi;
     // Where kernels compiled with WRITE_VELOCITY, and velocity_rest, leave
-    // the velocity (three planes of n floats), in 32-bit halves as above.
+    // the velocity (three planes of n floats), in 32-bit halves as above;
+    // bit 0 set (the address is aligned): the density too, in a fourth.
     u32 velocity_lo, velocity_hi;
 };
 
@@ -93,7 +94,10 @@ __device__ __forceinline__ const float* link_list(const Params& p) {
     return (const float*)(((u64)p.link_hi << 32) | p.link_lo);
 }
 __device__ __forceinline__ float* velocity_planes(const Params& p) {
-    return (float*)(((u64)p.velocity_hi << 32) | p.velocity_lo);
+    return (float*)((((u64)p.velocity_hi << 32) | p.velocity_lo) & ~1ull);
+}
+__device__ __forceinline__ bool leaves_density(const Params& p) {
+    return (p.velocity_lo & 1u) != 0u;
 }
 
 __constant__ int EX[Q] = {0, 1, -1, 0, 0, 0, 0, 1, -1, 1, -1, 0, 0, 1, -1, 1, -1, 0, 0};
@@ -691,7 +695,8 @@ __device__ void read_odd(const store_t* f, const unsigned char* flags, const Par
 // of the state they read, as `fields` reports it, at velocity_planes(p), and
 // `velocity_rest` leaves the other cells' before the step. The contaminant
 // then needs no pass of its own over the populations (`fields` after an odd
-// step costs half a step).
+// step costs half a step). A display frame taken after such a step
+// (display_planes) reads the density as well, from a fourth plane.
 #ifdef WRITE_VELOCITY
 __device__ __forceinline__ void put_velocity(const Params& p, u64 n, u64 c, const float* v) {
     float rho, u[3];
@@ -700,6 +705,7 @@ __device__ __forceinline__ void put_velocity(const Params& p, u64 n, u64 c, cons
     out[c] = u[0];
     out[n + c] = u[1];
     out[2 * n + c] = u[2];
+    if (leaves_density(p)) out[3 * n + c] = rho;
 }
 // Cells c and c + 1's, one float2 store a plane where the planes are 8-byte
 // aligned there (always in the pair kernels, whose c and n are even and
@@ -709,14 +715,20 @@ __device__ __forceinline__ void put_velocity_pair(const Params& p, u64 n, u64 c,
     fluid_velocity(a, p, &ra, ua);
     fluid_velocity(b, p, &rb, ub);
     float* out = velocity_planes(p);
+    const bool density = leaves_density(p);
     if ((((u64)out | (c * 4) | (n * 4)) & 7) == 0) {
 #pragma unroll
         for (int k = 0; k < 3; k++) *reinterpret_cast<float2*>(out + k * n + c) = make_float2(ua[k], ub[k]);
+        if (density) *reinterpret_cast<float2*>(out + 3 * n + c) = make_float2(ra, rb);
     } else {
 #pragma unroll
         for (int k = 0; k < 3; k++) {
             out[k * n + c] = ua[k];
             out[k * n + c + 1] = ub[k];
+        }
+        if (density) {
+            out[3 * n + c] = ra;
+            out[3 * n + c + 1] = rb;
         }
     }
 }
@@ -729,6 +741,7 @@ __device__ __forceinline__ void put_near_velocity(const Params& p, u32 fl, u64 n
         out[c] = jx / rho;
         out[n + c] = jy / rho;
         out[2 * n + c] = jz / rho;
+        if (leaves_density(p)) out[3 * n + c] = 1.0f;
     } else {
         put_velocity(p, n, c, v);
     }
@@ -1453,6 +1466,7 @@ extern "C" __global__ void velocity_rest(const store_t* __restrict__ f, const un
     out[c] = r[1];
     out[n + c] = r[2];
     out[2 * n + c] = r[3];
+    if (leaves_density(p)) out[3 * n + c] = r[0];
 }
 
 // Adds the current state to the time averages (solver/average.rs): Welford's
@@ -1496,6 +1510,83 @@ extern "C" __global__ void display_fields(const store_t* __restrict__ f, const u
                 const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
                 float r[4];
                 shown_fields(f, flags, p, parity, n, c, x, y, z, r);
+                for (int i = 0; i < 4; i++) sum[i] += r[i];
+                count++;
+            }
+    const float cf = (float)count;
+    float mean[4];
+    for (int i = 0; i < 4; i++) {
+        mean[i] = sum[i] / cf;
+        out[(u64)i * m + k] = mean[i];
+    }
+    if (texels) texels[((u64)bz * my + by) * pitch + bx] = make_float4(mean[0], mean[1], mean[2], mean[3]);
+    const float s2 = mean[1] * mean[1] + mean[2] * mean[2] + mean[3] * mean[3];
+    if (!(isfinite(mean[0]) && s2 <= max_speed2)) atomicOr(unstable, 1u);
+}
+
+// What `report` gives for the state a step read, from the fields it left
+// (display_planes): planes of n floats ux, uy, uz, rho for the cells that
+// run; the other cells' values need no lattice.
+__device__ __noinline__ float4 left_report(const float* planes, const unsigned char* flags, const Params& p, u64 n, int x, int y, int z) {
+    u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
+    u32 fl = flags[c];
+    int flat = -1;
+    if ((fl & TYPE_MASK) == T_FREESLIP) {
+        const int axis = (int)TAG(fl);
+        const int ex = axis == 0 ? (x == 0 ? 1 : -1) : 0;
+        const int ey = axis == 1 ? (y == 0 ? 1 : -1) : 0;
+        const int ez = axis == 2 ? (z == 0 ? 1 : -1) : 0;
+        const long long m = neighbour(p, x, y, z, ex, ey, ez);
+        if (m < 0 || !runs(flags[m])) return make_float4(1.0f, 0.0f, 0.0f, 0.0f);
+        c = (u64)m;
+        fl = flags[m];
+        flat = axis;
+    }
+    float r[4];
+    if (!runs(fl)) {
+        r[0] = 1.0f;
+        const u32 t = fl & TYPE_MASK;
+        if (t == T_MOVING || t == T_INLET) wall_velocity(p, (int)TAG(fl), (long long)c, r + 1);
+        else { r[1] = 0.0f; r[2] = 0.0f; r[3] = 0.0f; }
+    } else {
+        r[0] = planes[3 * n + c];
+        r[1] = planes[c];
+        r[2] = planes[n + c];
+        r[3] = planes[2 * n + c];
+    }
+    if (flat == 0) r[1] = 0.0f;
+    if (flat == 1) r[2] = 0.0f;
+    if (flat == 2) r[3] = 0.0f;
+    return make_float4(r[0], r[1], r[2], r[3]);
+}
+
+// A display frame as display_fields makes it, of the state the last step
+// read, from the fields that step left in `planes` (see left_report): 16
+// bytes a cell written by the step and read here, where display_fields reads
+// the lattice (76 bytes a cell in FP32).
+extern "C" __global__ void display_planes(const float* __restrict__ planes, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable) {
+    const u64 m = (u64)mx * my * mz;
+    const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= m) return;
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    const int bx = (int)(k % mx), by = (int)((k / mx) % my), bz = (int)(k / ((u64)mx * my));
+    const int s = (int)stride;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    u32 count = 0;
+    for (int z = bz * s; z < min((bz + 1) * s, (int)p.nz); z++)
+        for (int y = by * s; y < min((by + 1) * s, (int)p.ny); y++)
+            for (int x = bx * s; x < min((bx + 1) * s, (int)p.nx); x++) {
+                const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
+                float r[4];
+                if (flags[c] == 0u) {
+                    r[0] = planes[3 * n + c];
+                    r[1] = planes[c];
+                    r[2] = planes[n + c];
+                    r[3] = planes[2 * n + c];
+                } else {
+                    const float4 v = left_report(planes, flags, p, n, x, y, z);
+                    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+                }
                 for (int i = 0; i < 4; i++) sum[i] += r[i];
                 count++;
             }

@@ -364,7 +364,15 @@ impl Session {
         let began = Instant::now();
         self.timing.other += began.duration_since(self.looped).as_secs_f64();
         let overlapped = self.engine.publisher.copying;
-        let mut result = self.engine.solver.enqueue(n).map_err(SessionError::from);
+        // A running chunk is followed by a display frame (unless the last one
+        // is still untaken): its last step may leave what the frame needs.
+        let framed = self.running && !self.engine.publisher.mean;
+        let mut result = if framed {
+            self.engine.solver.enqueue_for_display(n)
+        } else {
+            self.engine.solver.enqueue(n)
+        }
+        .map_err(SessionError::from);
         // While the GPU steps: hand over the frame begun after the last
         // chunk, waiting here for its copy (which overlaps these steps).
         if result.is_ok() {

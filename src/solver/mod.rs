@@ -557,6 +557,14 @@ pub trait Solver: Send {
 
     /// Waits for the display frames under way, copies the newest into `out`
     /// (reusing its vectors) and returns its step; older ones are dropped.
+    /// Queues `n` steps after which a display frame will be begun
+    /// ([`Solver::begin_display`]): a solver may have the last of them leave
+    /// what the frame needs, and that frame then shows the state the last
+    /// step started from. The default queues plain steps.
+    fn enqueue_for_display(&mut self, n: u64) -> Result<(), SolverError> {
+        self.enqueue(n)
+    }
+
     fn take_display(&mut self, _out: &mut Fields) -> Result<Option<TakenFrame>, SolverError> {
         Ok(None)
     }

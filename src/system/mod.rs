@@ -111,6 +111,10 @@ pub struct Tuning {
     /// cells next to walls, inlets and outlets in a launch of its own after
     /// the bulk kernel instead of in the bulk kernel's launch.
     pub fuse_near: bool,
+    /// `FLOWSCOPE_STEP_FRAMES=1`: while a session runs, the LBM's CUDA step
+    /// before each display frame leaves the fields it reads, and the frame
+    /// is averaged from them instead of from the lattice (`display_planes`).
+    pub step_frames: bool,
 }
 
 impl Default for Tuning {
@@ -123,6 +127,7 @@ impl Default for Tuning {
             portable_simd: false,
             cuda_graphs: true,
             fuse_near: true,
+            step_frames: false,
         }
     }
 }
@@ -144,6 +149,7 @@ impl Tuning {
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
+            step_frames: text("FLOWSCOPE_STEP_FRAMES").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -164,6 +170,7 @@ mod tests {
                     "FLOWSCOPE_PORTABLE_SIMD" => "1",
                     "FLOWSCOPE_NO_GRAPHS" => "1",
                     "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
+                    "FLOWSCOPE_STEP_FRAMES" => "1",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -173,6 +180,7 @@ mod tests {
         assert!(!t.overlap_steps);
         assert!(!t.cuda_graphs);
         assert!(!t.fuse_near);
+        assert!(t.step_frames);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);

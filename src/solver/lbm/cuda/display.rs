@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtrMut, PinnedHostSlice,
+};
 
 use super::{dev, fill_nan, CudaSolver, LaunchConfig, PushKernelArg};
 use crate::solver::display::{self, SharedFrame, SharedLease};
@@ -257,6 +259,11 @@ impl CudaSolver {
         }
         let parity = self.parity();
         let fill = self.reduction_config();
+        // The fields the last step left, if it left them for this frame.
+        let left = self
+            .planes_left
+            .take()
+            .filter(|&s| s + 1 == self.t && self.frame_planes.is_some());
         let d = self.display.as_mut().expect("made above");
         let count = d.slots.len();
         let slot = &mut d.slots[d.next];
@@ -282,28 +289,49 @@ impl CudaSolver {
         slot.host_copy = host || texels == 0;
         self.stream.memset_zeros(&mut slot.unstable).map_err(dev)?;
         let max_speed2 = MAX_STABLE_SPEED * MAX_STABLE_SPEED;
-        let mut b = self.stream.launch_builder(&self.kernels.display);
-        self.lattice.arg(&mut b);
-        b.arg(&self.flags_dev)
-            .arg(&self.kparams)
-            .arg(&parity)
-            .arg(&stride32)
-            .arg(&mx)
-            .arg(&my)
-            .arg(&mz)
-            .arg(&mut slot.device)
-            .arg(&texels)
-            .arg(&pitch)
-            .arg(&max_speed2)
-            .arg(&mut slot.unstable);
-        // SAFETY: signature of `display_fields`; `device` holds 4 m floats,
-        // `texels` (unless null) my·mz rows of `pitch` float4s.
         let cfg = LaunchConfig {
             grid_dim: ((m as u32).div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        unsafe { b.launch(cfg) }.map_err(dev)?;
+        if let (Some(_), Some(planes)) = (left, &self.frame_planes) {
+            let mut b = self.stream.launch_builder(&self.kernels.display_planes);
+            b.arg(planes)
+                .arg(&self.flags_dev)
+                .arg(&self.kparams)
+                .arg(&stride32)
+                .arg(&mx)
+                .arg(&my)
+                .arg(&mz)
+                .arg(&mut slot.device)
+                .arg(&texels)
+                .arg(&pitch)
+                .arg(&max_speed2)
+                .arg(&mut slot.unstable);
+            // SAFETY: signature of `display_planes`; `planes` holds 4n
+            // floats, `device` 4 m, `texels` (unless null) my·mz rows of
+            // `pitch` float4s.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+            self.frames_from_planes += 1;
+        } else {
+            let mut b = self.stream.launch_builder(&self.kernels.display);
+            self.lattice.arg(&mut b);
+            b.arg(&self.flags_dev)
+                .arg(&self.kparams)
+                .arg(&parity)
+                .arg(&stride32)
+                .arg(&mx)
+                .arg(&my)
+                .arg(&mz)
+                .arg(&mut slot.device)
+                .arg(&texels)
+                .arg(&pitch)
+                .arg(&max_speed2)
+                .arg(&mut slot.unstable);
+            // SAFETY: signature of `display_fields`; `device` holds 4 m
+            // floats, `texels` (unless null) my·mz rows of `pitch` float4s.
+            unsafe { b.launch(cfg) }.map_err(dev)?;
+        }
         slot.computed.record(&self.stream).map_err(dev)?;
         d.copy.wait(&slot.computed).map_err(dev)?;
         if slot.host_copy {
@@ -315,8 +343,60 @@ impl CudaSolver {
             .memcpy_dtoh(&slot.unstable, &mut slot.unstable_host)
             .map_err(dev)?;
         slot.copied.record(&d.copy).map_err(dev)?;
-        slot.step = Some(self.t);
+        slot.step = Some(left.unwrap_or(self.t));
         Ok(true)
+    }
+
+    /// Turns the display frames from the fields a step leaves on or off
+    /// ([`Tuning::step_frames`](crate::system::Tuning)); the previous setting.
+    pub fn set_step_frames(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.step_frames, on)
+    }
+
+    /// `n` steps, the last of which also leaves the fields of the state it
+    /// reads in `frame_planes` for the display frame begun next, where that
+    /// is on ([`Tuning::step_frames`](crate::system::Tuning)) and the GPU
+    /// has room for them; else plain steps.
+    pub(super) fn enqueue_leaving_fields(&mut self, n: u64) -> Result<(), SolverError> {
+        use crate::solver::Solver;
+        if !self.step_frames || n == 0 || self.link.is_some() {
+            return self.enqueue(n);
+        }
+        if self.frame_planes.is_none() {
+            let bytes = 16 * self.grid.cells() as u64;
+            // Room for them and as much again: other buffers (time averages,
+            // a larger display) should not fail for the sake of these.
+            let free = self.ctx.mem_get_info().map_or(0, |(free, _)| free as u64);
+            let planes = if free >= 2 * bytes {
+                self.stream.alloc_zeros::<f32>(4 * self.grid.cells()).ok()
+            } else {
+                None
+            };
+            match planes {
+                Some(p) => self.frame_planes = Some(p),
+                None => {
+                    eprintln!(
+                        "display frames read the lattice: no room on the GPU for the {} of \
+                         fields a step would leave for them",
+                        human_bytes(bytes)
+                    );
+                    self.step_frames = false;
+                    return self.enqueue(n);
+                }
+            }
+        }
+        self.enqueue(n - 1)?;
+        let mut planes = self.frame_planes.take().expect("allocated above");
+        let stream = self.stream.clone();
+        // Bit 0 of the address: the density as well (velocity_planes).
+        let (address, guard) = planes.device_ptr_mut(&stream);
+        let launched = self.launch_step_leaving_velocity(address | 1);
+        drop(guard);
+        self.frame_planes = Some(planes);
+        launched?;
+        self.sample_if_due()?;
+        self.planes_left = Some(self.t - 1);
+        Ok(())
     }
 
     pub(super) fn take_display_frame(

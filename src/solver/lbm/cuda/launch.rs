@@ -221,6 +221,8 @@ pub(super) struct Kernels {
     pub(super) fields: CudaFunction,
     pub(super) average: CudaFunction,
     pub(super) display: CudaFunction,
+    /// The display frame from the fields a step left (`enqueue_leaving_fields`).
+    pub(super) display_planes: CudaFunction,
     pub(super) stats: CudaFunction,
     pub(super) forces: CudaFunction,
     pub(super) init_uniform: CudaFunction,
@@ -642,7 +644,8 @@ impl CudaSolver {
 
     /// One step that also leaves the velocity of the state it starts from
     /// at the device address `planes` (three planes of n floats, as `fields`
-    /// reports it) in the cells that run and the inlets: `velocity_rest`
+    /// reports it; with bit 0 of the address set, the density too, in a
+    /// fourth) in the cells that run and the inlets: `velocity_rest`
     /// writes the inlets', before the step, and the step kernels, compiled
     /// with `WRITE_VELOCITY`, the others as they read them.
     pub(super) fn launch_step_leaving_velocity(&mut self, planes: u64) -> Result<(), SolverError> {
@@ -656,8 +659,9 @@ impl CudaSolver {
             self.lattice.arg(&mut b);
             b.arg(&self.flags_dev).arg(&params).arg(&parity);
             // SAFETY: velocity_rest(const store_t*, const u8*, Params, u32);
-            // the grid covers the lattice, and `planes` holds 3n floats (the
-            // caller's word, Solver::enqueue_leaving_velocity).
+            // the grid covers the lattice, and `planes` holds 3n floats, 4n
+            // with bit 0 set (the callers' word: Solver::enqueue_leaving_velocity,
+            // enqueue_leaving_fields).
             unsafe { b.launch(cfg) }.map_err(dev)?;
         }
         self.launch_layers_with(self.owned.clone(), params, true, self.fuse_near)?;

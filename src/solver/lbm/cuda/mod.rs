@@ -104,6 +104,17 @@ pub struct CudaSolver {
     link: Option<SlabLink>,
     fields_dev: Option<CudaSlice<f32>>,
     display: Option<Display>,
+    /// [`Tuning::step_frames`]: running chunks end with a step that leaves
+    /// its fields in `frame_planes` for the display frame begun after it
+    /// (off again where there was no memory for them).
+    step_frames: bool,
+    /// ux, uy, uz, ρ of the state a step read (4n floats), once needed.
+    frame_planes: Option<CudaSlice<f32>>,
+    /// The step whose fields `frame_planes` hold, until the state changes
+    /// another way than by that step.
+    planes_left: Option<u64>,
+    /// Display frames made from `frame_planes` (for the check).
+    pub frames_from_planes: u64,
     /// This GPU's UUID once a graphics device on it asked for shared display
     /// frames ([`Solver::share_display`]).
     share: Option<[u8; 16]>,
@@ -278,6 +289,7 @@ impl KernelBuild {
             fields: load("fields")?,
             average: load("average_sample")?,
             display: load("display_fields")?,
+            display_planes: load("display_planes")?,
             stats: load("stats")?,
             forces: load("forces")?,
             init_uniform: load("init_uniform")?,
@@ -408,6 +420,10 @@ impl CudaSolver {
             link,
             fields_dev: None,
             display: None,
+            step_frames: tuning.step_frames,
+            frame_planes: None,
+            planes_left: None,
+            frames_from_planes: 0,
             share: None,
             snapshot_dev: None,
             averages: None,
@@ -451,6 +467,7 @@ impl CudaSolver {
         } else {
             self.links_dev = None;
             self.kparams = CudaParams::new(&self.grid, &self.params);
+            self.planes_left = None;
         }
         // The cells with links now take the even step's boundary rules too.
         let (lists, bits) = BoundaryLists::new(
@@ -540,6 +557,7 @@ impl CudaSolver {
             self.stream.synchronize().map_err(dev)?;
         }
         self.t = 0;
+        self.planes_left = None;
         Ok(())
     }
 
@@ -662,6 +680,7 @@ impl Solver for CudaSolver {
             self.build = build;
         }
         self.kparams = CudaParams::new(&self.grid, &params).with_links_of(&self.kparams);
+        self.planes_left = None;
         self.params = params;
         Ok(())
     }
@@ -672,6 +691,7 @@ impl Solver for CudaSolver {
     }
 
     fn enqueue(&mut self, n: u64) -> Result<(), SolverError> {
+        self.planes_left = None;
         let mut left = n;
         while left > 0 {
             let chunk = match &self.averages {
@@ -742,6 +762,10 @@ impl Solver for CudaSolver {
 
     fn begin_display(&mut self, stride: usize, host: bool) -> Result<bool, SolverError> {
         self.begin_display_frame(stride, host)
+    }
+
+    fn enqueue_for_display(&mut self, n: u64) -> Result<(), SolverError> {
+        self.enqueue_leaving_fields(n)
     }
 
     fn take_display(&mut self, out: &mut Fields) -> Result<Option<TakenFrame>, SolverError> {
@@ -912,6 +936,7 @@ impl Solver for CudaSolver {
         self.drop_display_frames()?;
         self.upload(populations)?;
         self.t = step;
+        self.planes_left = None;
         // Averages of another history do not continue on this one.
         self.averages = None;
         Ok(())
@@ -941,6 +966,7 @@ impl Solver for CudaSolver {
         if self.link.is_some() {
             return Ok(false);
         }
+        self.planes_left = None;
         if planes.len() < 3 * self.grid.cells() {
             return Err(SolverError::Device(format!(
                 "{} floats for the velocity of {} cells",
@@ -969,6 +995,7 @@ impl Solver for CudaSolver {
             .map_or(0, |_| 2 * average::QUANTITIES as u64 * 8 * n);
         lattice_bytes(self.precision, n)
             + self.fields_dev.as_ref().map_or(0, |_| 16 * n)
+            + self.frame_planes.as_ref().map_or(0, |_| 16 * n)
             + display
             + averages
     }
