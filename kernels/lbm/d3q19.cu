@@ -1488,18 +1488,19 @@ extern "C" __global__ void average_sample(const store_t* __restrict__ f, const u
     }
 }
 
-// A display frame: the mean of `report` over blocks of stride^3 cells (partial
-// at the far faces), as four planes of mx*my*mz floats, one thread per block.
-// The sum runs x fastest in FP32, as display.rs: downsample_fields does.
-// Block means into planes `out`, and (unless null) into `texels`: float4
-// (rho, ux, uy, uz) in rows of `pitch` texels, the layout of a 3D texture copy.
-// `unstable` is set where a mean is not finite or its speed² exceeds
-// `max_speed2` (the host's Fields::is_stable, for frames it does not see).
-extern "C" __global__ void display_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable) {
+// A display frame: the mean of `value` (a cell's rho, ux, uy, uz) over blocks
+// of stride^3 cells (partial at the far faces), as four planes of mx*my*mz
+// floats, one thread per block. The sum runs x fastest in FP32, as
+// display.rs: downsample_fields does. Block means into planes `out`, and
+// (unless null) into `texels`: float4 (rho, ux, uy, uz) in rows of `pitch`
+// texels, the layout of a 3D texture copy. `unstable` is set where a mean is
+// not finite or its speed² exceeds `max_speed2` (the host's
+// Fields::is_stable, for frames it does not see).
+template <typename Value>
+__device__ __forceinline__ void block_means(const Params& p, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable, Value value) {
     const u64 m = (u64)mx * my * mz;
     const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= m) return;
-    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const int bx = (int)(k % mx), by = (int)((k / mx) % my), bz = (int)(k / ((u64)mx * my));
     const int s = (int)stride;
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1509,7 +1510,7 @@ extern "C" __global__ void display_fields(const store_t* __restrict__ f, const u
             for (int x = bx * s; x < min((bx + 1) * s, (int)p.nx); x++) {
                 const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
                 float r[4];
-                shown_fields(f, flags, p, parity, n, c, x, y, z, r);
+                value(c, x, y, z, r);
                 for (int i = 0; i < 4; i++) sum[i] += r[i];
                 count++;
             }
@@ -1522,6 +1523,14 @@ extern "C" __global__ void display_fields(const store_t* __restrict__ f, const u
     if (texels) texels[((u64)bz * my + by) * pitch + bx] = make_float4(mean[0], mean[1], mean[2], mean[3]);
     const float s2 = mean[1] * mean[1] + mean[2] * mean[2] + mean[3] * mean[3];
     if (!(isfinite(mean[0]) && s2 <= max_speed2)) atomicOr(unstable, 1u);
+}
+
+// A display frame of `report` over the lattice.
+extern "C" __global__ void display_fields(const store_t* __restrict__ f, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 parity, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable) {
+    const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
+    block_means(p, stride, mx, my, mz, out, texels, pitch, max_speed2, unstable, [&](u64 c, int x, int y, int z, float* r) {
+        shown_fields(f, flags, p, parity, n, c, x, y, z, r);
+    });
 }
 
 // What `report` gives for the state a step read, from the fields it left
@@ -1565,40 +1574,18 @@ __device__ __noinline__ float4 left_report(const float* planes, const unsigned c
 // bytes a cell written by the step and read here, where display_fields reads
 // the lattice (76 bytes a cell in FP32).
 extern "C" __global__ void display_planes(const float* __restrict__ planes, const unsigned char* __restrict__ flags, const __grid_constant__ Params p, u32 stride, u32 mx, u32 my, u32 mz, float* __restrict__ out, float4* __restrict__ texels, u64 pitch, float max_speed2, u32* __restrict__ unstable) {
-    const u64 m = (u64)mx * my * mz;
-    const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= m) return;
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
-    const int bx = (int)(k % mx), by = (int)((k / mx) % my), bz = (int)(k / ((u64)mx * my));
-    const int s = (int)stride;
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    u32 count = 0;
-    for (int z = bz * s; z < min((bz + 1) * s, (int)p.nz); z++)
-        for (int y = by * s; y < min((by + 1) * s, (int)p.ny); y++)
-            for (int x = bx * s; x < min((bx + 1) * s, (int)p.nx); x++) {
-                const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
-                float r[4];
-                if (flags[c] == 0u) {
-                    r[0] = planes[3 * n + c];
-                    r[1] = planes[c];
-                    r[2] = planes[n + c];
-                    r[3] = planes[2 * n + c];
-                } else {
-                    const float4 v = left_report(planes, flags, p, n, x, y, z);
-                    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
-                }
-                for (int i = 0; i < 4; i++) sum[i] += r[i];
-                count++;
-            }
-    const float cf = (float)count;
-    float mean[4];
-    for (int i = 0; i < 4; i++) {
-        mean[i] = sum[i] / cf;
-        out[(u64)i * m + k] = mean[i];
-    }
-    if (texels) texels[((u64)bz * my + by) * pitch + bx] = make_float4(mean[0], mean[1], mean[2], mean[3]);
-    const float s2 = mean[1] * mean[1] + mean[2] * mean[2] + mean[3] * mean[3];
-    if (!(isfinite(mean[0]) && s2 <= max_speed2)) atomicOr(unstable, 1u);
+    block_means(p, stride, mx, my, mz, out, texels, pitch, max_speed2, unstable, [&](u64 c, int x, int y, int z, float* r) {
+        if (flags[c] == 0u) {
+            r[0] = planes[3 * n + c];
+            r[1] = planes[c];
+            r[2] = planes[n + c];
+            r[3] = planes[2 * n + c];
+        } else {
+            const float4 v = left_report(planes, flags, p, n, x, y, z);
+            r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+        }
+    });
 }
 
 // Per-block partial statistics over running cells in [c_begin, c_end); blocks

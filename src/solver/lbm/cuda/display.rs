@@ -294,43 +294,38 @@ impl CudaSolver {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        if let (Some(_), Some(planes)) = (left, &self.frame_planes) {
-            let mut b = self.stream.launch_builder(&self.kernels.display_planes);
-            b.arg(planes)
-                .arg(&self.flags_dev)
-                .arg(&self.kparams)
-                .arg(&stride32)
-                .arg(&mx)
-                .arg(&my)
-                .arg(&mz)
-                .arg(&mut slot.device)
-                .arg(&texels)
-                .arg(&pitch)
-                .arg(&max_speed2)
-                .arg(&mut slot.unstable);
-            // SAFETY: signature of `display_planes`; `planes` holds 4n
-            // floats, `device` 4 m, `texels` (unless null) my·mz rows of
-            // `pitch` float4s.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
+        // The frame from the fields the last step left, or from the lattice:
+        // each kernel's own first arguments, then the same ones.
+        let planes = left.and(self.frame_planes.as_ref());
+        let kernel = match planes {
+            Some(_) => &self.kernels.display_planes,
+            None => &self.kernels.display,
+        };
+        let mut b = self.stream.launch_builder(kernel);
+        match planes {
+            Some(planes) => {
+                b.arg(planes).arg(&self.flags_dev).arg(&self.kparams);
+            }
+            None => {
+                self.lattice.arg(&mut b);
+                b.arg(&self.flags_dev).arg(&self.kparams).arg(&parity);
+            }
+        }
+        b.arg(&stride32)
+            .arg(&mx)
+            .arg(&my)
+            .arg(&mz)
+            .arg(&mut slot.device)
+            .arg(&texels)
+            .arg(&pitch)
+            .arg(&max_speed2)
+            .arg(&mut slot.unstable);
+        // SAFETY: the signatures of `display_planes` (`planes` holds 4n
+        // floats) and `display_fields`; `device` holds 4 m floats, `texels`
+        // (unless null) my·mz rows of `pitch` float4s.
+        unsafe { b.launch(cfg) }.map_err(dev)?;
+        if planes.is_some() {
             self.frames_from_planes += 1;
-        } else {
-            let mut b = self.stream.launch_builder(&self.kernels.display);
-            self.lattice.arg(&mut b);
-            b.arg(&self.flags_dev)
-                .arg(&self.kparams)
-                .arg(&parity)
-                .arg(&stride32)
-                .arg(&mx)
-                .arg(&my)
-                .arg(&mz)
-                .arg(&mut slot.device)
-                .arg(&texels)
-                .arg(&pitch)
-                .arg(&max_speed2)
-                .arg(&mut slot.unstable);
-            // SAFETY: signature of `display_fields`; `device` holds 4 m
-            // floats, `texels` (unless null) my·mz rows of `pitch` float4s.
-            unsafe { b.launch(cfg) }.map_err(dev)?;
         }
         slot.computed.record(&self.stream).map_err(dev)?;
         d.copy.wait(&slot.computed).map_err(dev)?;
