@@ -555,8 +555,6 @@ pub trait Solver: Send {
         Ok(false)
     }
 
-    /// Waits for the display frames under way, copies the newest into `out`
-    /// (reusing its vectors) and returns its step; older ones are dropped.
     /// Queues `n` steps after which a display frame will be begun
     /// ([`Solver::begin_display`]): a solver may have the last of them leave
     /// what the frame needs, and that frame then shows the state the last
@@ -565,6 +563,8 @@ pub trait Solver: Send {
         self.enqueue(n)
     }
 
+    /// Waits for the display frames under way, copies the newest into `out`
+    /// (reusing its vectors) and returns its step; older ones are dropped.
     fn take_display(&mut self, _out: &mut Fields) -> Result<Option<TakenFrame>, SolverError> {
         Ok(None)
     }
