@@ -447,24 +447,30 @@ impl CpuSolver {
     }
 
     fn step_even(&mut self, layers: Range<usize>) {
+        // SAFETY: rows touch disjoint slots in the AA even step.
+        unsafe { self.rows(layers, Self::even_row, Self::even_row_avx2) }
+    }
+
+    /// `row` (or `row_avx2` where the processor has AVX2) on every row of
+    /// `layers`, in parallel.
+    ///
+    /// # Safety
+    /// The rows must touch disjoint slots (as each AA step's rows do).
+    unsafe fn rows(
+        &mut self,
+        layers: Range<usize>,
+        row: unsafe fn(&Self, Lattice, &Update, usize),
+        row_avx2: unsafe fn(&Self, Lattice, &Update, usize),
+    ) {
         let lat = self.lattice();
         let update = Update::new(&self.params);
         let ny = self.grid.size[1];
+        let run = if has_avx2() { row_avx2 } else { row };
         let this = &*self;
-        let avx2 = has_avx2();
         (layers.start * ny..layers.end * ny)
             .into_par_iter()
-            .for_each(|row| {
-                // SAFETY: rows touch disjoint slots (AA even step); AVX2 is
-                // used only where the processor has it.
-                unsafe {
-                    if avx2 {
-                        this.even_row_avx2(lat, &update, row)
-                    } else {
-                        this.even_row(lat, &update, row)
-                    }
-                }
-            });
+            // SAFETY: the caller's word; AVX2 only where the processor has it.
+            .for_each(|r| unsafe { run(this, lat, &update, r) });
     }
 
     /// [`CpuSolver::even_row`] compiled for AVX2: eight lanes per register.
@@ -556,24 +562,8 @@ impl CpuSolver {
     }
 
     fn step_odd(&mut self, layers: Range<usize>) {
-        let lat = self.lattice();
-        let update = Update::new(&self.params);
-        let ny = self.grid.size[1];
-        let this = &*self;
-        let avx2 = has_avx2();
-        (layers.start * ny..layers.end * ny)
-            .into_par_iter()
-            .for_each(|row| {
-                // SAFETY: as in the AA odd step (see odd_row); AVX2 only where
-                // the processor has it.
-                unsafe {
-                    if avx2 {
-                        this.odd_row_avx2(lat, &update, row)
-                    } else {
-                        this.odd_row(lat, &update, row)
-                    }
-                }
-            });
+        // SAFETY: as in the AA odd step (see odd_row).
+        unsafe { self.rows(layers, Self::odd_row, Self::odd_row_avx2) }
     }
 
     /// [`CpuSolver::odd_row`] compiled for AVX2 (no FMA, as `even_row_avx2`).
