@@ -795,26 +795,28 @@ fn left_velocity_differences(
 /// after steps of both parities; and a frame begun after a plain step
 /// reads the lattice again.
 fn left_frame_differences(gpu: &mut crate::solver::lbm::cuda::CudaSolver) -> anyhow::Result<usize> {
+    // A display frame begun now, waited for: its step.
+    let frame = |gpu: &mut crate::solver::lbm::cuda::CudaSolver,
+                 stride: usize,
+                 out: &mut Fields|
+     -> anyhow::Result<u64> {
+        anyhow::ensure!(gpu.begin_display(stride, true)?, "no display frame");
+        gpu.finish()?;
+        Ok(gpu
+            .take_display(out)?
+            .context("no display frame arrived")?
+            .step)
+    };
     let was = gpu.set_step_frames(true);
     let mut differ = 0;
     let (mut lattice, mut left) = (Fields::default(), Fields::default());
     for stride in [1, 2, 1, 2] {
         let at = gpu.time_step();
-        anyhow::ensure!(gpu.begin_display(stride, true)?, "no display frame");
-        gpu.finish()?;
-        let step = gpu
-            .take_display(&mut lattice)?
-            .context("no display frame arrived")?
-            .step;
+        let step = frame(gpu, stride, &mut lattice)?;
         anyhow::ensure!(step == at, "display frame of step {step}, begun at {at}");
         let made = gpu.frames_from_planes;
         gpu.enqueue_for_display(1)?;
-        anyhow::ensure!(gpu.begin_display(stride, true)?, "no display frame");
-        gpu.finish()?;
-        let step = gpu
-            .take_display(&mut left)?
-            .context("no display frame arrived")?
-            .step;
+        let step = frame(gpu, stride, &mut left)?;
         anyhow::ensure!(
             gpu.frames_from_planes == made + 1,
             "the frame after a step leaving its fields read the lattice"
@@ -846,12 +848,7 @@ fn left_frame_differences(gpu: &mut crate::solver::lbm::cuda::CudaSolver) -> any
     gpu.enqueue_for_display(1)?;
     gpu.step(1)?;
     let made = gpu.frames_from_planes;
-    anyhow::ensure!(gpu.begin_display(1, true)?, "no display frame");
-    gpu.finish()?;
-    let step = gpu
-        .take_display(&mut lattice)?
-        .context("no display frame arrived")?
-        .step;
+    let step = frame(gpu, 1, &mut lattice)?;
     anyhow::ensure!(
         gpu.frames_from_planes == made && step == gpu.time_step(),
         "a frame begun after a plain step used the fields an earlier step left"
