@@ -146,6 +146,35 @@ impl Lattice {
     }
 }
 
+/// A step kernel's argument pointers, on the stack: the step launches its
+/// kernels every step, and a heap vector each time was needless.
+struct StepArgs {
+    ptrs: [*mut c_void; 10],
+    len: usize,
+}
+
+impl StepArgs {
+    fn new() -> StepArgs {
+        StepArgs {
+            ptrs: [std::ptr::null_mut(); 10],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, arg: *mut c_void) {
+        self.ptrs[self.len] = arg;
+        self.len += 1;
+    }
+
+    fn extend<const N: usize>(&mut self, args: [*mut c_void; N]) {
+        args.into_iter().for_each(|a| self.push(a));
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [*mut c_void] {
+        &mut self.ptrs[..self.len]
+    }
+}
+
 /// Launches a bulk step kernel. With `overlapped` (Hopper and newer) it is a
 /// programmatic dependent of the kernel before it in the stream: it may start
 /// while that kernel's last blocks run, and its blocks wait (`griddepcontrol.wait`
@@ -515,11 +544,12 @@ impl CudaSolver {
         // u32 entries, so `first` entries in.
         let mut cells = even.cells_dev.device_ptr(&self.stream).0 + 4 * near.start as u64;
         let (mut n, mut c0, mut c1, mut z0) = (n, c0, c1, layers.start as u32);
-        let mut args: Vec<*mut c_void> = vec![
+        let mut args = StepArgs::new();
+        args.extend([
             (&raw mut f).cast(),
             (&raw mut flags).cast(),
             (&raw mut params).cast(),
-        ];
+        ]);
         if parity == 0 {
             args.extend([
                 (&raw mut n).cast(),
@@ -546,7 +576,15 @@ impl CudaSolver {
         // bound-check against c_end <= n, the odd grid covers layers z0 .. z0
         // + len within the lattice. The argument values outlive the call,
         // which copies them.
-        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, &mut args) }?;
+        unsafe {
+            launch_step_kernel(
+                &self.stream,
+                function,
+                cfg,
+                self.overlap_steps,
+                args.as_mut_slice(),
+            )
+        }?;
         Ok(fused.is_some())
     }
 
@@ -602,12 +640,13 @@ impl CudaSolver {
         let mut rules = self.lists.rules_dev.device_ptr(&self.stream).0 + 8 * near.start as u64;
         let mut f = self.lattice_ptr();
         let mut flags = self.flags_dev.device_ptr(&self.stream).0;
-        let mut args: Vec<*mut c_void> = vec![
+        let mut args = StepArgs::new();
+        args.extend([
             (&raw mut f).cast(),
             (&raw mut flags).cast(),
             (&raw mut params).cast(),
             (&raw mut cells).cast(),
-        ];
+        ]);
         if self.parity() == 1 {
             args.push((&raw mut rules).cast());
         }
@@ -622,7 +661,15 @@ impl CudaSolver {
         // `cells` (and `rules`) hold `count` entries from entry `first` of
         // the step's list, whose links `params` points at. The argument
         // values outlive the call, which copies them.
-        unsafe { launch_step_kernel(&self.stream, function, cfg, self.overlap_steps, &mut args) }?;
+        unsafe {
+            launch_step_kernel(
+                &self.stream,
+                function,
+                cfg,
+                self.overlap_steps,
+                args.as_mut_slice(),
+            )
+        }?;
         Ok(())
     }
 
