@@ -111,9 +111,10 @@ pub struct Tuning {
     /// cells next to walls, inlets and outlets in a launch of its own after
     /// the bulk kernel instead of in the bulk kernel's launch.
     pub fuse_near: bool,
-    /// `FLOWSCOPE_STEP_FRAMES=1`: while a session runs, the LBM's CUDA step
-    /// before each display frame leaves the fields it reads, and the frame
-    /// is averaged from them instead of from the lattice (`display_planes`).
+    /// While a session runs, the LBM's CUDA step before each display frame
+    /// leaves the fields it reads, and the frame is averaged from them
+    /// instead of from the lattice (`display_planes`); `FLOWSCOPE_STEP_FRAMES=0`
+    /// reads the lattice for every frame.
     pub step_frames: bool,
 }
 
@@ -127,7 +128,7 @@ impl Default for Tuning {
             portable_simd: false,
             cuda_graphs: true,
             fuse_near: true,
-            step_frames: false,
+            step_frames: true,
         }
     }
 }
@@ -149,7 +150,7 @@ impl Tuning {
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
-            step_frames: text("FLOWSCOPE_STEP_FRAMES").is_some_and(|v| v == "1"),
+            step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -170,7 +171,7 @@ mod tests {
                     "FLOWSCOPE_PORTABLE_SIMD" => "1",
                     "FLOWSCOPE_NO_GRAPHS" => "1",
                     "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
-                    "FLOWSCOPE_STEP_FRAMES" => "1",
+                    "FLOWSCOPE_STEP_FRAMES" => "0",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -180,7 +181,7 @@ mod tests {
         assert!(!t.overlap_steps);
         assert!(!t.cuda_graphs);
         assert!(!t.fuse_near);
-        assert!(t.step_frames);
+        assert!(!t.step_frames);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);
