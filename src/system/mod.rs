@@ -116,6 +116,10 @@ pub struct Tuning {
     /// instead of from the lattice (`display_planes`); `FLOWSCOPE_STEP_FRAMES=0`
     /// reads the lattice for every frame.
     pub step_frames: bool,
+    /// The LBM's CUDA odd step runs its boundary kernel on a stream of its
+    /// own beside the bulk kernel (the two touch disjoint slots);
+    /// `FLOWSCOPE_CONCURRENT_BOUNDARY=0` runs it after the bulk kernel.
+    pub concurrent_boundary: bool,
 }
 
 impl Default for Tuning {
@@ -129,6 +133,7 @@ impl Default for Tuning {
             cuda_graphs: true,
             fuse_near: true,
             step_frames: true,
+            concurrent_boundary: true,
         }
     }
 }
@@ -151,6 +156,7 @@ impl Tuning {
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
+            concurrent_boundary: text("FLOWSCOPE_CONCURRENT_BOUNDARY").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -172,6 +178,7 @@ mod tests {
                     "FLOWSCOPE_NO_GRAPHS" => "1",
                     "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
                     "FLOWSCOPE_STEP_FRAMES" => "0",
+                    "FLOWSCOPE_CONCURRENT_BOUNDARY" => "0",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -182,6 +189,7 @@ mod tests {
         assert!(!t.cuda_graphs);
         assert!(!t.fuse_near);
         assert!(!t.step_frames);
+        assert!(!t.concurrent_boundary);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);

@@ -223,6 +223,29 @@ unsafe fn launch_step_kernel(
     .map_err(dev)
 }
 
+/// The stream and events of the odd step's boundary kernel beside the bulk
+/// kernel ([`CudaSolver::launch_odd_beside`]).
+pub(super) struct Beside {
+    /// Of the greatest priority, so that the boundary kernel's blocks, few
+    /// and slow, start first.
+    stream: Arc<CudaStream>,
+    forked: cudarc::driver::CudaEvent,
+    joined: cudarc::driver::CudaEvent,
+}
+
+impl Beside {
+    pub(super) fn new(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Beside, SolverError> {
+        use cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+        ctx.bind_to_thread().map_err(dev)?;
+        let (_, greatest) = cudarc::driver::result::stream::get_priority_range().map_err(dev)?;
+        Ok(Beside {
+            stream: ctx.new_stream_with_priority(greatest).map_err(dev)?,
+            forked: ctx.new_event(Some(CU_EVENT_DISABLE_TIMING)).map_err(dev)?,
+            joined: ctx.new_event(Some(CU_EVENT_DISABLE_TIMING)).map_err(dev)?,
+        })
+    }
+}
+
 /// Largest share of `aa_odd4` warps with partly bulk quads
 /// (`flags::mixed_quad_share`) for which it is chosen over `aa_odd2`.
 const MIXED_QUAD_LIMIT: f64 = 0.1;
@@ -478,11 +501,41 @@ impl CudaSolver {
         if layers.is_empty() {
             return Ok(());
         }
+        let listed = || !self.entries(&self.near, &layers).is_empty();
+        if self.parity() == 1 && self.link.is_none() && listed() {
+            if let Some(beside) = self.beside.take() {
+                let result = self.launch_odd_beside(&beside, layers, params, leave_velocity);
+                self.beside = Some(beside);
+                return result;
+            }
+        }
         let fused = self.launch_bulk_with(layers.clone(), params, leave_velocity, fuse)?;
         if !fused {
-            self.launch_boundaries(&layers, params, leave_velocity)?;
+            self.launch_boundaries(&self.stream.clone(), &layers, params, leave_velocity)?;
         }
         Ok(())
+    }
+
+    /// The odd step with its boundary kernel on `beside`'s stream, from the
+    /// even step's end to the bulk kernel's: the AA scheme gives each slot
+    /// one owner a step, and `aa_boundary_rules` and the bulk kernels store
+    /// only their own cells' slots. After the bulk kernel, its few blocks
+    /// left most of the GPU idle: the cavity's odd step took half as long
+    /// again as the box's (BENCHMARKS.md, twenty-fifth session).
+    fn launch_odd_beside(
+        &mut self,
+        beside: &Beside,
+        layers: Range<usize>,
+        params: CudaParams,
+        leave_velocity: bool,
+    ) -> Result<(), SolverError> {
+        beside.forked.record(&self.stream).map_err(dev)?;
+        beside.stream.wait(&beside.forked).map_err(dev)?;
+        self.launch_boundaries(&beside.stream, &layers, params, leave_velocity)?;
+        beside.joined.record(&beside.stream).map_err(dev)?;
+        let fused = self.launch_bulk_with(layers, params, leave_velocity, false)?;
+        debug_assert!(!fused, "the odd step has no _near kernel");
+        self.stream.wait(&beside.joined).map_err(dev)
     }
 
     /// The bulk step kernel of the current step over `layers` with `params`,
@@ -616,6 +669,7 @@ impl CudaSolver {
     /// `aa_boundary_rules` over every NEAR cell.
     fn launch_boundaries(
         &mut self,
+        stream: &Arc<CudaStream>,
         layers: &Range<usize>,
         mut params: CudaParams,
         leave_velocity: bool,
@@ -663,10 +717,10 @@ impl CudaSolver {
         // values outlive the call, which copies them.
         unsafe {
             launch_step_kernel(
-                &self.stream,
+                stream,
                 function,
                 cfg,
-                self.overlap_steps,
+                self.overlap_steps && Arc::ptr_eq(stream, &self.stream),
                 args.as_mut_slice(),
             )
         }?;
@@ -752,7 +806,8 @@ impl CudaSolver {
                 .map_err(dev)?;
             if !fused {
                 let overlap = std::mem::replace(&mut self.overlap_steps, false);
-                let result = self.launch_boundaries(&owned, self.kparams, false);
+                let stream = self.stream.clone();
+                let result = self.launch_boundaries(&stream, &owned, self.kparams, false);
                 self.overlap_steps = overlap;
                 result?;
             }

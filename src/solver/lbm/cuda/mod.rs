@@ -157,6 +157,9 @@ pub struct CudaSolver {
     /// Whether any cell is an inlet (`launch_step_leaving_velocity` then
     /// writes theirs with `velocity_rest`).
     inlets: bool,
+    /// Where the odd step's boundary kernel runs beside its bulk kernel
+    /// ([`Tuning::concurrent_boundary`]; not for slabs).
+    beside: Option<launch::Beside>,
 }
 
 /// A step's NEAR cells that the bulk kernels leave to a boundary kernel,
@@ -373,7 +376,13 @@ impl CudaSolver {
         } else {
             None
         };
-        let stream = ctx.default_stream();
+        // A stream of its own, like the halo, display and boundary streams
+        // beside it, with which events alone order it.
+        let stream = ctx.new_stream().map_err(dev)?;
+        let beside = match tuning.concurrent_boundary && link.is_none() {
+            true => Some(launch::Beside::new(&ctx)?),
+            false => None,
+        };
         let (major, minor) = info.compute_capability;
         let build = KernelBuild {
             precision,
@@ -449,6 +458,7 @@ impl CudaSolver {
             near_schedules: Vec::new(),
             build,
             velocity_kernels: None,
+            beside,
         };
         solver.initialise()?;
         Ok(solver)
