@@ -778,8 +778,8 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_even(store_t* __restrict
 // by instruction issue), and twice the bytes in flight per thread (FP32 moves
 // closer to the copy bandwidth). Needs n, c_begin and c_end even. A
 // pair whose even bits are not both set leaves its listed cell to the even
-// step's boundary blocks (aa_even2_near, or aa_boundary) and takes the other
-// alone.
+// step's boundary blocks (aa_even2_near, or aa_boundary) and stores only the
+// other's slots.
 // The populations of one slot of two neighbouring cells, as one aligned access.
 // 16-bit storage works on them in units of 2^-112 (collide_fast<true>).
 #ifdef STORAGE_FP16
@@ -811,8 +811,10 @@ __device__ __forceinline__ void pair_st(pair_t& w, bool hi, float v) {
 // Collides the two cells whose populations share the pairs w. Even step: pair i
 // holds incoming i and receives outgoing opposite(i); odd step: pair k holds
 // incoming opposite(k) and receives outgoing k.
+// Bit h of `mine`: cell c + h is this thread's to update (the velocity is
+// left only for those).
 template <bool ODD>
-__device__ __forceinline__ void collide_pair(pair_t* w, const Params& p, u64 n, u64 c) {
+__device__ __forceinline__ void collide_pair(pair_t* w, const Params& p, u64 n, u64 c, u32 mine) {
 #ifdef WRITE_VELOCITY
     // Both cells' velocities before either collides, so that each plane
     // takes one 8-byte store for the pair rather than two 4-byte ones (c and
@@ -824,7 +826,12 @@ __device__ __forceinline__ void collide_pair(pair_t* w, const Params& p, u64 n, 
             a[i] = pair_real(w[ODD ? opposite(i) : i], false);
             b[i] = pair_real(w[ODD ? opposite(i) : i], true);
         }
-        put_velocity_pair(p, n, c, a, b);
+        if (mine == 3u) {
+            put_velocity_pair(p, n, c, a, b);
+        } else {
+            if (mine & 1u) put_velocity(p, n, c, a);
+            if (mine & 2u) put_velocity(p, n, c + 1, b);
+        }
     }
 #endif
 #pragma unroll
@@ -870,17 +877,23 @@ __device__ __forceinline__ void even2_block(store_t* __restrict__ f, const unsig
     const u64 c = c_begin + 2 * ((u64)block * blockDim.x + threadIdx.x);
     if (c >= c_end) return;
     const u32 bulk = even_bits(flags, n, c, 2);
-    if (bulk != 3u) {
-        if (bulk & 1u) even_cell(f, p, n, c);
-        if (bulk & 2u) even_cell(f, p, n, c + 1);
-        return;
-    }
+    if (bulk == 0u) return;
+    // A pair with one cell listed takes the pair's path too and stores only
+    // its own cell's slots: alone, that cell held up the warp of every row's
+    // first and last pair (faces and obstacles across x), 18% of the even
+    // step in the shipped scenarios (BENCHMARKS.md, twenty-fifth session).
     pair_t w[Q];
 #pragma unroll
     for (int i = 0; i < Q; i++) w[i] = GLD((const pair_t*)(f + (u64)i * n + c));
-    collide_pair<false>(w, p, n, c);
+    collide_pair<false>(w, p, n, c, bulk);
+    if (bulk == 3u) {
 #pragma unroll
-    for (int i = 0; i < Q; i++) GST((pair_t*)(f + (u64)i * n + c), w[i]);
+        for (int i = 0; i < Q; i++) GST((pair_t*)(f + (u64)i * n + c), w[i]);
+    } else {
+        const u64 h = bulk == 1u ? 0u : 1u;
+#pragma unroll
+        for (int i = 0; i < Q; i++) GST(f + (u64)i * n + c + h, h ? second(w[i]) : first(w[i]));
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
@@ -953,11 +966,10 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
     const u32 bulk = bulk_bits(flags, n, c, 2);
-    if (bulk != 3u) {
-        if (bulk & 1u) odd_cell(f, p, x, y, z);
-        if (bulk & 2u) odd_cell(f, p, x + 1, y, z);
-        return;
-    }
+    if (bulk == 0u) return;
+    // A pair with one cell left to aa_boundary_rules takes the pair's path
+    // too (that cell's loads stay in the lattice: the offsets wrap) and
+    // stores only the bulk cell's slots, as aa_even2 does.
     const u32 nx = p.nx;
     // x offsets of the first cell and, relative to the first, of the second.
     const u32 oa[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, 1u};
@@ -978,16 +990,26 @@ extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store
             w[k] = make_pair(GLD(fk + (r + oa[1 + CEX(k)])), GLD(fk + (r + ob[1 + CEX(k)])));
         }
     }
-    collide_pair<true>(w, p, n, c);
+    collide_pair<true>(w, p, n, c, bulk);
+    if (bulk == 3u) {
 #pragma unroll
-    for (int k = 0; k < Q; k++) {
-        store_t* fk = f + (u64)k * n;
-        const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
-        if (CEX(k) == 0) {
-            GST((pair_t*)(fk + r), w[k]);
-        } else {
-            GST(fk + (r + oa[1 + CEX(k)]), first(w[k]));
-            GST(fk + (r + ob[1 + CEX(k)]), second(w[k]));
+        for (int k = 0; k < Q; k++) {
+            store_t* fk = f + (u64)k * n;
+            const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
+            if (CEX(k) == 0) {
+                GST((pair_t*)(fk + r), w[k]);
+            } else {
+                GST(fk + (r + oa[1 + CEX(k)]), first(w[k]));
+                GST(fk + (r + ob[1 + CEX(k)]), second(w[k]));
+            }
+        }
+    } else {
+        const bool hi = bulk == 2u;
+#pragma unroll
+        for (int k = 0; k < Q; k++) {
+            store_t* fk = f + (u64)k * n;
+            const u32 r = cc + oy[1 + CEY(k)] + oz[1 + CEZ(k)];
+            GST(fk + (r + (hi ? ob[1 + CEX(k)] : oa[1 + CEX(k)])), hi ? second(w[k]) : first(w[k]));
         }
     }
 }
