@@ -1350,4 +1350,47 @@ mod tests {
         }
         assert_eq!(back, global);
     }
+
+    /// A slab's solver marks its NEAR cells again on its own grid (whose z
+    /// never wraps: halos stand for the neighbours); every owned cell must
+    /// take the update it takes in one domain (its flags, whether the even
+    /// step lists it, its odd step's rules), or slabs would not match one
+    /// GPU bit for bit wherever the two updates round differently.
+    #[test]
+    fn slab_cells_take_the_updates_of_one_domain() {
+        use crate::solver::flags::{even_step_differs, mark_near_cells, NEAR};
+        use crate::solver::lbm::boundary::odd_rules;
+        for name in ["cube", "cylinder", "urban", "sphere"] {
+            let path = format!("assets/scenarios/{name}.toml");
+            let scenario = crate::scenario::Scenario::load(path.as_ref(), &[]).unwrap();
+            let global = scenario.grid();
+            let mut flags = scenario.voxelize().flags;
+            mark_near_cells(&global, &mut flags);
+            let update = |g: &Grid, f: &[u8], c: usize| {
+                let near = f[c] & NEAR != 0;
+                (
+                    f[c],
+                    near && even_step_differs(g, f, c, false),
+                    if near { odd_rules(g, f, c) } else { 0 },
+                )
+            };
+            let partition = Partition::new(global.clone(), 2).unwrap();
+            for s in 0..2 {
+                let grid = partition.local_grid(s);
+                let mut local = partition.scatter(s, &flags, 1);
+                mark_near_cells(&grid, &mut local);
+                let [nx, ny, _] = grid.size;
+                for z in partition.slabs[s].owned() {
+                    for (x, y) in (0..ny).flat_map(|y| (0..nx).map(move |x| (x, y))) {
+                        let [gx, gy, gz] = partition.global_cell(s, [x, y, z]);
+                        assert_eq!(
+                            update(&grid, &local, grid.index(x, y, z)),
+                            update(&global, &flags, global.index(gx, gy, gz)),
+                            "{name}, slab {s}, cell ({gx}, {gy}, {gz})"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -583,13 +583,21 @@ impl SlabLattice for CudaSolver {
         out: &mut [f32],
     ) -> Result<(), SolverError> {
         self.ctx.bind_to_thread().map_err(dev)?;
-        self.stream.synchronize().map_err(dev)?;
         let nxy = self.grid.size[0] * self.grid.size[1];
         for (&slot, out) in slots.iter().zip(out.chunks_exact_mut(nxy)) {
             let (src, bytes) = self.plane(slot, layer);
             let mut host = vec![0u8; bytes];
-            // SAFETY: the plane lies inside the lattice; the copy is synchronous.
-            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut host[..], src) }.map_err(dev)?;
+            // SAFETY: the plane lies inside the lattice; `host` outlives the
+            // copy, which the stream's synchronisation ends.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    &mut host[..],
+                    src,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(dev)?;
+            self.stream.synchronize().map_err(dev)?;
             out.copy_from_slice(&populations_of(&host, self.precision));
         }
         Ok(())
@@ -618,12 +626,21 @@ impl SlabLattice for CudaSolver {
                 &merged[..]
             }
         };
-        self.stream.synchronize().map_err(dev)?;
+        // On the solver's stream, which the next steps follow: a synchronous
+        // copy goes by the legacy default stream, which does not order the
+        // solver's non-blocking one, and from pageable memory it may return
+        // before its data lands (two processes then read stale halos now and
+        // then: the 16-bit cube and cylinder, twenty-fifth session).
         for (k, &slot) in slots.iter().enumerate() {
             let (dst, _) = self.plane(slot, layer);
             let host = bytes_of(&planes[k * nxy..(k + 1) * nxy], self.precision);
-            // SAFETY: the plane lies inside the lattice; the copy is synchronous.
-            unsafe { cudarc::driver::result::memcpy_htod_sync(dst, &host[..]) }.map_err(dev)?;
+            // SAFETY: the plane lies inside the lattice; `host` outlives the
+            // copy, which the stream's synchronisation ends.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(dst, &host[..], self.stream.cu_stream())
+            }
+            .map_err(dev)?;
+            self.stream.synchronize().map_err(dev)?;
         }
         Ok(())
     }
