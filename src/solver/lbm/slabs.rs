@@ -1374,7 +1374,7 @@ mod tests {
                     if near { odd_rules(g, f, c) } else { 0 },
                 )
             };
-            let partition = Partition::new(global.clone(), 2).unwrap();
+            let partition = Partition::new(global, 2).unwrap();
             for s in 0..2 {
                 let grid = partition.local_grid(s);
                 let mut local = partition.scatter(s, &flags, 1);
