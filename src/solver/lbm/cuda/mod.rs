@@ -376,8 +376,9 @@ impl CudaSolver {
         } else {
             None
         };
-        // A stream of its own, like the halo, display and boundary streams
-        // beside it, with which events alone order it.
+        // A stream of its own rather than the legacy default stream: events
+        // alone order it with the halo, display and boundary streams, and
+        // whatever comes from the host goes on it (exchange.rs: write_planes).
         let stream = ctx.new_stream().map_err(dev)?;
         let beside = match tuning.concurrent_boundary && link.is_none() {
             true => Some(launch::Beside::new(&ctx)?),
