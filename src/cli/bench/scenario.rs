@@ -105,6 +105,12 @@ pub(super) fn bench_scenario(
                 line.join(", ")
             );
         }
+        if tuning.concurrent_boundary {
+            println!(
+                "       (a plain step runs aa_boundary odd beside the odd step's bulk kernel; \
+                 the events serialise them)"
+            );
+        }
         if precision == Precision::Fp32 {
             bench_contaminant(args, &scenario, tuning)?;
         }
