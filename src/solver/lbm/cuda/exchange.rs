@@ -584,21 +584,26 @@ impl SlabLattice for CudaSolver {
     ) -> Result<(), SolverError> {
         self.ctx.bind_to_thread().map_err(dev)?;
         let nxy = self.grid.size[0] * self.grid.size[1];
-        for (&slot, out) in slots.iter().zip(out.chunks_exact_mut(nxy)) {
-            let (src, bytes) = self.plane(slot, layer);
-            let mut host = vec![0u8; bytes];
-            // SAFETY: the plane lies inside the lattice; `host` outlives the
-            // copy, which the stream's synchronisation ends.
+        let mut hosts: Vec<Vec<u8>> = slots
+            .iter()
+            .map(|&slot| vec![0u8; self.plane(slot, layer).1])
+            .collect();
+        let queued = hosts.iter_mut().zip(slots).try_for_each(|(host, &slot)| {
+            // SAFETY: the plane lies inside the lattice; `hosts` outlives the
+            // copy, which the stream's synchronisation below ends (also
+            // where a later copy failed to queue).
             unsafe {
                 cudarc::driver::result::memcpy_dtoh_async(
                     &mut host[..],
-                    src,
+                    self.plane(slot, layer).0,
                     self.stream.cu_stream(),
                 )
             }
-            .map_err(dev)?;
-            self.stream.synchronize().map_err(dev)?;
-            out.copy_from_slice(&populations_of(&host, self.precision));
+        });
+        self.stream.synchronize().map_err(dev)?;
+        queued.map_err(dev)?;
+        for (host, out) in hosts.iter().zip(out.chunks_exact_mut(nxy)) {
+            out.copy_from_slice(&populations_of(host, self.precision));
         }
         Ok(())
     }
@@ -631,18 +636,23 @@ impl SlabLattice for CudaSolver {
         // solver's non-blocking one, and from pageable memory it may return
         // before its data lands (two processes then read stale halos now and
         // then: the 16-bit cube and cylinder, twenty-fifth session).
-        for (k, &slot) in slots.iter().enumerate() {
-            let (dst, _) = self.plane(slot, layer);
-            let host = bytes_of(&planes[k * nxy..(k + 1) * nxy], self.precision);
-            // SAFETY: the plane lies inside the lattice; `host` outlives the
-            // copy, which the stream's synchronisation ends.
+        let hosts: Vec<Vec<u8>> = (0..slots.len())
+            .map(|k| bytes_of(&planes[k * nxy..(k + 1) * nxy], self.precision))
+            .collect();
+        let queued = hosts.iter().zip(slots).try_for_each(|(host, &slot)| {
+            // SAFETY: the plane lies inside the lattice; `hosts` outlives the
+            // copy, which the stream's synchronisation below ends (also
+            // where a later copy failed to queue).
             unsafe {
-                cudarc::driver::result::memcpy_htod_async(dst, &host[..], self.stream.cu_stream())
+                cudarc::driver::result::memcpy_htod_async(
+                    self.plane(slot, layer).0,
+                    &host[..],
+                    self.stream.cu_stream(),
+                )
             }
-            .map_err(dev)?;
-            self.stream.synchronize().map_err(dev)?;
-        }
-        Ok(())
+        });
+        self.stream.synchronize().map_err(dev)?;
+        queued.map_err(dev)
     }
 
     fn advance(&mut self) {

@@ -502,16 +502,12 @@ impl CudaSolver {
             return Ok(());
         }
         let listed = || !self.entries(&self.near, &layers).is_empty();
-        if self.parity() == 1 && self.link.is_none() && listed() {
-            if let Some(beside) = self.beside.take() {
-                let result = self.launch_odd_beside(&beside, layers, params, leave_velocity);
-                self.beside = Some(beside);
-                return result;
-            }
+        if self.parity() == 1 && self.beside.is_some() && self.link.is_none() && listed() {
+            return self.launch_odd_beside(layers, params, leave_velocity);
         }
         let fused = self.launch_bulk_with(layers.clone(), params, leave_velocity, fuse)?;
         if !fused {
-            self.launch_boundaries(&self.stream.clone(), &layers, params, leave_velocity)?;
+            self.launch_boundaries(&self.stream, &layers, params, leave_velocity)?;
         }
         Ok(())
     }
@@ -524,17 +520,18 @@ impl CudaSolver {
     /// again as the box's (BENCHMARKS.md, twenty-fifth session).
     fn launch_odd_beside(
         &mut self,
-        beside: &Beside,
         layers: Range<usize>,
         params: CudaParams,
         leave_velocity: bool,
     ) -> Result<(), SolverError> {
+        let beside = self.beside.as_ref().expect("the caller checked");
         beside.forked.record(&self.stream).map_err(dev)?;
         beside.stream.wait(&beside.forked).map_err(dev)?;
         self.launch_boundaries(&beside.stream, &layers, params, leave_velocity)?;
         beside.joined.record(&beside.stream).map_err(dev)?;
         let fused = self.launch_bulk_with(layers, params, leave_velocity, false)?;
         debug_assert!(!fused, "the odd step has no _near kernel");
+        let beside = self.beside.as_ref().expect("the caller checked");
         self.stream.wait(&beside.joined).map_err(dev)
     }
 
@@ -668,7 +665,7 @@ impl CudaSolver {
     /// kernel): the even step's `aa_boundary` over its list, the odd step's
     /// `aa_boundary_rules` over every NEAR cell.
     fn launch_boundaries(
-        &mut self,
+        &self,
         stream: &Arc<CudaStream>,
         layers: &Range<usize>,
         mut params: CudaParams,
@@ -806,8 +803,7 @@ impl CudaSolver {
                 .map_err(dev)?;
             if !fused {
                 let overlap = std::mem::replace(&mut self.overlap_steps, false);
-                let stream = self.stream.clone();
-                let result = self.launch_boundaries(&stream, &owned, self.kparams, false);
+                let result = self.launch_boundaries(&self.stream, &owned, self.kparams, false);
                 self.overlap_steps = overlap;
                 result?;
             }
