@@ -817,7 +817,9 @@ mod tests {
         // and outlet, against 0.069 / 0.167 / 0.077 for these operators in
         // the same lexicographic Gauss–Seidel cycle), but with 81 couplings
         // a coarse cell (125 further down); from the 64³ grid down only
-        // 0.135; lumped to seven points they diverge (second moments kept:
+        // 0.135; only within a coarse cell or two of a solid (the seven-
+        // point operator elsewhere, scaled to match) 0.117 / 0.169 / 0.101
+        // at 64³; lumped to seven points they diverge (second moments kept:
         // 0.28) (CPU, twenty-sixth session).
         let n = 128;
         let cases = [
