@@ -193,27 +193,34 @@ fn words(bytes: &[std::ffi::c_char]) -> Vec<f32> {
 
 /// A plane's bytes as populations on the wire: FP32 values, or 16-bit
 /// patterns carried in the low half of an f32's bits.
-fn populations_of(bytes: &[u8], precision: crate::solver::Precision) -> Vec<f32> {
+fn populations_of(bytes: &[u8], precision: crate::solver::Precision, out: &mut [f32]) {
     match precision.bytes_per_population() {
-        4 => bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-        _ => bytes
-            .chunks_exact(2)
-            .map(|b| f32::from_bits(u16::from_ne_bytes([b[0], b[1]]) as u32))
-            .collect(),
+        4 => {
+            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                *o = f32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        }
+        _ => {
+            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                *o = f32::from_bits(u16::from_ne_bytes([b[0], b[1]]) as u32);
+            }
+        }
     }
 }
 
 /// The inverse of [`populations_of`].
-fn bytes_of(populations: &[f32], precision: crate::solver::Precision) -> Vec<u8> {
+fn bytes_of(populations: &[f32], precision: crate::solver::Precision, out: &mut [u8]) {
     match precision.bytes_per_population() {
-        4 => populations.iter().flat_map(|v| v.to_ne_bytes()).collect(),
-        _ => populations
-            .iter()
-            .flat_map(|v| (v.to_bits() as u16).to_ne_bytes())
-            .collect(),
+        4 => {
+            for (b, v) in out.chunks_exact_mut(4).zip(populations) {
+                b.copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+        _ => {
+            for (b, v) in out.chunks_exact_mut(2).zip(populations) {
+                b.copy_from_slice(&(v.to_bits() as u16).to_ne_bytes());
+            }
+        }
     }
 }
 
@@ -584,28 +591,30 @@ impl SlabLattice for CudaSolver {
     ) -> Result<(), SolverError> {
         self.ctx.bind_to_thread().map_err(dev)?;
         let nxy = self.grid.size[0] * self.grid.size[1];
-        let mut hosts: Vec<Vec<u8>> = slots
-            .iter()
-            .map(|&slot| vec![0u8; self.plane(slot, layer).1])
-            .collect();
-        let queued = hosts.iter_mut().zip(slots).try_for_each(|(host, &slot)| {
-            // SAFETY: the plane lies inside the lattice; `hosts` outlives the
-            // copy, which the stream's synchronisation below ends (also
-            // where a later copy failed to queue).
-            unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    &mut host[..],
-                    self.plane(slot, layer).0,
-                    self.stream.cu_stream(),
-                )
-            }
-        });
-        self.stream.synchronize().map_err(dev)?;
-        queued.map_err(dev)?;
-        for (host, out) in hosts.iter().zip(out.chunks_exact_mut(nxy)) {
-            out.copy_from_slice(&populations_of(host, self.precision));
-        }
-        Ok(())
+        let bytes = self.plane(0, layer).1;
+        let mut host = std::mem::take(&mut self.host_planes);
+        host.resize(slots.len() * bytes, 0);
+        let queued = host
+            .chunks_exact_mut(bytes)
+            .zip(slots)
+            .try_for_each(|(host, &slot)| {
+                // SAFETY: the plane lies inside the lattice; `host` outlives the
+                // copy, which the stream's synchronisation below ends (also
+                // where a later copy failed to queue).
+                unsafe {
+                    cudarc::driver::result::memcpy_dtoh_async(
+                        host,
+                        self.plane(slot, layer).0,
+                        self.stream.cu_stream(),
+                    )
+                }
+            });
+        let synced = self.stream.synchronize().map_err(dev);
+        let planes = host.chunks_exact(bytes).zip(out.chunks_exact_mut(nxy));
+        planes.for_each(|(host, out)| populations_of(host, self.precision, out));
+        self.host_planes = host;
+        synced?;
+        queued.map_err(dev)
     }
 
     fn write_planes(
@@ -636,22 +645,30 @@ impl SlabLattice for CudaSolver {
         // solver's non-blocking one, and from pageable memory it may return
         // before its data lands (two processes then read stale halos now and
         // then: the 16-bit cube and cylinder, twenty-fifth session).
-        let hosts: Vec<Vec<u8>> = (0..slots.len())
-            .map(|k| bytes_of(&planes[k * nxy..(k + 1) * nxy], self.precision))
-            .collect();
-        let queued = hosts.iter().zip(slots).try_for_each(|(host, &slot)| {
-            // SAFETY: the plane lies inside the lattice; `hosts` outlives the
-            // copy, which the stream's synchronisation below ends (also
-            // where a later copy failed to queue).
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    self.plane(slot, layer).0,
-                    &host[..],
-                    self.stream.cu_stream(),
-                )
-            }
-        });
-        self.stream.synchronize().map_err(dev)?;
+        let bytes = self.plane(0, layer).1;
+        let mut host = std::mem::take(&mut self.host_planes);
+        host.resize(slots.len() * bytes, 0);
+        for (host, planes) in host.chunks_exact_mut(bytes).zip(planes.chunks_exact(nxy)) {
+            bytes_of(planes, self.precision, host);
+        }
+        let queued = host
+            .chunks_exact(bytes)
+            .zip(slots)
+            .try_for_each(|(host, &slot)| {
+                // SAFETY: the plane lies inside the lattice; `host` outlives the
+                // copy, which the stream's synchronisation below ends (also
+                // where a later copy failed to queue).
+                unsafe {
+                    cudarc::driver::result::memcpy_htod_async(
+                        self.plane(slot, layer).0,
+                        host,
+                        self.stream.cu_stream(),
+                    )
+                }
+            });
+        let synced = self.stream.synchronize().map_err(dev);
+        self.host_planes = host;
+        synced?;
         queued.map_err(dev)
     }
 
@@ -722,5 +739,29 @@ impl SlabLattice for CudaSolver {
 
     fn add_sample(&mut self) -> Result<(), SolverError> {
         self.add_sample_now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solver::Precision;
+
+    #[test]
+    fn host_planes_keep_each_population_bit_for_bit_in_both_storages() {
+        // A 16-bit lattice's planes travel as their bit patterns, one per f32.
+        let fp32 = [1.5f32, -0.0, f32::MIN_POSITIVE, 3.0e-41];
+        let fp16 = [0x3c00u32, 0x8001, 0xffff, 0].map(f32::from_bits);
+        for (precision, values) in [(Precision::Fp32, fp32), (Precision::Fp16, fp16)] {
+            let mut bytes = vec![0u8; 4 * precision.bytes_per_population()];
+            bytes_of(&values, precision, &mut bytes);
+            let mut back = [7.0f32; 4];
+            populations_of(&bytes, precision, &mut back);
+            assert_eq!(
+                back.map(f32::to_bits),
+                values.map(f32::to_bits),
+                "{precision:?}"
+            );
+        }
     }
 }

@@ -160,6 +160,9 @@ pub struct CudaSolver {
     /// Where the odd step's boundary kernel runs beside its bulk kernel
     /// ([`Tuning::concurrent_boundary`]; not for slabs).
     beside: Option<launch::Beside>,
+    /// The five planes a halo exchange through the host copies
+    /// (`read_planes`, `write_planes`), kept from step to step.
+    host_planes: Vec<u8>,
 }
 
 /// A step's NEAR cells that the bulk kernels leave to a boundary kernel,
@@ -460,6 +463,7 @@ impl CudaSolver {
             build,
             velocity_kernels: None,
             beside,
+            host_planes: Vec::new(),
         };
         solver.initialise()?;
         Ok(solver)
