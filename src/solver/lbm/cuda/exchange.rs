@@ -627,16 +627,15 @@ impl SlabLattice for CudaSolver {
         self.ctx.bind_to_thread().map_err(dev)?;
         let nxy = self.grid.size[0] * self.grid.size[1];
         // A masked write keeps the entries outside the mask: read, merge, write.
-        let merged;
+        let mut merged = std::mem::take(&mut self.merged_planes);
         let planes = match mask {
             None => planes,
             Some(mask) => {
-                let mut now = vec![0.0f32; planes.len()];
-                self.read_planes(layer, slots, &mut now)?;
+                merged.resize(planes.len(), 0.0);
+                self.read_planes(layer, slots, &mut merged)?;
                 for &p in mask {
-                    now[p as usize] = planes[p as usize];
+                    merged[p as usize] = planes[p as usize];
                 }
-                merged = now;
                 &merged[..]
             }
         };
@@ -668,6 +667,7 @@ impl SlabLattice for CudaSolver {
             });
         let synced = self.stream.synchronize().map_err(dev);
         self.host_planes = host;
+        self.merged_planes = merged;
         synced?;
         queued.map_err(dev)
     }

@@ -163,6 +163,9 @@ pub struct CudaSolver {
     /// The five planes a halo exchange through the host copies
     /// (`read_planes`, `write_planes`), kept from step to step.
     host_planes: Vec<u8>,
+    /// A masked halo write's merged planes (`write_planes`), kept for the
+    /// same reason.
+    merged_planes: Vec<f32>,
 }
 
 /// A step's NEAR cells that the bulk kernels leave to a boundary kernel,
@@ -464,6 +467,7 @@ impl CudaSolver {
             velocity_kernels: None,
             beside,
             host_planes: Vec::new(),
+            merged_planes: Vec::new(),
         };
         solver.initialise()?;
         Ok(solver)
