@@ -901,6 +901,64 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
     even2_block(f, flags, p, n, c_begin, c_end, blockIdx.x);
 }
 
+#if defined(STORAGE_FP16) && !defined(NO_EVEN_QUAD)
+// 16-bit storage's even step, four neighbouring cells per thread: each slot
+// one aligned 8-byte access. The pair kernel held 76 bytes of loads in flight
+// a thread and waited on memory two thirds of its time at 83% of the DRAM
+// bandwidth, where FP32's, with 152, reached 87% (Nsight Compute, 512³;
+// BENCHMARKS.md, twenty-seventh session). Needs n, c_begin and c_end
+// multiples of 4. A quad whose even bits are not all set stores only its
+// set cells' slots, as aa_even2 does.
+#ifndef EVEN_QUAD_BLOCKS
+#ifdef COLLISION_MODEL
+#define EVEN_QUAD_BLOCKS 3
+#else
+#define EVEN_QUAD_BLOCKS 4
+#endif
+#endif
+__device__ __forceinline__ u32& quad_word(uint2& w, int h) { return h < 2 ? w.x : w.y; }
+extern "C" __global__ void __launch_bounds__(128, EVEN_QUAD_BLOCKS) aa_even4(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u64 n, u64 c_begin, u64 c_end) {
+    FOLLOW_PREVIOUS_STEP();
+    const u64 c = c_begin + 4 * ((u64)blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= c_end) return;
+    const u32 bulk = even_bits(flags, n, c, 4);
+    if (bulk == 0u) return;
+    uint2 w[Q];
+#pragma unroll
+    for (int i = 0; i < Q; i++) w[i] = GLD((const uint2*)(f + (u64)i * n + c));
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+        float v[Q];
+#pragma unroll
+        for (int i = 0; i < Q; i++) v[i] = pair_ld(quad_word(w[i], h), h & 1);
+#ifdef WRITE_VELOCITY
+        if (bulk & (1u << h)) {
+            float real[Q];
+#pragma unroll
+            for (int i = 0; i < Q; i++) real[i] = v[i] * 0x1p112f;
+            put_velocity(p, n, c + h, real);
+        }
+#endif
+        PAIR_COLLIDE(v, p);
+#pragma unroll
+        for (int i = 0; i < Q; i++) pair_st(quad_word(w[i], h), h & 1, v[opposite(i)]);
+    }
+    if (bulk == 15u) {
+#pragma unroll
+        for (int i = 0; i < Q; i++) GST((uint2*)(f + (u64)i * n + c), w[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < Q; i++) {
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                const u32 word = quad_word(w[i], h);
+                if (bulk & (1u << h)) f[(u64)i * n + c + h] = (store_t)((h & 1) ? word >> 16 : word & 0xffffu);
+            }
+        }
+    }
+}
+#endif
+
 // Offsets to the neighbours at -1, 0, +1 along y and z, wrapping across periodic
 // faces (bulk cells never sit on a non-periodic one). Offsets are u32 with
 // wrap-around (mod 2^32) arithmetic: the solver refuses grids of 2^32 cells or

@@ -115,6 +115,7 @@ mod tests {
             "aa_even(",
             "aa_odd(",
             "aa_even2(",
+            "aa_even4(",
             "aa_odd2(",
             "aa_odd4(",
             "aa_boundary(",

@@ -260,6 +260,8 @@ pub(super) struct Kernels {
     pub(super) even: CudaFunction,
     /// Two cells per thread with accesses twice as wide, where the grid allows.
     pub(super) even2: CudaFunction,
+    /// Four cells per thread (16-bit storage only).
+    pub(super) even4: Option<CudaFunction>,
     pub(super) odd2: CudaFunction,
     /// Four cells per thread (FP32 only).
     pub(super) odd4: Option<CudaFunction>,
@@ -292,6 +294,8 @@ pub enum StepKernel {
     Even,
     /// Two cells per thread with accesses twice as wide (`aa_even2`).
     Even2,
+    /// Four cells per thread, 16-bit storage only (`aa_even4`).
+    Even4,
     Odd,
     Odd2,
     /// Four cells per thread, FP32 only (`aa_odd4`).
@@ -316,6 +320,8 @@ impl Kernels {
         match kernel {
             StepKernel::Even => &self.even,
             StepKernel::Even2 => &self.even2,
+            // `step_launch` is only asked for it where `aa_even4` was loaded.
+            StepKernel::Even4 => self.even4.as_ref().unwrap_or(&self.even2),
             StepKernel::Odd => &self.odd,
             StepKernel::Odd2 => &self.odd2,
             // `odd_quads` is only set where `aa_odd4` was loaded.
@@ -377,25 +383,36 @@ pub fn lattice_config(size: [usize; 3], block: u32) -> LaunchConfig {
     }
 }
 
+/// Which of the four-cell kernels a step may take: `aa_even4` (loaded, and
+/// the even step lists no NEAR cells in the layers: it has no `_near`
+/// variant) and `aa_odd4` (in use).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Quads {
+    pub even: bool,
+    pub odd: bool,
+}
+
 /// The bulk kernel and its launch shape for a step of `parity` over the
 /// layers `layers` of a grid of `size`; `block` is the single-cell kernels'
-/// block and `odd_quads` whether `aa_odd4` is in use.
+/// block and `quads` the four-cell kernels it may take.
 pub fn step_launch(
     size: [usize; 3],
     parity: u32,
     layers: Range<usize>,
     block: u32,
-    odd_quads: bool,
+    quads: Quads,
 ) -> (StepKernel, LaunchConfig) {
     let [nx, ny, _] = size;
     if parity == 0 {
-        // The paired kernel needs aligned pairs in every slot; with an
-        // even layer every layer range pairs the same cells (slabs must match
-        // one GPU bit for bit).
+        // The wider kernels need aligned pairs (quads) in every slot; with
+        // layers of a multiple of 2 (4) cells every layer range groups the
+        // same cells (slabs must match one GPU bit for bit).
         let cells = (layers.len() * nx * ny) as u64;
         let paired = (nx * ny).is_multiple_of(2);
         // The paired kernels are compiled for blocks of PAIR_BLOCK threads.
-        let (kernel, threads, block) = if paired {
+        let (kernel, threads, block) = if quads.even && (nx * ny).is_multiple_of(4) {
+            (StepKernel::Even4, cells / 4, PAIR_BLOCK)
+        } else if paired {
             (StepKernel::Even2, cells / 2, PAIR_BLOCK)
         } else {
             (StepKernel::Even, cells, block)
@@ -408,7 +425,7 @@ pub fn step_launch(
         return (kernel, cfg);
     }
     let mut cfg = lattice_config(size, block);
-    let kernel = if odd_quads {
+    let kernel = if quads.odd {
         // A row in one block up to QUAD_BLOCK threads (rows split into
         // blocks of 128 left warps idle); short rows several to a block.
         let threads = nx as u32 / 4;
@@ -477,6 +494,19 @@ impl CudaSolver {
         let a = list.partition_point(|&c| (c as u64) < c0);
         let z = list.partition_point(|&c| (c as u64) < c1);
         a..z
+    }
+
+    /// The four-cell kernels the current step over `layers` may take from
+    /// `kernels` (with `fuse` as `fuses_near` takes it): `aa_even4` where it
+    /// was loaded and enabled and the even step lists no NEAR cells there
+    /// that the paired kernel's `_near` variant would take.
+    fn quads(&self, kernels: &Kernels, layers: &Range<usize>, fuse: bool) -> Quads {
+        Quads {
+            even: self.even_quads
+                && kernels.even4.is_some()
+                && !self.fuses_near(StepKernel::Even2, layers, fuse),
+            odd: self.odd_quads,
+        }
     }
 
     /// Whether the bulk kernel of the current step over `layers` is the
@@ -553,14 +583,14 @@ impl CudaSolver {
         let (c0, c1) = ((layers.start * nxy) as u64, (layers.end * nxy) as u64);
         let mut f = self.lattice_ptr();
         let mut flags = self.flags_dev.device_ptr(&self.stream).0;
+        let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
         let (kernel, mut cfg) = step_launch(
             self.grid.size,
             parity,
             layers.clone(),
             self.block,
-            self.odd_quads,
+            self.quads(kernels, &layers, fuse),
         );
-        let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
         let fused = match self.fuses_near(kernel, &layers, fuse) {
             true => kernels.step_near(kernel),
             false => None,
@@ -646,13 +676,14 @@ impl CudaSolver {
             self.parity(),
             layers.clone(),
             self.block,
-            self.odd_quads,
+            self.quads(&self.kernels, &layers, self.fuse_near),
         );
         let fused = self.fuses_near(kernel, &layers, self.fuse_near);
         match (kernel, fused) {
             (StepKernel::Even, _) => "aa_even",
             (StepKernel::Even2, false) => "aa_even2",
             (StepKernel::Even2, true) => "aa_even2_near",
+            (StepKernel::Even4, _) => "aa_even4",
             (StepKernel::Odd, _) => "aa_odd",
             (StepKernel::Odd2, _) => "aa_odd2",
             (StepKernel::Odd4, _) => "aa_odd4",
@@ -847,6 +878,13 @@ impl CudaSolver {
         self.odd_quads = on && self.kernels.odd4.is_some() && self.grid.size[0].is_multiple_of(4);
     }
 
+    /// Whether the even step may use `aa_even4` (16-bit storage, where the
+    /// even step lists no NEAR cells; the default). Checks turn it off to
+    /// compare it with `aa_even2` bit for bit.
+    pub fn set_even_quads(&mut self, on: bool) {
+        self.even_quads = on;
+    }
+
     /// Whether the step updates the NEAR cells in the bulk kernel's launch
     /// where that kernel has a `_near` variant (the default), or with
     /// `aa_boundary` after it. Checks and benchmarks run both.
@@ -887,14 +925,8 @@ mod tests {
     type Shape = (StepKernel, (u32, u32, u32), (u32, u32, u32));
 
     /// The kernel and the grid and block dimensions of a launch.
-    fn launch(
-        size: [usize; 3],
-        parity: u32,
-        layers: Range<usize>,
-        block: u32,
-        quads: bool,
-    ) -> Shape {
-        let (k, c) = step_launch(size, parity, layers, block, quads);
+    fn launch(size: [usize; 3], parity: u32, layers: Range<usize>, block: u32, odd: bool) -> Shape {
+        let (k, c) = step_launch(size, parity, layers, block, Quads { even: false, odd });
         assert_eq!(c.shared_mem_bytes, 0);
         (k, c.grid_dim, c.block_dim)
     }
@@ -912,6 +944,35 @@ mod tests {
         );
         assert_eq!(
             launch([5, 3, 7], 0, 0..7, 96, false),
+            (StepKernel::Even, (2, 1, 1), (96, 1, 1))
+        );
+    }
+
+    #[test]
+    fn even_steps_take_quads_where_allowed_and_the_layers_hold_a_multiple_of_four() {
+        let even = Quads {
+            even: true,
+            odd: false,
+        };
+        let shape = |size, layers| {
+            let (k, c) = step_launch(size, 0, layers, 96, even);
+            (k, c.grid_dim, c.block_dim)
+        };
+        assert_eq!(
+            shape([64, 64, 64], 0..64),
+            (StepKernel::Even4, (512, 1, 1), (128, 1, 1))
+        );
+        // A slab's layers group the same cells as one lattice.
+        assert_eq!(
+            shape([66, 10, 20], 3..9),
+            (StepKernel::Even4, (8, 1, 1), (128, 1, 1))
+        );
+        assert_eq!(
+            shape([66, 11, 20], 0..20),
+            (StepKernel::Even2, (57, 1, 1), (128, 1, 1))
+        );
+        assert_eq!(
+            shape([5, 3, 7], 0..7),
             (StepKernel::Even, (2, 1, 1), (96, 1, 1))
         );
     }
@@ -950,7 +1011,7 @@ mod tests {
             ([66, 40, 30], 3..30),
             ([16, 4, 4], 0..4),
         ] {
-            let (kernel, cfg) = step_launch(size, 0, layers.clone(), 128, false);
+            let (kernel, cfg) = step_launch(size, 0, layers.clone(), 128, Quads::default());
             assert_eq!(kernel, StepKernel::Even2);
             let [nx, ny, _] = size;
             let c_begin = (layers.start * nx * ny) as u64;

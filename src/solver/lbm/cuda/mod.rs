@@ -33,7 +33,7 @@ pub use device::{
 };
 pub use exchange::{exchange_choice, CudaLink, NcclComm, Transport};
 pub use launch::{
-    fp16c_decode, fp16c_encode, lattice_config, prefers_odd_quads, step_launch, CudaParams,
+    fp16c_decode, fp16c_encode, lattice_config, prefers_odd_quads, step_launch, CudaParams, Quads,
     StepKernel, DEFAULT_BLOCK,
 };
 
@@ -142,6 +142,8 @@ pub struct CudaSolver {
     pub poison: bool,
     /// The odd step's bulk kernel is `aa_odd4` (see `set_odd_quads`).
     odd_quads: bool,
+    /// The even step may take `aa_even4` (see `set_even_quads`).
+    even_quads: bool,
     /// The NEAR cells are updated in the bulk kernel's launch (its `_near`
     /// variant) where it has one, instead of by `aa_boundary` after it
     /// ([`Tuning::fuse_near`], `set_fuse_near`).
@@ -284,6 +286,8 @@ impl KernelBuild {
         Ok(Kernels {
             even: load("aa_even")?,
             even2: load("aa_even2")?,
+            // Absent in FP32 and where compiled with NO_EVEN_QUAD.
+            even4: module.load_function("aa_even4").ok(),
             odd2: load("aa_odd2")?,
             odd4: match self.precision {
                 // Absent when compiled with NO_ODD_QUAD (Tuning::kernel_defines,
@@ -461,6 +465,7 @@ impl CudaSolver {
             device_name: info.name,
             poison: false,
             odd_quads,
+            even_quads: true,
             fuse_near: tuning.fuse_near,
             near_schedules: Vec::new(),
             build,
