@@ -906,9 +906,13 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
 // one aligned 8-byte access. The pair kernel held 76 bytes of loads in flight
 // a thread and waited on memory two thirds of its time at 83% of the DRAM
 // bandwidth, where FP32's, with 152, reached 87% (Nsight Compute, 512³;
-// BENCHMARKS.md, twenty-seventh session). Needs n, c_begin and c_end
-// multiples of 4. A quad whose even bits are not all set stores only its
-// set cells' slots, as aa_even2 does.
+// BENCHMARKS.md, twenty-seventh session); this one took the 16-bit box from
+// 36 007 to 36 582 MLUPS at 512³ (twenty-eighth). Needs n, c_begin and c_end
+// multiples of 4. A quad whose even bits are not all set stores only its set
+// cells' slots, as aa_even2 does. It has no _near variant: one (the listed
+// NEAR cells' blocks in its launch, as aa_even2_near) cost the shipped
+// scenarios 8-10% in 16-bit against aa_even2_near, at 3 or 4 blocks an SM
+// (twenty-eighth session), so the even step takes it where it lists no cells.
 #ifndef EVEN_QUAD_BLOCKS
 #ifdef COLLISION_MODEL
 #define EVEN_QUAD_BLOCKS 3

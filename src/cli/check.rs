@@ -419,12 +419,15 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // kernel's launch, with the four-cell odd kernel wherever it can
             // run (partly bulk quads included; by default walls at the row
             // ends choose the two-cell one) and with the two-cell one, then
-            // in a launch of their own after it.
+            // in a launch of their own after it; 16-bit storage's even step
+            // four cells a thread wherever it runs (by default only on
+            // large grids).
             for (part, (quads, fuse)) in [(true, true), (false, true), (true, false)]
                 .into_iter()
                 .enumerate()
             {
                 gpu.set_odd_quads(quads);
+                gpu.set_even_quads(Some(true));
                 gpu.set_fuse_near(fuse);
                 gpu.step(args.steps / 3 + if part == 2 { args.steps % 3 } else { 0 })?;
             }
@@ -527,14 +530,14 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         .map(String::from),
     )?;
     for (name, scenario, fuse) in [
-        ("cylinder", &s, false),
+        ("cylinder, NEAR cells after", &s, false),
         ("periodic sphere", &periodic, true),
     ] {
         let mut runs = Vec::new();
         for quads in [true, false] {
             let mut g = select::build_cuda(scenario, Precision::Fp16, tuning)?;
             g.set_fuse_near(fuse);
-            g.set_even_quads(quads);
+            g.set_even_quads(Some(quads));
             g.step(201)?;
             runs.push(g.populations()?);
         }

@@ -250,6 +250,12 @@ impl Beside {
 /// (`flags::mixed_quad_share`) for which it is chosen over `aa_odd2`.
 const MIXED_QUAD_LIMIT: f64 = 0.1;
 
+/// Fewest cells in an even step's launch for `aa_even4`: a thread's four
+/// cells leave small grids too few blocks to fill the GPU (H100, 16-bit:
+/// the cavity's box of 66³ cells 26 028 → 24 428 MLUPS, the 256×128×64
+/// box 33 584 → 33 862; BENCHMARKS.md, twenty-eighth session).
+pub const EVEN_QUAD_CELLS: usize = 1 << 20;
+
 /// Threads per block of `aa_even2` and `aa_odd2` (their `__launch_bounds__`).
 const PAIR_BLOCK: u32 = 128;
 
@@ -501,10 +507,11 @@ impl CudaSolver {
     /// was loaded and enabled and the even step lists no NEAR cells there
     /// that the paired kernel's `_near` variant would take.
     fn quads(&self, kernels: &Kernels, layers: &Range<usize>, fuse: bool) -> Quads {
+        let cells = layers.len() * self.grid.size[0] * self.grid.size[1];
         Quads {
-            even: self.even_quads
-                && kernels.even4.is_some()
-                && !self.fuses_near(StepKernel::Even2, layers, fuse),
+            even: kernels.even4.is_some()
+                && !self.fuses_near(StepKernel::Even2, layers, fuse)
+                && self.even_quads.unwrap_or(cells >= EVEN_QUAD_CELLS),
             odd: self.odd_quads,
         }
     }
@@ -878,10 +885,12 @@ impl CudaSolver {
         self.odd_quads = on && self.kernels.odd4.is_some() && self.grid.size[0].is_multiple_of(4);
     }
 
-    /// Whether the even step may use `aa_even4` (16-bit storage, where the
-    /// even step lists no NEAR cells; the default). Checks turn it off to
-    /// compare it with `aa_even2` bit for bit.
-    pub fn set_even_quads(&mut self, on: bool) {
+    /// Whether the even step uses `aa_even4` (16-bit storage, where the
+    /// even step lists no NEAR cells) wherever the layers allow, or the
+    /// paired kernels; `None` (the default): the quads from
+    /// [`EVEN_QUAD_CELLS`] cells a launch on. Checks run both on small grids
+    /// and compare them bit for bit.
+    pub fn set_even_quads(&mut self, on: Option<bool>) {
         self.even_quads = on;
     }
 

@@ -142,8 +142,9 @@ pub struct CudaSolver {
     pub poison: bool,
     /// The odd step's bulk kernel is `aa_odd4` (see `set_odd_quads`).
     odd_quads: bool,
-    /// The even step may take `aa_even4` (see `set_even_quads`).
-    even_quads: bool,
+    /// Whether the even step may take `aa_even4`, `None` by its size (see
+    /// `set_even_quads`).
+    even_quads: Option<bool>,
     /// The NEAR cells are updated in the bulk kernel's launch (its `_near`
     /// variant) where it has one, instead of by `aa_boundary` after it
     /// ([`Tuning::fuse_near`], `set_fuse_near`).
@@ -465,7 +466,7 @@ impl CudaSolver {
             device_name: info.name,
             poison: false,
             odd_quads,
-            even_quads: true,
+            even_quads: None,
             fuse_near: tuning.fuse_near,
             near_schedules: Vec::new(),
             build,
