@@ -497,11 +497,7 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         let mut b = select::build_cuda(&s, precision, tuning)?;
         b.set_populations(151, &mid)?;
         b.step(100)?;
-        let same = a
-            .populations()?
-            .iter()
-            .zip(b.populations()?.iter())
-            .all(|(x, y)| x.to_bits() == y.to_bits());
+        let same = first_difference(&a.populations()?, &b.populations()?).is_none();
         all_ok &= same;
         println!(
             "checkpoint resume {}: {}",
@@ -541,10 +537,7 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             g.step(201)?;
             runs.push(g.populations()?);
         }
-        let same = runs[0]
-            .iter()
-            .zip(runs[1].iter())
-            .all(|(x, y)| x.to_bits() == y.to_bits());
+        let same = first_difference(&runs[0], &runs[1]).is_none();
         all_ok &= same;
         println!(
             "16-bit even step, four cells a thread against two ({name}): {}",
