@@ -901,7 +901,7 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
     even2_block(f, flags, p, n, c_begin, c_end, blockIdx.x);
 }
 
-#if defined(STORAGE_FP16) && !defined(NO_EVEN_QUAD)
+#if defined(STORAGE_FP16) && !defined(NO_EVEN_QUAD) && !defined(WRITE_VELOCITY)
 // 16-bit storage's even step, four neighbouring cells per thread: each slot
 // one aligned 8-byte access. The pair kernel held 76 bytes of loads in flight
 // a thread and waited on memory two thirds of its time at 83% of the DRAM
@@ -913,6 +913,8 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_PAIR_BLOCKS) aa_even2(sto
 // NEAR cells' blocks in its launch, as aa_even2_near) cost the shipped
 // scenarios 8-10% in 16-bit against aa_even2_near, at 3 or 4 blocks an SM
 // (twenty-eighth session), so the even step takes it where it lists no cells.
+// Steps that leave the velocity keep the pair kernel: with WRITE_VELOCITY
+// this one spilled 56 bytes, and it was not measured there.
 #ifndef EVEN_QUAD_BLOCKS
 #ifdef COLLISION_MODEL
 #define EVEN_QUAD_BLOCKS 3
@@ -935,14 +937,6 @@ extern "C" __global__ void __launch_bounds__(128, EVEN_QUAD_BLOCKS) aa_even4(sto
         float v[Q];
 #pragma unroll
         for (int i = 0; i < Q; i++) v[i] = pair_ld(quad_word(w[i], h), h & 1);
-#ifdef WRITE_VELOCITY
-        if (bulk & (1u << h)) {
-            float real[Q];
-#pragma unroll
-            for (int i = 0; i < Q; i++) real[i] = v[i] * 0x1p112f;
-            put_velocity(p, n, c + h, real);
-        }
-#endif
         PAIR_COLLIDE(v, p);
 #pragma unroll
         for (int i = 0; i < Q; i++) pair_st(quad_word(w[i], h), h & 1, v[opposite(i)]);

@@ -287,7 +287,8 @@ impl KernelBuild {
         Ok(Kernels {
             even: load("aa_even")?,
             even2: load("aa_even2")?,
-            // Absent in FP32 and where compiled with NO_EVEN_QUAD.
+            // Absent in FP32, in the WRITE_VELOCITY module and where
+            // compiled with NO_EVEN_QUAD.
             even4: module.load_function("aa_even4").ok(),
             odd2: load("aa_odd2")?,
             odd4: match self.precision {
