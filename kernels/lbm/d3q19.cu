@@ -582,11 +582,16 @@ __device__ void complete_incoming(const float* q, float* v) {
 }
 
 // The write half: what link i stores in its bounce-back slot.
-__device__ __forceinline__ float bounced(const float* q, const float* v, int i) {
-    if (q == nullptr || q[i - 1] == 0.0f) return v[i];
+// `out` is v[i], `back` v[opposite(i)] (aa_boundary_rules' lanes hold
+// only their own links' values under run-time indices).
+__device__ __forceinline__ float bounced_rt(const float* q, float out, float back, int i) {
+    if (q == nullptr || q[i - 1] == 0.0f) return out;
     float a, b, cc;
     bouzidi(q[i - 1], &a, &b, &cc);
-    return a * v[i] + b * v[opposite(i)];
+    return a * out + b * back;
+}
+__device__ __forceinline__ float bounced(const float* q, const float* v, int i) {
+    return bounced_rt(q, v[i], v[opposite(i)], i);
 }
 
 // The links of NEAR cell c (null when it has none listed): a binary search
@@ -1304,8 +1309,8 @@ __device__ __forceinline__ int mirrored(int d, u32 axis) {
 #ifndef RULES_BLOCKS
 #define RULES_BLOCKS 4
 #endif
-extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
-    LET_NEXT_LAUNCH();
+// One thread a NEAR cell (RULES_LANES=1, the kernel before rules_lanes).
+__device__ __forceinline__ void rules_cell(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
     const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
     const float* link_q = link_list(p);
@@ -1378,6 +1383,175 @@ extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rule
             st(f + (u64)o * n, cc, bounced(q, v, i));
         }
     }
+}
+
+// Directions d with component `sign` along `axis`, as bits 1 << d.
+__host__ __device__ constexpr u32 direction_mask(int axis, int sign) {
+    u32 m = 0;
+    for (int i = 0; i < Q; i++)
+        if ((axis == 0 ? CEX(i) : (axis == 1 ? CEY(i) : CEZ(i))) == sign) m |= 1u << i;
+    return m;
+}
+// MIRROR[axis][d] for d in 12 * half .. 12 * half + 12, 5 bits each.
+__host__ __device__ constexpr u64 mirror_bits(int axis, int half) {
+    u64 m = 0;
+    for (int i = 12 * half; i < Q && i < 12 * half + 12; i++) {
+        const int d = direction_of(axis == 0 ? -CEX(i) : CEX(i), axis == 1 ? -CEY(i) : CEY(i), axis == 2 ? -CEZ(i) : CEZ(i));
+        m |= (u64)d << (5 * (i - 12 * half));
+    }
+    return m;
+}
+// mirrored() for a run-time direction.
+__device__ __forceinline__ int mirrored_rt(int d, u32 axis) {
+    constexpr u64 LO[3] = {mirror_bits(0, 0), mirror_bits(1, 0), mirror_bits(2, 0)};
+    constexpr u64 HI[3] = {mirror_bits(0, 1), mirror_bits(1, 1), mirror_bits(2, 1)};
+    const u64 lo = axis == 0u ? LO[0] : (axis == 1u ? LO[1] : LO[2]);
+    const u64 hi = axis == 0u ? HI[0] : (axis == 1u ? HI[1] : HI[2]);
+    return d < 12 ? (int)((lo >> (5 * d)) & 31u) : (int)((hi >> (5 * (d - 12))) & 31u);
+}
+// The offset o[1 + e] of a neighbour along `axis` for a run-time direction d
+// (o[1] is 0), kept in registers where an index into o would not be.
+template <int AXIS>
+__device__ __forceinline__ u32 offset_rt(const u32* o, int d) {
+    constexpr u32 PLUS = direction_mask(AXIS, 1), MINUS = direction_mask(AXIS, -1);
+    return ((PLUS >> d) & 1u) ? o[2] : (((MINUS >> d) & 1u) ? o[0] : 0u);
+}
+
+// The odd step of one NEAR cell shared by RULES_LANES neighbouring threads:
+// lane l loads and stores links l + 1, l + 1 + RULES_LANES, ..., the lanes
+// trade the loaded populations by shuffles, and each collides the whole cell
+// (the same arithmetic, so the same result). One thread a cell ran its
+// links' code unrolled, 7 608 instructions (FP32) in a chain per thread: on
+// the cavity, a third of a wave, it waited 46% of its time on fetching
+// instructions; and on the urban block, with four times the cells, the
+// bytes it moved were in flight a few links at a time (BENCHMARKS.md,
+// twenty-eighth session). RULES_LANES=1 keeps that kernel (rules_cell).
+#ifndef RULES_LANES
+#define RULES_LANES 2
+#endif
+#define RULES_SLOTS ((Q - 1 + RULES_LANES - 1) / RULES_LANES)
+template <bool SLIP>
+__device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 k = t / RULES_LANES;
+    const int lane = (int)(t % RULES_LANES);
+    // A cell's lanes are in one warp (blocks of a multiple of 32 threads),
+    // and all of them leave here or none.
+    if (k >= count) return;
+    const unsigned group = ((1u << RULES_LANES) - 1u) << ((threadIdx.x & 31u) & ~(u32)(RULES_LANES - 1));
+    const float* link_q = link_list(p);
+    const float* q = link_q == nullptr ? nullptr : link_q + (u64)(Q - 1) * (first + k);
+    const u32 cc = cells[k];
+    const u64 r = rules[k];
+    const u32 nx = p.nx, nxy = p.nx * p.ny;
+    const u64 n = (u64)nxy * (u64)p.nz;
+    const int z = (int)(cc / nxy);
+    const int y = (int)((cc - (u32)z * nxy) / nx);
+    const int x = (int)(cc - (u32)z * nxy - (u32)y * nx);
+    const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
+    u32 oy[3], oz[3];
+    yz_offsets(p, y, z, oy, oz);
+    const u32 fl = flags[cc];
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    float mine[RULES_SLOTS];
+#pragma unroll
+    for (int jj = 0; jj < RULES_SLOTS; jj++) {
+        const int j = 1 + lane + RULES_LANES * jj;
+        mine[jj] = 0.0f;
+        if (j >= Q) continue;
+        const int d = opposite(j);
+        const u32 rule = (u32)(r >> (3 * d)) & 7u;
+        const u32 s = cc + offset_rt<0>(ox, d) + offset_rt<1>(oy, d) + offset_rt<2>(oz, d);
+        if (rule == R_STREAM) {
+            mine[jj] = ld(f + (u64)d * n, s);
+        } else if (SLIP && (rule == R_SPECULAR || rule == R_EDGE)) {
+            const u32 axis = TAG(flags[s]);
+            const u32 beside = cc + (axis == 0u ? 0u : offset_rt<0>(ox, d)) + (axis == 1u ? 0u : offset_rt<1>(oy, d)) + (axis == 2u ? 0u : offset_rt<2>(oz, d));
+            if (rule == R_SPECULAR) {
+                mine[jj] = ld(f + (u64)mirrored_rt(d, axis) * n, beside);
+            } else {
+                mine[jj] = arriving(ld(f + (u64)j * n, cc), p, flags, j, beside);
+            }
+        } else if (rule == R_MOVING) {
+            mine[jj] = arriving(ld(f + (u64)j * n, cc), p, flags, j, s);
+        } else {
+            mine[jj] = ld(f + (u64)j * n, cc);
+        }
+    }
+    float v[Q];
+    v[0] = ld(f, (u64)cc);
+#pragma unroll
+    for (int i = 1; i < Q; i++) v[i] = __shfl_sync(group, mine[(i - 1) / RULES_LANES], (i - 1) % RULES_LANES, RULES_LANES);
+    if (q) complete_incoming(q, v);
+    if (lane == 0) {
+        PUT_NEAR_VELOCITY(fl, n, (u64)cc, v);
+    }
+    if (SLIP) {
+        apply(fl, v, p);
+    } else {
+        COLLIDE(v, p);
+    }
+    if (lane == 0) st(f, cc, v[0]);
+#pragma unroll
+    for (int jj = 0; jj < RULES_SLOTS; jj++) {
+        const int i = 1 + lane + RULES_LANES * jj;
+        if (i >= Q) continue;
+        // v[i] and v[opposite(i)] by compile-time indices.
+        float out = v[1 + RULES_LANES * jj], back = v[opposite(1 + RULES_LANES * jj)];
+#pragma unroll
+        for (int l = 1; l < RULES_LANES; l++) {
+            const int c = 1 + l + RULES_LANES * jj < Q ? 1 + l + RULES_LANES * jj : 1;
+            if (lane == l) {
+                out = v[c];
+                back = v[opposite(c)];
+            }
+        }
+        const int o = opposite(i);
+        const u32 rule = (u32)(r >> (3 * i)) & 7u;
+        if (((u32)(r >> (3 * o)) & 7u) == R_FACE) st(f + (u64)i * n, cc, out);
+        const u32 m = cc + offset_rt<0>(ox, i) + offset_rt<1>(oy, i) + offset_rt<2>(oz, i);
+        if (rule == R_STREAM) {
+            st(f + (u64)i * n, m, out);
+        } else if (SLIP && (rule == R_SPECULAR || rule == R_EDGE)) {
+            const u32 axis = TAG(flags[m]);
+            const u32 beside = cc + (axis == 0u ? 0u : offset_rt<0>(ox, i)) + (axis == 1u ? 0u : offset_rt<1>(oy, i)) + (axis == 2u ? 0u : offset_rt<2>(oz, i));
+            if (rule == R_SPECULAR) {
+                st(f + (u64)mirrored_rt(i, axis) * n, beside, out);
+            } else {
+                st(f + (u64)o * n, cc, leaving(out, p, flags, i, beside));
+            }
+        } else if (rule == R_MOVING) {
+            st(f + (u64)o * n, cc, leaving(out, p, flags, i, m));
+        } else if (rule == R_BOUNCE) {
+            st(f + (u64)o * n, cc, bounced_rt(q, out, back, i));
+        }
+    }
+}
+
+// The odd step's NEAR cells: RULES_LANES threads a cell (launch.rs:
+// rules_lanes), in blocks of 128.
+extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
+    LET_NEXT_LAUNCH();
+#if RULES_LANES == 1
+    rules_cell(f, flags, p, cells, rules, count, first);
+#else
+    rules_lanes<true>(f, flags, p, cells, rules, count, first);
+#endif
+}
+
+// aa_boundary_rules where no NEAR cell has a free-slip or edge link or is an
+// outlet (boundary.rs: rules_are_plain): without that code the kernel is a
+// third smaller, and the cavity's, a third of a wave, waited on fetching
+// instructions (BENCHMARKS.md, twenty-eighth session).
+extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules_plain(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
+    LET_NEXT_LAUNCH();
+#if RULES_LANES == 1
+    rules_cell(f, flags, p, cells, rules, count, first);
+#else
+    rules_lanes<false>(f, flags, p, cells, rules, count, first);
+#endif
 }
 
 // The even step's paired bulk kernel with its listed NEAR cells in the same

@@ -146,6 +146,21 @@ pub fn odd_rules(g: &Grid, cell_flags: &[u8], c: usize) -> u64 {
     })
 }
 
+/// Whether the odd step's NEAR cells `near` (their rules `rules`, an entry
+/// each) need none of `aa_boundary_rules`' free-slip, edge and outlet code,
+/// so that `aa_boundary_rules_plain` can take them.
+pub fn rules_are_plain(cell_flags: &[u8], near: &[u32], rules: &[u64]) -> bool {
+    let slip = |r: u64| {
+        (1..Q).any(|d| {
+            let link = (r >> (3 * d)) & 7;
+            link == OddLink::Specular as u64 || link == OddLink::Edge as u64
+        })
+    };
+    near.iter()
+        .all(|&c| CellType::of(cell_flags[c as usize]) != CellType::Outlet)
+        && !rules.iter().any(|&r| slip(r))
+}
+
 /// The slots of layer `halo` that the odd step of the running cells in the
 /// adjacent layer `edge` writes, as (direction, cell within the layer), in the
 /// order of `write_odd`. The write pattern depends on the flags only (the same
@@ -191,4 +206,35 @@ pub fn odd_writes_into(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solver::flags::{mark_near_cells, NEAR};
+
+    #[test]
+    fn only_the_cavity_of_the_shipped_scenarios_takes_the_plain_rules_kernel() {
+        for (name, plain) in [
+            ("cavity", true),
+            ("cube", false),
+            ("cylinder", false),
+            ("urban", false),
+        ] {
+            let path = format!("assets/scenarios/{name}.toml");
+            let scenario = crate::scenario::Scenario::load(path.as_ref(), &[]).unwrap();
+            let grid = scenario.grid();
+            let mut flags = scenario.voxelize().flags;
+            mark_near_cells(&grid, &mut flags);
+            let near: Vec<u32> = (0..flags.len())
+                .filter(|&c| flags[c] & NEAR != 0)
+                .map(|c| c as u32)
+                .collect();
+            let rules: Vec<u64> = near
+                .iter()
+                .map(|&c| odd_rules(&grid, &flags, c as usize))
+                .collect();
+            assert_eq!(rules_are_plain(&flags, &near, &rules), plain, "{name}");
+        }
+    }
 }

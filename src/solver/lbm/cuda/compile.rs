@@ -28,6 +28,20 @@ pub fn leaving_velocity(defines: &str) -> String {
     format!("{defines} WRITE_VELOCITY")
 }
 
+/// Threads a NEAR cell in `aa_boundary_rules` (its `RULES_LANES`), which a
+/// developer's `RULES_LANES=N` (1, 2, 4 or 8) overrides.
+pub const RULES_LANES: u32 = 2;
+
+/// The threads a cell of `aa_boundary_rules` compiled with `defines_text`.
+pub fn rules_lanes(defines_text: &str) -> u32 {
+    defines_text
+        .split_whitespace()
+        .filter_map(|d| d.strip_prefix("RULES_LANES="))
+        .filter_map(|v| v.parse().ok())
+        .next_back()
+        .unwrap_or(RULES_LANES)
+}
+
 /// `#define` lines for a developer's tuning string such as `ODD_PAIR_BLOCKS=3`
 /// ([`crate::system::Tuning::kernel_defines`], for benchmarks of kernel variants without a
 /// rebuild).
@@ -97,6 +111,13 @@ pub fn compile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_lanes_follow_the_kernel_default_and_the_developer_define() {
+        assert!(KERNEL_SOURCE.contains(&format!("#define RULES_LANES {RULES_LANES}\n")));
+        assert_eq!(rules_lanes("ODD_PAIR_BLOCKS=3"), RULES_LANES);
+        assert_eq!(rules_lanes("RULES_LANES=2 NO_EVEN_QUAD"), 2);
+    }
 
     #[test]
     fn tuning_defines_become_define_lines() {

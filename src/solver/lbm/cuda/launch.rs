@@ -278,6 +278,10 @@ pub(super) struct Kernels {
     pub(super) boundary: CudaFunction,
     /// The odd step's NEAR cells, by their rules (`boundary::odd_rules`).
     pub(super) boundary_rules: CudaFunction,
+    /// The same without the free-slip, edge and outlet code.
+    pub(super) boundary_rules_plain: CudaFunction,
+    /// Threads a cell of `boundary_rules` (`compile::rules_lanes`).
+    pub(super) rules_lanes: u32,
     pub(super) fields: CudaFunction,
     pub(super) average: CudaFunction,
     pub(super) display: CudaFunction,
@@ -718,6 +722,7 @@ impl CudaSolver {
                 }
                 (&kernels.boundary, &even.cells, &even.cells_dev)
             }
+            _ if self.lists.plain => (&kernels.boundary_rules_plain, &self.near, &self.near_dev),
             _ => (&kernels.boundary_rules, &self.near, &self.near_dev),
         };
         let near = self.entries(list, layers);
@@ -740,13 +745,19 @@ impl CudaSolver {
             args.push((&raw mut rules).cast());
         }
         args.extend([(&raw mut count).cast(), (&raw mut first).cast()]);
+        // The odd step's kernel takes `rules_lanes` threads a cell.
+        let threads = match self.parity() {
+            0 => u64::from(count),
+            _ => u64::from(count) * u64::from(kernels.rules_lanes),
+        };
         let cfg = LaunchConfig {
-            grid_dim: (count.div_ceil(128), 1, 1),
+            grid_dim: (threads.div_ceil(128) as u32, 1, 1),
             block_dim: (128, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: aa_boundary takes (f, flags, params, cells, count, first),
-        // aa_boundary_rules (f, flags, params, cells, rules, count, first):
+        // aa_boundary_rules (f, flags, params, cells, rules, count, first),
+        // `rules_lanes` threads a cell, in blocks of 128 (a multiple of it):
         // `cells` (and `rules`) hold `count` entries from entry `first` of
         // the step's list, whose links `params` points at. The argument
         // values outlive the call, which copies them.

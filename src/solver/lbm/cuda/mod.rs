@@ -37,7 +37,7 @@ pub use launch::{
     StepKernel, DEFAULT_BLOCK,
 };
 
-use super::boundary::odd_rules as odd_rules_of;
+use super::boundary::{odd_rules as odd_rules_of, rules_are_plain};
 use super::lattice::Q;
 use super::links::{check as check_links, WallLinks};
 use super::slabs::SlabLattice;
@@ -189,6 +189,9 @@ struct BoundaryLists {
     /// The odd step's rules of every NEAR cell (`boundary::odd_rules`), an
     /// entry of `near` each (`aa_boundary_rules`).
     rules_dev: CudaSlice<u64>,
+    /// No NEAR cell needs the free-slip, edge or outlet code
+    /// (`boundary::rules_are_plain`): `aa_boundary_rules_plain` takes them.
+    plain: bool,
 }
 
 impl BoundaryLists {
@@ -231,6 +234,7 @@ impl BoundaryLists {
             BoundaryLists {
                 even,
                 rules_dev: upload_list(stream, &rules)?,
+                plain: rules_are_plain(cell_flags, near, &rules),
             },
             bits,
         ))
@@ -301,6 +305,8 @@ impl KernelBuild {
             even2_near: load("aa_even2_near")?,
             boundary: load("aa_boundary")?,
             boundary_rules: load("aa_boundary_rules")?,
+            boundary_rules_plain: load("aa_boundary_rules_plain")?,
+            rules_lanes: compile::rules_lanes(&self.defines),
             fields: load("fields")?,
             average: load("average_sample")?,
             display: load("display_fields")?,
