@@ -1294,97 +1294,15 @@ __host__ __device__ constexpr int direction_of(int ex, int ey, int ez) {
         if (CEX(i) == ex && CEY(i) == ey && CEZ(i) == ez) k = i;
     return k;
 }
-// MIRROR[axis][d] of boundary.rs for a compile-time d.
-__device__ __forceinline__ int mirrored(int d, u32 axis) {
-    const int mx = direction_of(-CEX(d), CEY(d), CEZ(d));
-    const int my = direction_of(CEX(d), -CEY(d), CEZ(d));
-    const int mz = direction_of(CEX(d), CEY(d), -CEZ(d));
-    return axis == 0u ? mx : (axis == 1u ? my : mz);
-}
 
 // Four blocks of 128 threads (128 registers) an SM: at six (80 registers)
-// the write half, which keeps all 19 populations and the neighbours'
-// offsets live, spilled a little and ran 1-4% slower (H100, the shipped
-// scenarios; BENCHMARKS.md, twenty-third session).
+// the kernel of one thread a cell, which kept all 19 populations and the
+// neighbours' offsets live, spilled a little and ran 1-4% slower (H100, the
+// shipped scenarios; BENCHMARKS.md, twenty-third session); with two lanes a
+// cell, five and six (16-bit) changed nothing (twenty-ninth session).
 #ifndef RULES_BLOCKS
 #define RULES_BLOCKS 4
 #endif
-// One thread a NEAR cell (RULES_LANES=1, the kernel before rules_lanes).
-__device__ __forceinline__ void rules_cell(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
-    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= count) return;
-    const float* link_q = link_list(p);
-    const float* q = link_q == nullptr ? nullptr : link_q + (u64)(Q - 1) * (first + k);
-    const u32 cc = cells[k];
-    const u64 r = rules[k];
-    const u32 nx = p.nx, nxy = p.nx * p.ny;
-    const u64 n = (u64)nxy * (u64)p.nz;
-    const int z = (int)(cc / nxy);
-    const int y = (int)((cc - (u32)z * nxy) / nx);
-    const int x = (int)(cc - (u32)z * nxy - (u32)y * nx);
-    // Offsets to the neighbours as the bulk kernels wrap them; across a
-    // non-periodic face the rule is R_FACE and the offset unused.
-    const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
-    u32 oy[3], oz[3];
-    yz_offsets(p, y, z, oy, oz);
-    const u32 fl = flags[cc];
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-    float v[Q];
-    v[0] = ld(f, (u64)cc);
-#pragma unroll
-    for (int j = 1; j < Q; j++) {
-        // What arrives along j comes from across the link toward x + e_d.
-        const int d = opposite(j);
-        const u32 rule = (u32)(r >> (3 * d)) & 7u;
-        const u32 s = cc + ox[1 + CEX(d)] + oy[1 + CEY(d)] + oz[1 + CEZ(d)];
-        if (rule == R_STREAM) {
-            v[j] = ld(f + (u64)d * n, s);
-        } else if (rule == R_SPECULAR || rule == R_EDGE) {
-            const u32 axis = TAG(flags[s]);
-            const u32 beside = cc + (axis == 0u ? 0u : ox[1 + CEX(d)]) + (axis == 1u ? 0u : oy[1 + CEY(d)]) + (axis == 2u ? 0u : oz[1 + CEZ(d)]);
-            if (rule == R_SPECULAR) {
-                v[j] = ld(f + (u64)mirrored(d, axis) * n, beside);
-            } else {
-                v[j] = arriving(ld(f + (u64)j * n, cc), p, flags, j, beside);
-            }
-        } else if (rule == R_MOVING) {
-            v[j] = arriving(ld(f + (u64)j * n, cc), p, flags, j, s);
-        } else {
-            v[j] = ld(f + (u64)j * n, cc);
-        }
-    }
-    if (q) complete_incoming(q, v);
-    PUT_NEAR_VELOCITY(fl, n, (u64)cc, v);
-    apply(fl, v, p);
-    st(f, cc, v[0]);
-#pragma unroll
-    for (int i = 1; i < Q; i++) {
-        const int o = opposite(i);
-        const u32 rule = (u32)(r >> (3 * i)) & 7u;
-        // Nothing arrives from beyond a face along i: the slot keeps what
-        // leaves along i for the next even step (write_odd).
-        if (((u32)(r >> (3 * o)) & 7u) == R_FACE) st(f + (u64)i * n, cc, v[i]);
-        const u32 m = cc + ox[1 + CEX(i)] + oy[1 + CEY(i)] + oz[1 + CEZ(i)];
-        if (rule == R_STREAM) {
-            st(f + (u64)i * n, m, v[i]);
-        } else if (rule == R_SPECULAR || rule == R_EDGE) {
-            const u32 axis = TAG(flags[m]);
-            const u32 beside = cc + (axis == 0u ? 0u : ox[1 + CEX(i)]) + (axis == 1u ? 0u : oy[1 + CEY(i)]) + (axis == 2u ? 0u : oz[1 + CEZ(i)]);
-            if (rule == R_SPECULAR) {
-                st(f + (u64)mirrored(i, axis) * n, beside, v[i]);
-            } else {
-                st(f + (u64)o * n, cc, leaving(v[i], p, flags, i, beside));
-            }
-        } else if (rule == R_MOVING) {
-            st(f + (u64)o * n, cc, leaving(v[i], p, flags, i, m));
-        } else if (rule == R_BOUNCE) {
-            st(f + (u64)o * n, cc, bounced(q, v, i));
-        }
-    }
-}
-
 // Directions d with component `sign` along `axis`, as bits 1 << d.
 __host__ __device__ constexpr u32 direction_mask(int axis, int sign) {
     u32 m = 0;
@@ -1401,7 +1319,7 @@ __host__ __device__ constexpr u64 mirror_bits(int axis, int half) {
     }
     return m;
 }
-// mirrored() for a run-time direction.
+// MIRROR[axis][d] of boundary.rs for a run-time direction d.
 __device__ __forceinline__ int mirrored_rt(int d, u32 axis) {
     constexpr u64 LO[3] = {mirror_bits(0, 0), mirror_bits(1, 0), mirror_bits(2, 0)};
     constexpr u64 HI[3] = {mirror_bits(0, 1), mirror_bits(1, 1), mirror_bits(2, 1)};
@@ -1425,7 +1343,8 @@ __device__ __forceinline__ u32 offset_rt(const u32* o, int d) {
 // the cavity, a third of a wave, it waited 46% of its time on fetching
 // instructions; and on the urban block, with four times the cells, the
 // bytes it moved were in flight a few links at a time (BENCHMARKS.md,
-// twenty-eighth session). RULES_LANES=1 keeps that kernel (rules_cell).
+// twenty-eighth session). Two lanes ran every shipped scenario faster than
+// one, four or eight (twenty-ninth session).
 #ifndef RULES_LANES
 #define RULES_LANES 2
 #endif
@@ -1530,15 +1449,11 @@ __device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsig
     }
 }
 
-// The odd step's NEAR cells: RULES_LANES threads a cell (launch.rs:
+// The odd step's NEAR cells: RULES_LANES threads a cell (compile.rs:
 // rules_lanes), in blocks of 128.
 extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
     LET_NEXT_LAUNCH();
-#if RULES_LANES == 1
-    rules_cell(f, flags, p, cells, rules, count, first);
-#else
     rules_lanes<true>(f, flags, p, cells, rules, count, first);
-#endif
 }
 
 // aa_boundary_rules where no NEAR cell has a free-slip or edge link or is an
@@ -1547,11 +1462,7 @@ extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rule
 // instructions (BENCHMARKS.md, twenty-eighth session).
 extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules_plain(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
     LET_NEXT_LAUNCH();
-#if RULES_LANES == 1
-    rules_cell(f, flags, p, cells, rules, count, first);
-#else
     rules_lanes<false>(f, flags, p, cells, rules, count, first);
-#endif
 }
 
 // The even step's paired bulk kernel with its listed NEAR cells in the same
