@@ -1348,6 +1348,7 @@ __device__ __forceinline__ u32 offset_rt(const u32* o, int d) {
 #ifndef RULES_LANES
 #define RULES_LANES 2
 #endif
+static_assert(RULES_LANES == 1 || RULES_LANES == 2 || RULES_LANES == 4 || RULES_LANES == 8, "a cell's lanes must divide a warp's 32 threads and a block's 128");
 #define RULES_SLOTS ((Q - 1 + RULES_LANES - 1) / RULES_LANES)
 template <bool SLIP>
 __device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
@@ -1367,6 +1368,8 @@ __device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsig
     const int z = (int)(cc / nxy);
     const int y = (int)((cc - (u32)z * nxy) / nx);
     const int x = (int)(cc - (u32)z * nxy - (u32)y * nx);
+    // Offsets to the neighbours as the bulk kernels wrap them; across a
+    // non-periodic face the rule is R_FACE and the offset unused.
     const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
     u32 oy[3], oz[3];
     yz_offsets(p, y, z, oy, oz);
@@ -1429,6 +1432,8 @@ __device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsig
         }
         const int o = opposite(i);
         const u32 rule = (u32)(r >> (3 * i)) & 7u;
+        // Nothing arrives from beyond a face along i: the slot keeps what
+        // leaves along i for the next even step (write_odd).
         if (((u32)(r >> (3 * o)) & 7u) == R_FACE) st(f + (u64)i * n, cc, out);
         const u32 m = cc + offset_rt<0>(ox, i) + offset_rt<1>(oy, i) + offset_rt<2>(oz, i);
         if (rule == R_STREAM) {
