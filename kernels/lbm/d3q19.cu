@@ -1351,8 +1351,8 @@ __device__ __forceinline__ u32 offset_rt(const u32* o, int d) {
 static_assert(RULES_LANES == 1 || RULES_LANES == 2 || RULES_LANES == 4 || RULES_LANES == 8, "a cell's lanes must divide a warp's 32 threads and a block's 128");
 #define RULES_SLOTS ((Q - 1 + RULES_LANES - 1) / RULES_LANES)
 template <bool SLIP>
-__device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+__device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first, u32 block) {
+    const u32 t = block * blockDim.x + threadIdx.x;
     const u32 k = t / RULES_LANES;
     const int lane = (int)(t % RULES_LANES);
     // A cell's lanes are in one warp (blocks of a multiple of 32 threads),
@@ -1454,20 +1454,104 @@ __device__ __forceinline__ void rules_lanes(store_t* __restrict__ f, const unsig
     }
 }
 
-// The odd step's NEAR cells: RULES_LANES threads a cell (compile.rs:
-// rules_lanes), in blocks of 128.
-extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
+// The odd step of light NEAR cell `k` of `cells` (boundary.rs: light_mask):
+// fluid, every link streams, bounces back or reflects off one free-slip wall,
+// none onto an interpolated wall. In `masks[k]` bit d is set where the link
+// toward x + e_d bounces back, bit 32 + d where it reflects, and bits 62-63
+// hold the free-slip wall's axis. One thread a cell, each link's slot chosen
+// by selects: what rules_lanes does for such a cell, without its rules'
+// code. There a lane ran some 1 700 instructions a cell (two lanes, each
+// colliding the whole cell), bound by the latency of its loads, where most
+// NEAR cells of the shipped scenarios need nothing but this (BENCHMARKS.md,
+// twenty-ninth and thirtieth sessions).
+__device__ __forceinline__ void light_cell(store_t* __restrict__ f, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ masks, u32 k) {
+    const u32 cc = cells[k];
+    const u64 mask = masks[k];
+    const u32 bounce = (u32)mask, reflect = (u32)(mask >> 32) & ((1u << Q) - 1u);
+    const u32 axis = (u32)(mask >> 62);
+    const u32 nx = p.nx, nxy = p.nx * p.ny;
+    const u64 n = (u64)nxy * (u64)p.nz;
+    const int z = (int)(cc / nxy);
+    const int y = (int)((cc - (u32)z * nxy) / nx);
+    const int x = (int)(cc - (u32)z * nxy - (u32)y * nx);
+    const u32 ox[3] = {x == 0 ? nx - 1u : 0u - 1u, 0u, x + 1 == (int)nx ? 1u - nx : 1u};
+    u32 oy[3], oz[3];
+    yz_offsets(p, y, z, oy, oz);
+    // A reflected link's cell: the neighbour's offsets without the wall's axis.
+    const u32 sx[3] = {axis == 0u ? 0u : ox[0], 0u, axis == 0u ? 0u : ox[2]};
+    const u32 sy[3] = {axis == 1u ? 0u : oy[0], 0u, axis == 1u ? 0u : oy[2]};
+    const u32 sz[3] = {axis == 2u ? 0u : oz[0], 0u, axis == 2u ? 0u : oz[2]};
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    float v[Q];
+    v[0] = ld(f, (u64)cc);
+#pragma unroll
+    for (int j = 1; j < Q; j++) {
+        // Incoming j: slot opposite(j) of x - e_j; back from a wall, the
+        // cell's own slot j; off a free-slip wall, the mirrored slot of the
+        // cell beside.
+        const int d = opposite(j);
+        const bool back = (bounce >> d) & 1u, mirror = (reflect >> d) & 1u;
+        const u32 s = cc + ox[1 + CEX(d)] + oy[1 + CEY(d)] + oz[1 + CEZ(d)];
+        const u32 beside = cc + sx[1 + CEX(d)] + sy[1 + CEY(d)] + sz[1 + CEZ(d)];
+        const int slot = back ? j : (mirror ? mirrored_rt(d, axis) : d);
+        v[j] = ld(f + (u64)slot * n, (u64)(back ? cc : (mirror ? beside : s)));
+    }
+    PUT_VELOCITY(n, (u64)cc, v);
+    COLLIDE(v, p);
+    st(f, cc, v[0]);
+#pragma unroll
+    for (int i = 1; i < Q; i++) {
+        const bool back = (bounce >> i) & 1u, mirror = (reflect >> i) & 1u;
+        const u32 m = cc + ox[1 + CEX(i)] + oy[1 + CEY(i)] + oz[1 + CEZ(i)];
+        const u32 beside = cc + sx[1 + CEX(i)] + sy[1 + CEY(i)] + sz[1 + CEZ(i)];
+        const int slot = back ? opposite(i) : (mirror ? mirrored_rt(i, axis) : i);
+        st(f + (u64)slot * n, back ? cc : (mirror ? beside : m), v[i]);
+    }
+}
+
+// The odd step's NEAR cells: the first blocks take `count` cells of `cells`
+// (from entry `first` of their list) by their rules, RULES_LANES threads a
+// cell (compile.rs: rules_lanes), the others `light_count` light cells, one a
+// thread. One launch, so that on small grids the two parts run side by side
+// (as two launches in turn the cavity's odd boundary work took 9 µs a step
+// instead of 6, and its share of the box fell 75.3 -> 71.0% in 16-bit;
+// thirtieth session); the slow rules blocks start first.
+template <bool SLIP>
+__device__ __forceinline__ void boundary_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first, const u32* __restrict__ light, const u64* __restrict__ masks, u32 light_count) {
+#ifdef LIGHT_FIRST
+    const u32 light_blocks = (light_count + blockDim.x - 1) / blockDim.x;
+    if (blockIdx.x >= light_blocks) {
+        rules_lanes<SLIP>(f, flags, p, cells, rules, count, first, blockIdx.x - light_blocks);
+    } else {
+        const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+        if (k < light_count) light_cell(f, p, light, masks, k);
+    }
+#else
+    const u32 rules_blocks = (count * RULES_LANES + blockDim.x - 1) / blockDim.x;
+    if (blockIdx.x < rules_blocks) {
+        rules_lanes<SLIP>(f, flags, p, cells, rules, count, first, blockIdx.x);
+    } else {
+        const u32 k = (blockIdx.x - rules_blocks) * blockDim.x + threadIdx.x;
+        if (k < light_count) light_cell(f, p, light, masks, k);
+    }
+#endif
+}
+
+// The odd step's NEAR cells (boundary_odd), in blocks of 128.
+extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first, const u32* __restrict__ light, const u64* __restrict__ masks, u32 light_count) {
     LET_NEXT_LAUNCH();
-    rules_lanes<true>(f, flags, p, cells, rules, count, first);
+    boundary_odd<true>(f, flags, p, cells, rules, count, first, light, masks, light_count);
 }
 
 // aa_boundary_rules where no NEAR cell has a free-slip or edge link or is an
 // outlet (boundary.rs: rules_are_plain): without that code the kernel is a
 // third smaller, and the cavity's, a third of a wave, waited on fetching
 // instructions (BENCHMARKS.md, twenty-eighth session).
-extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules_plain(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first) {
+extern "C" __global__ void __launch_bounds__(128, RULES_BLOCKS) aa_boundary_rules_plain(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const GRID_CONSTANT Params p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first, const u32* __restrict__ light, const u64* __restrict__ masks, u32 light_count) {
     LET_NEXT_LAUNCH();
-    rules_lanes<false>(f, flags, p, cells, rules, count, first);
+    boundary_odd<false>(f, flags, p, cells, rules, count, first, light, masks, light_count);
 }
 
 // The even step's paired bulk kernel with its listed NEAR cells in the same

@@ -120,6 +120,20 @@ pub struct Tuning {
     /// own beside the bulk kernel (the two touch disjoint slots);
     /// `FLOWSCOPE_CONCURRENT_BOUNDARY=0` runs it after the bulk kernel.
     pub concurrent_boundary: bool,
+    /// Which of the LBM's CUDA odd step's NEAR cells take its light path
+    /// (`boundary::light_mask`): by default all where the lattice fits in
+    /// L2, else those without a wall link along ±x itself;
+    /// `FLOWSCOPE_LIGHT_CELLS=0` none, `=all` all, `=x` the latter always.
+    pub light_cells: LightKnob,
+}
+
+/// [`Tuning::light_cells`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LightKnob {
+    Auto,
+    Off,
+    All,
+    NotAlongX,
 }
 
 impl Default for Tuning {
@@ -134,6 +148,7 @@ impl Default for Tuning {
             fuse_near: true,
             step_frames: true,
             concurrent_boundary: true,
+            light_cells: LightKnob::Auto,
         }
     }
 }
@@ -157,6 +172,12 @@ impl Tuning {
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
             concurrent_boundary: text("FLOWSCOPE_CONCURRENT_BOUNDARY").is_none_or(|v| v != "0"),
+            light_cells: match text("FLOWSCOPE_LIGHT_CELLS").as_deref() {
+                Some("0") => LightKnob::Off,
+                Some("all") => LightKnob::All,
+                Some("x") => LightKnob::NotAlongX,
+                _ => LightKnob::Auto,
+            },
         }
     }
 }
@@ -179,6 +200,7 @@ mod tests {
                     "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
                     "FLOWSCOPE_STEP_FRAMES" => "0",
                     "FLOWSCOPE_CONCURRENT_BOUNDARY" => "0",
+                    "FLOWSCOPE_LIGHT_CELLS" => "0",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -190,6 +212,7 @@ mod tests {
         assert!(!t.fuse_near);
         assert!(!t.step_frames);
         assert!(!t.concurrent_boundary);
+        assert_eq!(t.light_cells, LightKnob::Off);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);

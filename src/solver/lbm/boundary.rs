@@ -161,6 +161,75 @@ pub fn rules_are_plain(cell_flags: &[u8], near: &[u32], rules: &[u64]) -> bool {
         && !rules.iter().any(|&r| slip(r))
 }
 
+/// Which NEAR cells the odd step leaves to its light path
+/// (`aa_boundary_rules`' last blocks, [`light_mask`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LightCells {
+    /// None: every NEAR cell by its rules.
+    None,
+    /// Every light cell.
+    All,
+    /// The light cells without a link along ±x itself that bounces back or
+    /// reflects. Such a
+    /// cell, beside a wall across x, takes a sector of its own for each of
+    /// its 38 accesses, and on its light path the odd step's boundary
+    /// kernel read more from DRAM than on the rules' path (Nsight Compute,
+    /// the cavity at 256³ in FP32: 197 against 156 MB, 253 against 192 µs,
+    /// with a quarter of the instructions; the cause not found), and the
+    /// step ran 3% slower; where the lattice fits in L2 they gain instead
+    /// (the cavity as shipped, 66³: 87.5 → 90.7% of the box in FP32, 75.4
+    /// → 80.5% in 16-bit; BENCHMARKS.md, thirtieth session).
+    NotAlongX,
+}
+
+/// Bit of a light mask ([`light_mask`]) for a link that reflects
+/// specularly: `SPECULAR << d`.
+pub const SPECULAR: u64 = 1 << 32;
+/// Where a light mask keeps the axis of its cell's free-slip wall.
+pub const SLIP_AXIS_SHIFT: u32 = 62;
+
+/// Where NEAR cell `c` (odd-step rules `rules`) is light under `which`, the
+/// bit mask of its links that do not stream: bit d where the link toward
+/// x + e_d bounces back, `SPECULAR << d` where it reflects specularly at a
+/// free-slip wall, whose axis (one for all such links of the cell) sits
+/// at [`SLIP_AXIS_SHIFT`]. That is all that the kernels' light path needs:
+/// a fluid cell whose links all stream, bounce back or reflect off one
+/// free-slip wall, none of them onto an interpolated wall (`linked`).
+pub fn light_mask(
+    g: &Grid,
+    cell_flags: &[u8],
+    c: usize,
+    rules: u64,
+    linked: bool,
+    which: LightCells,
+) -> Option<u64> {
+    if which == LightCells::None || linked || CellType::of(cell_flags[c]) != CellType::Fluid {
+        return None;
+    }
+    let p = g.coords(c);
+    let mut axis = None;
+    let mut mask = 0u64;
+    for d in 1..Q {
+        match (rules >> (3 * d)) & 7 {
+            r if r == OddLink::Stream as u64 => {}
+            r if r == OddLink::Bounce as u64 => mask |= 1 << d,
+            r if r == OddLink::Specular as u64 => {
+                let m = g.neighbour(p[0], p[1], p[2], E[d])?;
+                let a = flags::tag(cell_flags[m]) as u64;
+                if *axis.get_or_insert(a) != a {
+                    return None;
+                }
+                mask |= SPECULAR << d;
+            }
+            _ => return None,
+        }
+    }
+    let along_x = (1..Q)
+        .filter(|&d| E[d][1] == 0 && E[d][2] == 0)
+        .any(|d| mask & (1 << d | SPECULAR << d) != 0);
+    (which == LightCells::All || !along_x).then_some(mask | axis.unwrap_or(0) << SLIP_AXIS_SHIFT)
+}
+
 /// The slots of layer `halo` that the odd step of the running cells in the
 /// adjacent layer `edge` writes, as (direction, cell within the layer), in the
 /// order of `write_odd`. The write pattern depends on the flags only (the same
@@ -236,5 +305,93 @@ mod tests {
                 .collect();
             assert_eq!(rules_are_plain(&flags, &near, &rules), plain, "{name}");
         }
+    }
+
+    /// The NEAR cells of a shipped scenario, its grid, flags and rules.
+    fn near_of(name: &str) -> (Grid, Vec<u8>, Vec<u32>, Vec<u64>) {
+        let path = format!("assets/scenarios/{name}.toml");
+        let scenario = crate::scenario::Scenario::load(path.as_ref(), &[]).unwrap();
+        let grid = scenario.grid();
+        let mut flags = scenario.voxelize().flags;
+        mark_near_cells(&grid, &mut flags);
+        let near: Vec<u32> = (0..flags.len())
+            .filter(|&c| flags[c] & NEAR != 0)
+            .map(|c| c as u32)
+            .collect();
+        let rules = near
+            .iter()
+            .map(|&c| odd_rules(&grid, &flags, c as usize))
+            .collect();
+        (grid, flags, near, rules)
+    }
+
+    #[test]
+    fn light_masks_hold_each_link_rule_and_leave_the_lid_and_x_walls_to_the_rules() {
+        // The cavity: 64³ fluid in a layer of walls, the lid at y = 65. Every
+        // NEAR cell is light but the 64² beside the lid; without those with a
+        // link along ±x into a wall, also not the 2 · 63 · 64 beside the x
+        // walls below the lid.
+        let (g, flags, near, rules) = near_of("cavity");
+        let count = |which| {
+            (0..near.len())
+                .filter(|&k| {
+                    light_mask(&g, &flags, near[k] as usize, rules[k], false, which).is_some()
+                })
+                .count()
+        };
+        assert_eq!(near.len(), 64 * 64 * 64 - 62 * 62 * 62);
+        assert_eq!(count(LightCells::All), near.len() - 64 * 64);
+        assert_eq!(
+            count(LightCells::NotAlongX),
+            near.len() - 64 * 64 - 2 * 63 * 64
+        );
+        assert_eq!(count(LightCells::None), 0);
+        // An interpolated wall's links take the rules.
+        let k = near
+            .iter()
+            .position(|&c| g.coords(c as usize) == [1, 1, 1])
+            .unwrap();
+        assert!(light_mask(
+            &g,
+            &flags,
+            near[k] as usize,
+            rules[k],
+            false,
+            LightCells::All
+        )
+        .is_some());
+        assert!(light_mask(
+            &g,
+            &flags,
+            near[k] as usize,
+            rules[k],
+            true,
+            LightCells::All
+        )
+        .is_none());
+        // The urban block: its free-slip top reflects along z; each mask's
+        // bits are the links' rules.
+        let (g, flags, near, rules) = near_of("urban");
+        let mut reflecting = 0;
+        for (k, &c) in near.iter().enumerate() {
+            let Some(mask) = light_mask(&g, &flags, c as usize, rules[k], false, LightCells::All)
+            else {
+                continue;
+            };
+            assert_eq!(CellType::of(flags[c as usize]), CellType::Fluid);
+            for d in 1..Q {
+                let rule = (rules[k] >> (3 * d)) & 7;
+                assert_eq!(mask >> d & 1 != 0, rule == OddLink::Bounce as u64);
+                assert_eq!(mask & SPECULAR << d != 0, rule == OddLink::Specular as u64);
+            }
+            if mask >> 32 != 0 {
+                reflecting += 1;
+                assert_eq!(mask >> SLIP_AXIS_SHIFT, 2);
+            }
+        }
+        assert!(
+            reflecting >= 200 * 256,
+            "{reflecting} light cells below the free-slip top"
+        );
     }
 }

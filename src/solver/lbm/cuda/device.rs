@@ -20,6 +20,7 @@ pub struct DeviceInfo {
     pub free_bytes: u64,
     pub total_bytes: u64,
     pub multiprocessors: i32,
+    pub l2_bytes: u64,
 }
 
 /// Why no CUDA device can be used, from what was found (testable without a GPU).
@@ -104,6 +105,8 @@ pub fn probe_device(ordinal: usize) -> Result<DeviceInfo, CudaUnavailable> {
             total_bytes: total as u64,
             multiprocessors: ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            l2_bytes: ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?
+                as u64,
         })
     })
     .map_err(CudaUnavailable)?;

@@ -276,7 +276,8 @@ pub(super) struct Kernels {
     /// (`near_schedule`).
     pub(super) even2_near: CudaFunction,
     pub(super) boundary: CudaFunction,
-    /// The odd step's NEAR cells, by their rules (`boundary::odd_rules`).
+    /// The odd step's NEAR cells, by their rules (`boundary::odd_rules`),
+    /// and its light cells (`boundary::light_mask`).
     pub(super) boundary_rules: CudaFunction,
     /// The same without the free-slip, edge and outlet code.
     pub(super) boundary_rules_plain: CudaFunction,
@@ -705,7 +706,7 @@ impl CudaSolver {
     /// `layers` that its bulk kernel left, with `params`, from the
     /// `WRITE_VELOCITY` module with `leave_velocity` (after the bulk
     /// kernel): the even step's `aa_boundary` over its list, the odd step's
-    /// `aa_boundary_rules` over every NEAR cell.
+    /// `aa_boundary_rules` over its rules' list and its light cells.
     fn launch_boundaries(
         &self,
         stream: &Arc<CudaStream>,
@@ -714,24 +715,31 @@ impl CudaSolver {
         leave_velocity: bool,
     ) -> Result<(), SolverError> {
         let kernels = step_kernels(&self.kernels, &self.velocity_kernels, leave_velocity);
-        let (function, list, cells) = match self.parity() {
-            0 => {
-                let even = &self.lists.even;
-                if let Some(q) = &even.links_dev {
-                    params.link_q = address_halves(q.device_ptr(&self.stream).0);
-                }
-                (&kernels.boundary, &even.cells, &even.cells_dev)
-            }
-            _ if self.lists.plain => (&kernels.boundary_rules_plain, &self.near, &self.near_dev),
-            _ => (&kernels.boundary_rules, &self.near, &self.near_dev),
+        let lists = &self.lists;
+        let odd = self.parity() == 1;
+        let (function, list) = match odd {
+            false => (&kernels.boundary, &lists.even),
+            true if lists.plain => (&kernels.boundary_rules_plain, &lists.rules),
+            true => (&kernels.boundary_rules, &lists.rules),
         };
-        let near = self.entries(list, layers);
-        if near.is_empty() {
+        let near = self.entries(&list.cells, layers);
+        let light = match odd {
+            true => self.entries(&lists.light.cells, layers),
+            false => 0..0,
+        };
+        if near.is_empty() && light.is_empty() {
             return Ok(());
         }
+        if let Some(q) = &list.links_dev {
+            params.link_q = address_halves(q.device_ptr(&self.stream).0);
+        }
         let (mut count, mut first) = (near.len() as u32, near.start as u32);
-        let mut cells = cells.device_ptr(&self.stream).0 + 4 * near.start as u64;
-        let mut rules = self.lists.rules_dev.device_ptr(&self.stream).0 + 8 * near.start as u64;
+        let mut cells = list.cells_dev.device_ptr(&self.stream).0 + 4 * near.start as u64;
+        let mut rules = lists.rules_dev.device_ptr(&self.stream).0 + 8 * near.start as u64;
+        let mut light_count = light.len() as u32;
+        let mut light_cells =
+            lists.light.cells_dev.device_ptr(&self.stream).0 + 4 * light.start as u64;
+        let mut masks = lists.light_masks_dev.device_ptr(&self.stream).0 + 8 * light.start as u64;
         let mut f = self.lattice_ptr();
         let mut flags = self.flags_dev.device_ptr(&self.stream).0;
         let mut args = StepArgs::new();
@@ -741,26 +749,40 @@ impl CudaSolver {
             (&raw mut params).cast(),
             (&raw mut cells).cast(),
         ]);
-        if self.parity() == 1 {
+        if odd {
             args.push((&raw mut rules).cast());
         }
         args.extend([(&raw mut count).cast(), (&raw mut first).cast()]);
-        // The odd step's kernel takes `rules_lanes` threads a cell.
-        let threads = match self.parity() {
-            0 => u64::from(count),
-            _ => u64::from(count) * u64::from(kernels.rules_lanes),
+        if odd {
+            args.extend([
+                (&raw mut light_cells).cast(),
+                (&raw mut masks).cast(),
+                (&raw mut light_count).cast(),
+            ]);
+        }
+        // The odd step's kernel takes `rules_lanes` threads a cell of its
+        // rules, then one a light cell, each part in whole blocks.
+        let blocks = match odd {
+            false => u64::from(count).div_ceil(128),
+            true => {
+                (u64::from(count) * u64::from(kernels.rules_lanes)).div_ceil(128)
+                    + u64::from(light_count).div_ceil(128)
+            }
         };
         let cfg = LaunchConfig {
-            grid_dim: (threads.div_ceil(128) as u32, 1, 1),
+            grid_dim: (blocks as u32, 1, 1),
             block_dim: (128, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: aa_boundary takes (f, flags, params, cells, count, first),
-        // aa_boundary_rules (f, flags, params, cells, rules, count, first),
-        // `rules_lanes` threads a cell, in blocks of 128 (a multiple of it):
-        // `cells` (and `rules`) hold `count` entries from entry `first` of
-        // the step's list, whose links `params` points at. The argument
-        // values outlive the call, which copies them.
+        // aa_boundary_rules (f, flags, params, cells, rules, count, first,
+        // light cells, masks, light count), `rules_lanes` threads a cell of
+        // the first `count` blocks' worth, in blocks of 128 (a multiple of
+        // it), and a thread a light cell in the blocks after: `cells` (and
+        // `rules`) hold `count` entries from entry `first` of their list,
+        // whose links `params` points at, the light cells and their masks
+        // `light_count`. The argument values outlive the call, which copies
+        // them.
         unsafe {
             launch_step_kernel(
                 stream,

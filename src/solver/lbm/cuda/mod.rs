@@ -37,7 +37,7 @@ pub use launch::{
     StepKernel, DEFAULT_BLOCK,
 };
 
-use super::boundary::{odd_rules as odd_rules_of, rules_are_plain};
+use super::boundary::{light_mask, odd_rules as odd_rules_of, rules_are_plain, LightCells};
 use super::lattice::Q;
 use super::links::{check as check_links, WallLinks};
 use super::slabs::SlabLattice;
@@ -45,7 +45,7 @@ use crate::solver::{
     average, check_params, flags, Averages, Fields, Grid, Initial, Params, Precision, Schedule,
     Solver, SolverError, Stats, TakenFrame,
 };
-use crate::system::Tuning;
+use crate::system::{LightKnob, Tuning};
 use device::lattice_bytes;
 use display::Display;
 use exchange::SlabLink;
@@ -149,6 +149,9 @@ pub struct CudaSolver {
     /// variant) where it has one, instead of by `aa_boundary` after it
     /// ([`Tuning::fuse_near`], `set_fuse_near`).
     fuse_near: bool,
+    /// The odd step's NEAR cells that take its light path
+    /// ([`Tuning::light_cells`], [`light_cells`]).
+    light_cells: LightCells,
     /// The block orders of `aa_even2_near` launches (launch::near_schedule),
     /// by layers, made on first use.
     near_schedules: Vec<(Range<usize>, CudaSlice<u32>)>,
@@ -186,58 +189,100 @@ struct BoundaryLists {
     /// `aa_even2_near`): the NEAR cells whose even update is not the bulk
     /// one (`flags::even_step_differs`).
     even: BoundaryList,
-    /// The odd step's rules of every NEAR cell (`boundary::odd_rules`), an
-    /// entry of `near` each (`aa_boundary_rules`).
+    /// The odd step's light NEAR cells (`boundary::light_mask`), with their
+    /// bounce-back masks, for the last blocks of `aa_boundary_rules`.
+    light: BoundaryList,
+    light_masks_dev: CudaSlice<u64>,
+    /// The odd step's other NEAR cells, for `aa_boundary_rules`, with their
+    /// rules (`boundary::odd_rules`).
+    rules: BoundaryList,
     rules_dev: CudaSlice<u64>,
-    /// No NEAR cell needs the free-slip, edge or outlet code
+    /// No NEAR cell of `rules` needs the free-slip, edge or outlet code
     /// (`boundary::rules_are_plain`): `aa_boundary_rules_plain` takes them.
     plain: bool,
 }
 
 impl BoundaryLists {
     /// The lists, and the flags with their bulk bits, for NEAR cells `near`
-    /// with the links' q `aligned` (18 an entry of `near`).
+    /// with the links' q `aligned` (18 an entry of `near`); `light` says
+    /// which of the odd step's take its light path.
     fn new(
         stream: &Arc<CudaStream>,
         grid: &Grid,
         cell_flags: &[u8],
         near: &[u32],
         aligned: Option<&[f32]>,
+        light: LightCells,
     ) -> Result<(BoundaryLists, Vec<u8>), SolverError> {
         use rayon::prelude::*;
 
         let links_of = |k: usize| aligned.map(|q| &q[(Q - 1) * k..(Q - 1) * (k + 1)]);
-        let entries: Vec<usize> = (0..near.len())
-            .filter(|&k| {
-                let linked = links_of(k).is_some_and(|q| q.iter().any(|&v| v != 0.0));
-                flags::even_step_differs(grid, cell_flags, near[k] as usize, linked)
+        let linked = |k: usize| links_of(k).is_some_and(|q| q.iter().any(|&v| v != 0.0));
+        // Entries `entries` of `near` with their links' q.
+        let list = |entries: &[usize]| -> Result<BoundaryList, SolverError> {
+            let cells: Vec<u32> = entries.iter().map(|&k| near[k]).collect();
+            let links: Option<Vec<f32>> = aligned.map(|_| {
+                entries
+                    .iter()
+                    .flat_map(|&k| links_of(k).expect("aligned").iter().copied())
+                    .collect()
+            });
+            Ok(BoundaryList {
+                cells_dev: upload_list(stream, &cells)?,
+                links_dev: links.map(|q| upload_list(stream, &q)).transpose()?,
+                cells,
             })
-            .collect();
-        let cells: Vec<u32> = entries.iter().map(|&k| near[k]).collect();
-        let links: Option<Vec<f32>> = aligned.map(|_| {
-            entries
-                .iter()
-                .flat_map(|&k| links_of(k).expect("aligned").iter().copied())
-                .collect()
-        });
-        let even = BoundaryList {
-            cells_dev: upload_list(stream, &cells)?,
-            links_dev: links.map(|q| upload_list(stream, &q)).transpose()?,
-            cells,
         };
+        let even: Vec<usize> = (0..near.len())
+            .filter(|&k| flags::even_step_differs(grid, cell_flags, near[k] as usize, linked(k)))
+            .collect();
+        let even = list(&even)?;
         let rules: Vec<u64> = near
             .par_iter()
             .map(|&c| odd_rules_of(grid, cell_flags, c as usize))
             .collect();
+        let masks: Vec<Option<u64>> = (0..near.len())
+            .map(|k| {
+                light_mask(
+                    grid,
+                    cell_flags,
+                    near[k] as usize,
+                    rules[k],
+                    linked(k),
+                    light,
+                )
+            })
+            .collect();
+        let (lights, heavy): (Vec<usize>, Vec<usize>) =
+            (0..near.len()).partition(|&k| masks[k].is_some());
+        let light_masks: Vec<u64> = lights.iter().filter_map(|&k| masks[k]).collect();
+        let heavy_rules: Vec<u64> = heavy.iter().map(|&k| rules[k]).collect();
         let bits = flags::with_bulk_bits(cell_flags, &even.cells);
+        let rules = list(&heavy)?;
         Ok((
             BoundaryLists {
                 even,
-                rules_dev: upload_list(stream, &rules)?,
-                plain: rules_are_plain(cell_flags, near, &rules),
+                light: list(&lights)?,
+                light_masks_dev: upload_list(stream, &light_masks)?,
+                plain: rules_are_plain(cell_flags, &rules.cells, &heavy_rules),
+                rules,
+                rules_dev: upload_list(stream, &heavy_rules)?,
             },
             bits,
         ))
+    }
+}
+
+/// Which of the odd step's NEAR cells take its light path
+/// ([`Tuning::light_cells`]): by default all where the lattice of `lattice`
+/// bytes fits in the device's L2 of `l2` bytes, else those that
+/// [`LightCells::NotAlongX`] says why.
+fn light_cells(knob: LightKnob, lattice: u64, l2: u64) -> LightCells {
+    match knob {
+        LightKnob::Auto if lattice <= l2 => LightCells::All,
+        LightKnob::Auto | LightKnob::NotAlongX => LightCells::NotAlongX,
+        LightKnob::All => LightCells::All,
+        LightKnob::Off => LightCells::None,
     }
 }
 
@@ -419,7 +464,12 @@ impl CudaSolver {
             .filter(|&c| cell_flags[c] & flags::NEAR != 0)
             .map(|c| c as u32)
             .collect();
-        let (lists, bits) = BoundaryLists::new(&stream, &grid, &cell_flags, &near, None)?;
+        let light = light_cells(
+            tuning.light_cells,
+            lattice_bytes(precision, n as u64),
+            info.l2_bytes,
+        );
+        let (lists, bits) = BoundaryLists::new(&stream, &grid, &cell_flags, &near, None, light)?;
         let flags_dev = stream.clone_htod(&bits).map_err(dev)?;
         let odd_quads = prefers_odd_quads(
             kernels.odd4.is_some(),
@@ -475,6 +525,7 @@ impl CudaSolver {
             odd_quads,
             even_quads: None,
             fuse_near: tuning.fuse_near,
+            light_cells: light,
             near_schedules: Vec::new(),
             build,
             velocity_kernels: None,
@@ -508,6 +559,7 @@ impl CudaSolver {
             &self.flags,
             &self.near,
             aligned.as_deref(),
+            self.light_cells,
         )?;
         self.stream
             .memcpy_htod(&bits, &mut self.flags_dev)
@@ -1030,5 +1082,22 @@ impl Solver for CudaSolver {
             + self.frame_planes.as_ref().map_or(0, |_| 16 * n)
             + display
             + averages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn light_cells_beside_x_walls_only_where_the_lattice_fits_in_l2() {
+        let l2 = 50 << 20;
+        let cavity = lattice_bytes(Precision::Fp32, 66 * 66 * 66);
+        let cavity_256 = lattice_bytes(Precision::Fp16, 256 * 256 * 256);
+        assert_eq!(light_cells(LightKnob::Auto, cavity, l2), LightCells::All);
+        assert_eq!(light_cells(LightKnob::Auto, cavity_256, l2), LightCells::NotAlongX);
+        assert_eq!(light_cells(LightKnob::NotAlongX, cavity, l2), LightCells::NotAlongX);
+        assert_eq!(light_cells(LightKnob::All, cavity_256, l2), LightCells::All);
+        assert_eq!(light_cells(LightKnob::Off, cavity, l2), LightCells::None);
     }
 }
