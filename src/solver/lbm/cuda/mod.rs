@@ -1095,8 +1095,14 @@ mod tests {
         let cavity = lattice_bytes(Precision::Fp32, 66 * 66 * 66);
         let cavity_256 = lattice_bytes(Precision::Fp16, 256 * 256 * 256);
         assert_eq!(light_cells(LightKnob::Auto, cavity, l2), LightCells::All);
-        assert_eq!(light_cells(LightKnob::Auto, cavity_256, l2), LightCells::NotAlongX);
-        assert_eq!(light_cells(LightKnob::NotAlongX, cavity, l2), LightCells::NotAlongX);
+        assert_eq!(
+            light_cells(LightKnob::Auto, cavity_256, l2),
+            LightCells::NotAlongX
+        );
+        assert_eq!(
+            light_cells(LightKnob::NotAlongX, cavity, l2),
+            LightCells::NotAlongX
+        );
         assert_eq!(light_cells(LightKnob::All, cavity_256, l2), LightCells::All);
         assert_eq!(light_cells(LightKnob::Off, cavity, l2), LightCells::None);
     }
