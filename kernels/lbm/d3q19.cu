@@ -1517,18 +1517,13 @@ __device__ __forceinline__ void light_cell(store_t* __restrict__ f, const Params
 // thread. One launch, so that on small grids the two parts run side by side
 // (as two launches in turn the cavity's odd boundary work took 9 µs a step
 // instead of 6, and its share of the box fell 75.3 -> 71.0% in 16-bit;
-// thirtieth session); the slow rules blocks start first.
+// thirtieth session); the slow rules blocks start first (the light blocks
+// first: the urban block 70.1 -> 67.8% in 16-bit, the cube 76.2 -> 73.2%).
+// Moving walls and inlets on the light path (their terms by `arriving` and
+// `leaving`) took the kernel to 114 registers in 16-bit and lost 1-2 points
+// on most scenarios (thirtieth session).
 template <bool SLIP>
 __device__ __forceinline__ void boundary_odd(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, const u32* __restrict__ cells, const u64* __restrict__ rules, u32 count, u32 first, const u32* __restrict__ light, const u64* __restrict__ masks, u32 light_count) {
-#ifdef LIGHT_FIRST
-    const u32 light_blocks = (light_count + blockDim.x - 1) / blockDim.x;
-    if (blockIdx.x >= light_blocks) {
-        rules_lanes<SLIP>(f, flags, p, cells, rules, count, first, blockIdx.x - light_blocks);
-    } else {
-        const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-        if (k < light_count) light_cell(f, p, light, masks, k);
-    }
-#else
     const u32 rules_blocks = (count * RULES_LANES + blockDim.x - 1) / blockDim.x;
     if (blockIdx.x < rules_blocks) {
         rules_lanes<SLIP>(f, flags, p, cells, rules, count, first, blockIdx.x);
@@ -1536,7 +1531,6 @@ __device__ __forceinline__ void boundary_odd(store_t* __restrict__ f, const unsi
         const u32 k = (blockIdx.x - rules_blocks) * blockDim.x + threadIdx.x;
         if (k < light_count) light_cell(f, p, light, masks, k);
     }
-#endif
 }
 
 // The odd step's NEAR cells (boundary_odd), in blocks of 128.

@@ -170,15 +170,14 @@ pub enum LightCells {
     /// Every light cell.
     All,
     /// The light cells without a link along ±x itself that bounces back or
-    /// reflects. Such a
-    /// cell, beside a wall across x, takes a sector of its own for each of
-    /// its 38 accesses, and on its light path the odd step's boundary
-    /// kernel read more from DRAM than on the rules' path (Nsight Compute,
-    /// the cavity at 256³ in FP32: 197 against 156 MB, 253 against 192 µs,
-    /// with a quarter of the instructions; the cause not found), and the
-    /// step ran 3% slower; where the lattice fits in L2 they gain instead
-    /// (the cavity as shipped, 66³: 87.5 → 90.7% of the box in FP32, 75.4
-    /// → 80.5% in 16-bit; BENCHMARKS.md, thirtieth session).
+    /// reflects. Such a cell, beside a wall across x, takes a sector of its
+    /// own for each of its 38 accesses, and on its light path the odd
+    /// step's boundary kernel read more from DRAM than on the rules' path
+    /// (Nsight Compute, the cavity at 256³ in FP32: 197 against 156 MB, 253
+    /// against 192 µs, with a quarter of the instructions; the cause not
+    /// found), and the step ran 3% slower; where the lattice fits in L2 they
+    /// gain instead (the cavity as shipped, 66³: 87.5 → 90.7% of the box in
+    /// FP32, 75.4 → 80.5% in 16-bit; BENCHMARKS.md, thirtieth session).
     NotAlongX,
 }
 
