@@ -289,19 +289,7 @@ mod tests {
             ("cylinder", false),
             ("urban", false),
         ] {
-            let path = format!("assets/scenarios/{name}.toml");
-            let scenario = crate::scenario::Scenario::load(path.as_ref(), &[]).unwrap();
-            let grid = scenario.grid();
-            let mut flags = scenario.voxelize().flags;
-            mark_near_cells(&grid, &mut flags);
-            let near: Vec<u32> = (0..flags.len())
-                .filter(|&c| flags[c] & NEAR != 0)
-                .map(|c| c as u32)
-                .collect();
-            let rules: Vec<u64> = near
-                .iter()
-                .map(|&c| odd_rules(&grid, &flags, c as usize))
-                .collect();
+            let (_, flags, near, rules) = near_of(name);
             assert_eq!(rules_are_plain(&flags, &near, &rules), plain, "{name}");
         }
     }
