@@ -190,7 +190,7 @@ struct BoundaryLists {
     /// one (`flags::even_step_differs`).
     even: BoundaryList,
     /// The odd step's light NEAR cells (`boundary::light_mask`), with their
-    /// bounce-back masks, for the last blocks of `aa_boundary_rules`.
+    /// masks, for the last blocks of `aa_boundary_rules`.
     light: BoundaryList,
     light_masks_dev: CudaSlice<u64>,
     /// The odd step's other NEAR cells, for `aa_boundary_rules`, with their
@@ -275,8 +275,8 @@ impl BoundaryLists {
 
 /// Which of the odd step's NEAR cells take its light path
 /// ([`Tuning::light_cells`]): by default all where the lattice of `lattice`
-/// bytes fits in the device's L2 of `l2` bytes, else those that
-/// [`LightCells::NotAlongX`] says why.
+/// bytes fits in the device's L2 of `l2` bytes, else
+/// [`LightCells::NotAlongX`] (whose doc says why).
 fn light_cells(knob: LightKnob, lattice: u64, l2: u64) -> LightCells {
     match knob {
         LightKnob::Auto if lattice <= l2 => LightCells::All,
