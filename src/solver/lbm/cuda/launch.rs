@@ -776,13 +776,13 @@ impl CudaSolver {
         };
         // SAFETY: aa_boundary takes (f, flags, params, cells, count, first),
         // aa_boundary_rules (f, flags, params, cells, rules, count, first,
-        // light cells, masks, light count), `rules_lanes` threads a cell of
-        // the first `count` blocks' worth, in blocks of 128 (a multiple of
-        // it), and a thread a light cell in the blocks after: `cells` (and
-        // `rules`) hold `count` entries from entry `first` of their list,
-        // whose links `params` points at, the light cells and their masks
-        // `light_count`. The argument values outlive the call, which copies
-        // them.
+        // light cells, masks, light count); its first blocks take the
+        // `count` cells, `rules_lanes` threads a cell in blocks of 128 (a
+        // multiple of it), the blocks after them the light cells, a thread
+        // each. `cells` (and `rules`) hold `count` entries from entry `first`
+        // of their list, whose links `params` points at, the light cells and
+        // their masks `light_count`. The argument values outlive the call,
+        // which copies them.
         unsafe {
             launch_step_kernel(
                 stream,
