@@ -19,7 +19,7 @@ use cudarc::driver::{
 };
 
 use super::flow::{Carry, Flow, Kind, StepTimes};
-use super::multigrid::{sweeps, Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA};
+use super::multigrid::{Cycle, Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA};
 use super::poisson::{Face, Operator};
 use crate::solver::lbm::cuda::guarded;
 use crate::solver::SolverError;
@@ -236,6 +236,7 @@ struct Hierarchy {
     coarser: Vec<(CudaSlice<f32>, CudaSlice<f32>)>,
     coarsest: Coarsest,
     singular: bool,
+    shape: Cycle,
 }
 
 /// The coarsest grid's dense solve.
@@ -621,6 +622,7 @@ impl DeviceFlow {
                 history: stream.alloc_zeros(2 * n)?,
                 mg: Hierarchy {
                     singular: ops[0].singular,
+                    shape: mg.shape(),
                     levels,
                     coarser,
                     coarsest: Coarsest {
@@ -1306,6 +1308,7 @@ impl DeviceFlow {
                 &mut mg.coarser,
                 &mut mg.coarsest,
                 mg.singular,
+                mg.shape,
                 z,
                 r,
             )?;
@@ -1477,9 +1480,9 @@ fn smooth(
     Ok(())
 }
 
-/// The V-cycle from `levels[0]` (level `depth` of the hierarchy) down:
-/// x ≈ A⁻¹ b (x zero on entry). The coarser grids' vectors are `coarser`
-/// (one fewer than `levels`).
+/// The cycle from `levels[0]` (level `depth` of the hierarchy) down, shaped
+/// as the CPU's: x ≈ A⁻¹ b (x zero on entry). The coarser grids' vectors
+/// are `coarser` (one fewer than `levels`).
 #[allow(clippy::too_many_arguments)]
 fn down_up(
     gpu: &Gpu,
@@ -1488,6 +1491,7 @@ fn down_up(
     coarser: &mut [(CudaSlice<f32>, CudaSlice<f32>)],
     coarsest: &mut Coarsest,
     singular: bool,
+    shape: Cycle,
     x: &mut CudaSlice<f32>,
     b: &CudaSlice<f32>,
 ) -> Result<(), SolverError> {
@@ -1520,7 +1524,7 @@ fn down_up(
         return unsafe { l.launch(rows) }.map(drop).map_err(dev);
     }
     let (fine, coarse) = (&levels[0], &levels[1]);
-    let [down, up] = sweeps(depth);
+    let [down, up] = shape.sweeps(depth);
     smooth(gpu, fine, x, b, down, false)?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
@@ -1542,16 +1546,19 @@ fn down_up(
         .map(drop)
         .map_err(dev)?;
     s.memset_zeros(&mut *cx).map_err(dev)?;
-    down_up(
-        gpu,
-        depth + 1,
-        &levels[1..],
-        deeper,
-        coarsest,
-        singular,
-        cx,
-        cb,
-    )?;
+    for _ in 0..shape.visits(depth) {
+        down_up(
+            gpu,
+            depth + 1,
+            &levels[1..],
+            deeper,
+            coarsest,
+            singular,
+            shape,
+            cx,
+            cb,
+        )?;
+    }
     let mut l = s.launch_builder(&gpu.k.prolong_add);
     l.arg(&*cx)
         .arg(&coarse.diag)

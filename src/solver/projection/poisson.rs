@@ -189,6 +189,17 @@ impl Operator {
         self.links.len()
     }
 
+    /// Whether a cell off the grid's outer layer takes no part: obstacles,
+    /// or walls thicker than a cell.
+    pub fn has_obstacles(&self) -> bool {
+        let [nx, ny, nz] = self.size;
+        let inner = |v: usize, n: usize| v > 0 && v + 1 < n;
+        (0..self.cells()).any(|c| {
+            let [x, y, z] = coords(self.size, c);
+            inner(x, nx) && inner(y, ny) && inner(z, nz) && !self.active(c)
+        })
+    }
+
     /// Whether cell `c` takes part (fluid with something to couple to).
     #[inline]
     pub fn active(&self, c: usize) -> bool {
@@ -524,5 +535,23 @@ mod tests {
         a.smooth(&mut x, &b, 2, false);
         let after = norm(&x, &mut r);
         assert!(after < 0.1 * before, "{before} → {after}");
+    }
+
+    #[test]
+    fn obstacles_are_solid_cells_off_the_outer_layer() {
+        let size = [6, 5, 4];
+        let n = 120;
+        // A cavity's walls: the outer layer solid.
+        let shell: Vec<bool> = (0..n)
+            .map(|c| {
+                let p = coords(size, c);
+                (0..3).all(|a| p[a] > 0 && p[a] + 1 < size[a])
+            })
+            .collect();
+        assert!(!Operator::new(size, &shell, WALLS).has_obstacles());
+        assert!(!Operator::new(size, &vec![true; n], WALLS).has_obstacles());
+        let mut block = shell.clone();
+        block[2 + 6 * (2 + 5 * 2)] = false;
+        assert!(Operator::new(size, &block, WALLS).has_obstacles());
     }
 }
