@@ -43,9 +43,11 @@ const COARSEST_CELLS: usize = 512;
 /// times after and takes the second grid's correction twice (a W at the
 /// top: from the second grid down once more on its residual): 0.098 / 0.045
 /// (walls / an outlet). On the H100 the city block's sub-step takes 1.85 ms
-/// against 1.69, in a 256³ grid 6.36 against 6.00 (2.64 G cell-steps/s);
-/// two and three sweeps (0.110) or one and three (0.110) with the two
-/// corrections, or two and four with one (0.179), fall short of tenfold
+/// against 1.69, in a 256³ grid 6.36–6.39 against 6.00 (2.63 G
+/// cell-steps/s), the cylinder at Re 100 0.391 s of wall-clock per D/U
+/// against 0.326. Two and three sweeps (0.110) or one and three (0.110)
+/// with the two corrections, two and four with one (0.179), or the second
+/// visit without its three sweeps down (0.104), fall short of tenfold
 /// (thirty-first session).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Cycle {
