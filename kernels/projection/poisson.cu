@@ -192,6 +192,89 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     x[c] = t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own;
 }
 
+// One red-black sweep of a level without periodic axes of odd length in one
+// pass (smooth's two colour passes each read every sector of x, b and the
+// links for half the cells): a block holds its tile of `from` with a halo of
+// two cells in shared memory, updates the first colour over the tile and a
+// halo of one, then the second over the tile, and writes the tile to `to`
+// (another vector: a block must not see its neighbours' new values). The
+// values and their order of operations are smooth's, cell by cell.
+#define SWEEP_TX 32
+#define SWEEP_TY 8
+#define SWEEP_TZ 4
+#define SWEEP_THREADS 256
+
+__device__ __forceinline__ int wrapped(int v, int n) {
+    v %= n;
+    return v < 0 ? v + n : v;
+}
+
+// Gauss–Seidel at the cell held at (i, j, k) of the tile `t` (its global
+// position p), its neighbours there too.
+template <int SX, int SY>
+__device__ __forceinline__ void sweep_cell(const Level& l, const unsigned char* links,
+                                           const float* weights, const float* diag,
+                                           const float* b, float* t, int i, int j, int k,
+                                           const int p[3]) {
+    unsigned c = index_of(l, p);
+    unsigned nb[6];
+    neighbours(l, p, c, nb);
+    float w[6];
+    couplings(l, weights, c, nb, w);
+    const int at = i + SX * (j + SY * k);
+    const float around[6] = {t[at - 1], t[at + 1], t[at - SX], t[at + SX], t[at - SX * SY],
+                             t[at + SX * SY]};
+    const unsigned bits = links[c];
+    const float d = diagonal(links, diag, c);
+    const float own = t[at];
+    const float bc = b[c];
+    float s = 0.0f;
+#pragma unroll
+    for (int dir = 0; dir < 6; dir++) {
+        if (bits & (1u << dir)) s += w[dir] * around[dir];
+    }
+    float gs = (bc + s) / d;
+    t[at] = d > 0.0f ? own + 1.0f * (gs - own) : own;
+}
+
+extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
+    smooth_sweep(const unsigned char* __restrict__ links, const float* __restrict__ weights,
+                 const float* __restrict__ diag, int nx, int ny, int nz, unsigned faces,
+                 const float* __restrict__ from, float* __restrict__ to,
+                 const float* __restrict__ b, int first) {
+    constexpr int SX = SWEEP_TX + 4, SY = SWEEP_TY + 4, SZ = SWEEP_TZ + 4;
+    __shared__ float t[SX * SY * SZ];
+    Level l = {{nx, ny, nz}, faces};
+    const int o[3] = {(int)(blockIdx.x * SWEEP_TX) - 2, (int)(blockIdx.y * SWEEP_TY) - 2,
+                      (int)(blockIdx.z * SWEEP_TZ) - 2};
+    for (int a = threadIdx.x; a < SX * SY * SZ; a += blockDim.x) {
+        const int p[3] = {wrapped(o[0] + a % SX, nx), wrapped(o[1] + (a / SX) % SY, ny),
+                          wrapped(o[2] + a / (SX * SY), nz)};
+        t[a] = from[index_of(l, p)];
+    }
+    __syncthreads();
+    // The first colour over the tile and a halo of one: the second colour's
+    // cells of the tile read them all.
+    constexpr int HX = SX - 2, HY = SY - 2, HZ = SZ - 2;
+    for (int a = threadIdx.x; a < HX * HY * HZ; a += blockDim.x) {
+        const int i = 1 + a % HX, j = 1 + (a / HX) % HY, k = 1 + a / (HX * HY);
+        const int p[3] = {wrapped(o[0] + i, nx), wrapped(o[1] + j, ny), wrapped(o[2] + k, nz)};
+        if (((p[0] + p[1] + p[2]) & 1) != first) continue;
+        sweep_cell<SX, SY>(l, links, weights, diag, b, t, i, j, k, p);
+    }
+    __syncthreads();
+    for (int a = threadIdx.x; a < SWEEP_TX * SWEEP_TY * SWEEP_TZ; a += blockDim.x) {
+        const int i = 2 + a % SWEEP_TX, j = 2 + (a / SWEEP_TX) % SWEEP_TY,
+                  k = 2 + a / (SWEEP_TX * SWEEP_TY);
+        const int p[3] = {o[0] + i, o[1] + j, o[2] + k};
+        if (p[0] >= nx || p[1] >= ny || p[2] >= nz) continue;
+        if (((p[0] + p[1] + p[2]) & 1) != first) {
+            sweep_cell<SX, SY>(l, links, weights, diag, b, t, i, j, k, p);
+        }
+        to[index_of(l, p)] = t[i + SX * (j + SY * k)];
+    }
+}
+
 // One damped Jacobi sweep: out = x + ω (b − A x) / diag (0 where no part).
 extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
                                   const float* __restrict__ diag, int nx, int ny, int nz,

@@ -440,6 +440,7 @@ fn projection(
         Ok(()) => match solver.move_to_gpu(0) {
             Ok(()) => {
                 solver.set_graphs(backend.tuning.cuda_graphs);
+                solver.set_fused_sweeps(backend.tuning.fused_sweeps)?;
                 None
             }
             Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),

@@ -97,6 +97,7 @@ struct Kernels {
     fastest: CudaFunction,
     apply: CudaFunction,
     smooth: CudaFunction,
+    smooth_sweep: CudaFunction,
     jacobi: CudaFunction,
     restrict_residual: CudaFunction,
     prolong_add: CudaFunction,
@@ -234,6 +235,9 @@ fn packed_links(op: &Operator) -> Option<Vec<u8>> {
 struct Hierarchy {
     levels: Vec<Level>,
     coarser: Vec<(CudaSlice<f32>, CudaSlice<f32>)>,
+    /// Per level, the second vector of `smooth_sweep`'s sweeps where they
+    /// run ([`DeviceFlow::set_fused_sweeps`]).
+    spare: Vec<Option<CudaSlice<f32>>>,
     coarsest: Coarsest,
     singular: bool,
     shape: Cycle,
@@ -472,6 +476,7 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             fastest: f("fastest")?,
             apply: g("apply")?,
             smooth: g("smooth")?,
+            smooth_sweep: g("smooth_sweep")?,
             jacobi: g("jacobi")?,
             restrict_residual: g("restrict_residual")?,
             prolong_add: g("prolong_add")?,
@@ -563,8 +568,10 @@ impl DeviceFlow {
         let mut device = guarded("allocating the projection method's arrays", || {
             let mut levels = Vec::new();
             let mut coarser = Vec::new();
+            let mut spare = Vec::new();
             for (depth, (op, upward)) in ops.iter().zip(&upward).enumerate() {
                 let odd = odd_periodic_axes(op);
+                spare.push(None);
                 let weights = match upward {
                     Some(w) => Some(stream.clone_htod(w)?),
                     None => None,
@@ -625,6 +632,7 @@ impl DeviceFlow {
                     shape: mg.shape(),
                     levels,
                     coarser,
+                    spare,
                     coarsest: Coarsest {
                         inverse: stream.clone_htod(&inverse)?,
                         cells: stream.clone_htod(&cells32)?,
@@ -702,6 +710,27 @@ impl DeviceFlow {
         if !on {
             self.graphs = Default::default();
         }
+    }
+
+    /// Whether the smoother sweeps the levels without periodic axes of odd
+    /// length in one pass each (`smooth_sweep`, `Tuning::fused_sweeps`; the
+    /// same results either way). Off by default: not yet timed on a GPU.
+    pub fn set_fused_sweeps(&mut self, on: bool) -> Result<(), SolverError> {
+        let stream = self.gpu.stream.clone();
+        for (level, spare) in self.mg.levels.iter().zip(&mut self.mg.spare) {
+            *spare = match on && level.odd == 0 {
+                true => Some(
+                    guarded("allocating the smoother's second vectors", || {
+                        stream.alloc_zeros(level.size.iter().product())
+                    })
+                    .map_err(SolverError::Device)?,
+                ),
+                false => None,
+            };
+        }
+        // Graphs captured before hold the other smoother's launches.
+        self.graphs = Default::default();
+        Ok(())
     }
 
     /// Uploads the host flow's state (velocities, pressure, explicit terms
@@ -1306,6 +1335,7 @@ impl DeviceFlow {
                 0,
                 &mg.levels,
                 &mut mg.coarser,
+                &mut mg.spare,
                 &mut mg.coarsest,
                 mg.singular,
                 mg.shape,
@@ -1446,8 +1476,52 @@ fn apply(
 }
 
 /// `count` red-black Gauss–Seidel sweeps on `level`, the colours in the
-/// opposite order when `reverse`.
+/// opposite order when `reverse`; by pairs of `smooth_sweep` launches
+/// through `spare` where the level has one.
 fn smooth(
+    gpu: &Gpu,
+    level: &Level,
+    x: &mut CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    count: usize,
+    reverse: bool,
+    spare: Option<&mut CudaSlice<f32>>,
+) -> Result<(), SolverError> {
+    let Some(spare) = spare else {
+        return colour_passes(gpu, level, x, b, count, reverse);
+    };
+    // An odd count's first sweep by colours, so that the pairs leave the
+    // result in x.
+    colour_passes(gpu, level, x, b, count % 2, reverse)?;
+    let first = reverse as i32;
+    let [nx, ny, nz] = level.size.map(|v| v as u32);
+    let tiles = LaunchConfig {
+        grid_dim: (nx.div_ceil(32), ny.div_ceil(8), nz.div_ceil(4)),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    for _ in 0..count / 2 {
+        for to_spare in [true, false] {
+            let mut l = gpu.stream.launch_builder(&gpu.k.smooth_sweep);
+            level.push(&mut l);
+            if to_spare {
+                l.arg(&*x).arg(&mut *spare);
+            } else {
+                l.arg(&*spare).arg(&mut *x);
+            }
+            l.arg(b).arg(&first);
+            // SAFETY: smooth_sweep(const u8*, const float*, const float*,
+            // int, int, int, unsigned, const float*, float*, const float*,
+            // int): the level's cells, tiles of 32 × 8 × 4 (SWEEP_TX, _TY,
+            // _TZ), 256 threads (SWEEP_THREADS) a tile.
+            unsafe { l.launch(tiles) }.map(drop).map_err(dev)?;
+        }
+    }
+    Ok(())
+}
+
+/// `count` sweeps of `smooth`'s colour passes.
+fn colour_passes(
     gpu: &Gpu,
     level: &Level,
     x: &mut CudaSlice<f32>,
@@ -1482,13 +1556,15 @@ fn smooth(
 
 /// The cycle from `levels[0]` (level `depth` of the hierarchy) down, shaped
 /// as the CPU's: x ≈ A⁻¹ b (x zero on entry). The coarser grids' vectors
-/// are `coarser` (one fewer than `levels`).
+/// are `coarser` (one fewer than `levels`), the levels' second vectors for
+/// `smooth_sweep` `spare` (one a level).
 #[allow(clippy::too_many_arguments)]
 fn down_up(
     gpu: &Gpu,
     depth: usize,
     levels: &[Level],
     coarser: &mut [(CudaSlice<f32>, CudaSlice<f32>)],
+    spare: &mut [Option<CudaSlice<f32>>],
     coarsest: &mut Coarsest,
     singular: bool,
     shape: Cycle,
@@ -1525,7 +1601,8 @@ fn down_up(
     }
     let (fine, coarse) = (&levels[0], &levels[1]);
     let [down, up] = shape.sweeps(depth);
-    smooth(gpu, fine, x, b, down, false)?;
+    let (mine, spare) = spare.split_first_mut().expect("a spare entry a level");
+    smooth(gpu, fine, x, b, down, false, mine.as_mut())?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
@@ -1552,6 +1629,7 @@ fn down_up(
             depth + 1,
             &levels[1..],
             deeper,
+            spare,
             coarsest,
             singular,
             shape,
@@ -1575,7 +1653,7 @@ fn down_up(
     unsafe { l.launch(cells_config([coarse.size[0], fine.size[1], fine.size[2]])) }
         .map(drop)
         .map_err(dev)?;
-    smooth(gpu, fine, x, b, up, true)
+    smooth(gpu, fine, x, b, up, true, mine.as_mut())
 }
 
 #[cfg(test)]

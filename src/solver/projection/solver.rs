@@ -90,6 +90,15 @@ impl ProjectionSolver {
         }
     }
 
+    /// Whether its GPU solver sweeps in one pass per sweep where it can (off
+    /// by default; `FLOWSCOPE_FUSED_SWEEPS=1`).
+    pub fn set_fused_sweeps(&mut self, on: bool) -> Result<(), SolverError> {
+        match &mut self.device {
+            Some(d) => d.set_fused_sweeps(on),
+            None => Ok(()),
+        }
+    }
+
     /// Whether a GPU steps the flow.
     pub fn on_device(&self) -> bool {
         self.device.is_some()

@@ -192,7 +192,18 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             [25, 14, 11],
             [[Face::Periodic; 2], [Face::Wall; 2], [Face::Periodic; 2]],
         ),
+        // Periodic axes of even length, a wall of odd length, grids larger
+        // and smaller than smooth_sweep's tiles.
+        (
+            [36, 17, 12],
+            [
+                [Face::Periodic; 2],
+                [Face::Wall, Face::Fixed],
+                [Face::Periodic; 2],
+            ],
+        ),
     ];
+    let mut swept = 0;
     for (size, faces) in cases {
         let finest = Operator::new(size, &fluid(size), faces);
         let coarse = finest.coarse();
@@ -237,6 +248,18 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                     &gpu,
                     &smoothed,
                 );
+                // A sweep in one pass over tiles (no odd periodic axis).
+                if odd_periodic_axes(op) == 0 {
+                    let mut smoothed = x.clone();
+                    op.smooth(&mut smoothed, &b, 3, reverse);
+                    let gpu = run(5, &level, None, &x, &b, &[], [3, reverse as i32]);
+                    same(
+                        &name(&format!("smooth_sweep, reverse {reverse}")),
+                        &gpu,
+                        &smoothed,
+                    );
+                    swept += 1;
+                }
             }
 
             let mut coarse_b = vec![0.0; below.cells()];
@@ -252,6 +275,8 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             same(&name("prolongation"), &gpu, &prolonged);
         }
     }
+    // Both levels of the third case, in both orders.
+    assert_eq!(swept, 4, "smooth_sweep's checks");
 }
 
 /// The explicit terms, plain cells and listed ones (walls moving and at
