@@ -137,7 +137,7 @@ __device__ __forceinline__ float differences(const Level& l, const unsigned char
 
 // out = A x (residual = 0), or out = b − A x (residual = 1); 0 in cells that
 // take no part.
-extern "C" __global__ void apply(const unsigned char* __restrict__ links,
+__device__ __forceinline__ void apply_on(const unsigned char* __restrict__ links,
                                  const float* __restrict__ weights, const float* __restrict__ diag,
                                  int nx, int ny, int nz, unsigned faces,
                                  const float* __restrict__ x, const float* __restrict__ b,
@@ -154,6 +154,23 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
     out[c] = t.d > 0.0f ? (residual ? bc - ax : ax) : 0.0f;
 }
 
+// The finest grid (no weights, its diagonal in the links byte) runs a copy
+// of each operator kernel compiled with those pointers null, so that its
+// couplings and diagonal cost no instructions: a fifth fewer in a colour
+// pass of `smooth` (whose time did not move: it is bound by L2 bandwidth),
+// 16% less time in `smooth_sweep` (H100, ncu, thirty-second session).
+extern "C" __global__ void apply(const unsigned char* __restrict__ links,
+                                 const float* __restrict__ weights, const float* __restrict__ diag,
+                                 int nx, int ny, int nz, unsigned faces,
+                                 const float* __restrict__ x, const float* __restrict__ b,
+                                 int residual, float* __restrict__ out) {
+    if (!weights && !diag) {
+        apply_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, residual, out);
+    } else {
+        apply_on(links, weights, diag, nx, ny, nz, faces, x, b, residual, out);
+    }
+}
+
 // One colour of a red-black Gauss–Seidel sweep: the cells with x + y + z of
 // parity `colour`. Along a periodic axis of odd length the first and last
 // cells have the same colour: the CPU's sweep (rows and planes in order, the
@@ -163,7 +180,7 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
 // 0 and pass is 0).
 // One thread per cell of the colour: thread i of a row takes x = 2 i or
 // 2 i + 1.
-extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
+__device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links,
                                   const float* __restrict__ weights,
                                   const float* __restrict__ diag, int nx, int ny, int nz,
                                   unsigned faces, float* __restrict__ x,
@@ -176,9 +193,11 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     p[0] = 2 * (int)(blockIdx.x * blockDim.x + threadIdx.x) + ((colour + p[1] + p[2]) & 1);
     if (p[0] >= nx || p[1] >= ny || p[2] >= nz) return;
     unsigned c = index_of(l, p);
-    int last = 0;
-    for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
-    if (last != pass) return;
+    if (odd) {
+        int last = 0;
+        for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
+        if (last != pass) return;
+    }
     Stencil t = stencil(l, links, weights, diag, x, c, p);
     float bc = b[c];
     float s = 0.0f;
@@ -192,86 +211,211 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     x[c] = t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own;
 }
 
-// One red-black sweep of a level without periodic axes of odd length in one
-// pass (smooth's two colour passes each read every sector of x, b and the
-// links for half the cells): a block holds its tile of `from` with a halo of
-// two cells in shared memory, updates the first colour over the tile and a
-// halo of one, then the second over the tile, and writes the tile to `to`
-// (another vector: a block must not see its neighbours' new values). The
-// values and their order of operations are smooth's, cell by cell.
-#define SWEEP_TX 32
-#define SWEEP_TY 8
-#define SWEEP_TZ 4
-#define SWEEP_THREADS 256
-
-__device__ __forceinline__ int wrapped(int v, int n) {
-    v %= n;
-    return v < 0 ? v + n : v;
+extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
+                                  const float* __restrict__ weights,
+                                  const float* __restrict__ diag, int nx, int ny, int nz,
+                                  unsigned faces, float* __restrict__ x,
+                                  const float* __restrict__ b, int colour, unsigned odd,
+                                  int pass) {
+    if (!weights && !diag) {
+        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass);
+    } else {
+        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass);
+    }
 }
 
-// Gauss–Seidel at the cell held at (i, j, k) of the tile `t` (its global
-// position p), its neighbours there too.
-template <int SX, int SY>
-__device__ __forceinline__ void sweep_cell(const Level& l, const unsigned char* links,
-                                           const float* weights, const float* diag,
-                                           const float* b, float* t, int i, int j, int k,
-                                           const int p[3]) {
-    unsigned c = index_of(l, p);
+// One red-black sweep of a level without periodic axes of odd length in one
+// pass (smooth's two colour passes each read every sector of x, b and the
+// links for half the cells). A block takes a tile of SWEEP_TX × SWEEP_TY
+// columns and `span` planes of them, and marches up its planes with five
+// planes of `from` in shared memory, each with a halo of two cells: at step
+// m it loads plane m + 1, updates the first colour on plane m over the tile
+// and a halo of one, then the second colour on plane m − 1 over the tile,
+// whose neighbours all hold the first colour's new values by then, and
+// writes that plane to `to` (another vector: a block must not see its
+// neighbours' new values). The values and their order of operations are
+// smooth's, cell by cell. Blocks of 32 × 8 × 4 cells, each loading its own
+// halo of two, loaded 3.4 cells a cell and made the 256³ cavity's step 40%
+// slower than the colour passes; marching, the halo costs 1.7 loads a cell,
+// all but the first from L2, and a sweep of the finest urban grid still
+// takes 63 µs against the colour passes' 41: this kernel is bound by its
+// instructions and barriers (issue slots 62% busy), the colour passes by L2
+// (81% of its throughput), not by DRAM (H100, ncu, thirty-second session).
+#define SWEEP_TX 32
+#define SWEEP_TY 8
+#define SWEEP_THREADS 256
+#define SWEEP_SX (SWEEP_TX + 4)
+#define SWEEP_SY (SWEEP_TY + 4)
+#define SWEEP_PLANE (SWEEP_SX * SWEEP_SY)
+#define SWEEP_SLOTS 5
+// 56 registers; five blocks an SM (48 registers, 24 bytes spilled) ran as
+// fast.
+#define SWEEP_MIN_BLOCKS 4
+
+// v in [−2, n + 1] wrapped into the grid (n ≥ 2 on every axis: the host's
+// condition).
+__device__ __forceinline__ int wrapped(int v, int n) {
+    return v < 0 ? v + n : (v >= n ? v - n : v);
+}
+
+// What a cell's update reads from memory besides x and the couplings,
+// loaded a step of the march ahead: each step waits at two barriers, and
+// loads issued after them left the blocks waiting on memory in turn.
+struct Operands {
+    unsigned c, bits;
+    float bc, dd;
+};
+
+__device__ __forceinline__ Operands operands(const Level& l, const unsigned char* links,
+                                             const float* diag, const float* b, const int p[3]) {
+    Operands o;
+    o.c = index_of(l, p);
+    o.bits = links[o.c];
+    o.bc = b[o.c];
+    o.dd = diag ? diag[o.c] : 0.0f;
+    return o;
+}
+
+// Gauss–Seidel at the cell held at (i, j) of plane `here` (its global
+// position p, what it reads `o`), its neighbours there and in planes
+// `below` and `above`: the new value (smooth's, to the bit).
+__device__ __forceinline__ float sweep_cell(const Level& l, const float* weights, const float* diag,
+                                            const Operands& o, const float* below,
+                                            const float* here, const float* above, int i, int j,
+                                            const int p[3]) {
     unsigned nb[6];
-    neighbours(l, p, c, nb);
+    neighbours(l, p, o.c, nb);
     float w[6];
-    couplings(l, weights, c, nb, w);
-    const int at = i + SX * (j + SY * k);
-    const float around[6] = {t[at - 1], t[at + 1], t[at - SX], t[at + SX], t[at - SX * SY],
-                             t[at + SX * SY]};
-    const unsigned bits = links[c];
-    const float d = diagonal(links, diag, c);
-    const float own = t[at];
-    const float bc = b[c];
+    couplings(l, weights, o.c, nb, w);
+    const int at = i + SWEEP_SX * j;
+    const float around[6] = {here[at - 1],        here[at + 1], here[at - SWEEP_SX],
+                             here[at + SWEEP_SX], below[at],    above[at]};
+    // diagonal(), from the links byte already read.
+    const float d = diag ? o.dd : (float)(__popc(o.bits & 63u) + (o.bits >> 6));
+    const float own = here[at];
     float s = 0.0f;
 #pragma unroll
     for (int dir = 0; dir < 6; dir++) {
-        if (bits & (1u << dir)) s += w[dir] * around[dir];
+        if (o.bits & (1u << dir)) s += w[dir] * around[dir];
     }
-    float gs = (bc + s) / d;
-    t[at] = d > 0.0f ? own + 1.0f * (gs - own) : own;
+    float gs = (o.bc + s) / d;
+    return d > 0.0f ? own + 1.0f * (gs - own) : own;
 }
 
-extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
+__device__ __forceinline__ void smooth_sweep_on(const unsigned char* __restrict__ links,
+                                                const float* __restrict__ weights,
+                                                const float* __restrict__ diag, int nx, int ny,
+                                                int nz, unsigned faces,
+                                                const float* __restrict__ from,
+                                                float* __restrict__ to,
+                                                const float* __restrict__ b, int first, int span) {
+    __shared__ float t[SWEEP_SLOTS * SWEEP_PLANE];
+    Level l = {{nx, ny, nz}, faces};
+    const int ox = (int)(blockIdx.x * SWEEP_TX) - 2, oy = (int)(blockIdx.y * SWEEP_TY) - 2;
+    const int z0 = (int)blockIdx.z * span, z1 = min(z0 + span, nz);
+    const int tid = (int)threadIdx.x;
+    const unsigned plane = (unsigned)nx * (unsigned)ny;
+    // This thread's two cells of each plane loaded, as offsets in a plane
+    // (a tile past the grid's end reaches more than two cells beyond it).
+    unsigned load[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int a = min(tid + k * SWEEP_THREADS, SWEEP_PLANE - 1);
+        const int x = (ox + a % SWEEP_SX + nx) % nx, y = (oy + a / SWEEP_SX + ny) % ny;
+        load[k] = (unsigned)x + (unsigned)nx * (unsigned)y;
+    }
+    const bool second_load = tid + SWEEP_THREADS < SWEEP_PLANE;
+    auto slot = [&](int z) { return t + ((z - z0 + 2) % SWEEP_SLOTS) * SWEEP_PLANE; };
+    auto read_plane = [&](int z, float v[2]) {
+        const unsigned base = plane * (unsigned)wrapped(z, nz);
+        v[0] = from[base + load[0]];
+        v[1] = second_load ? from[base + load[1]] : 0.0f;
+    };
+    auto store_plane = [&](int z, const float v[2]) {
+        float* s = slot(z);
+        s[tid] = v[0];
+        if (second_load) s[tid + SWEEP_THREADS] = v[1];
+    };
+    // The first colour's cell of this thread on plane z, over the tile and a
+    // halo of one (rows of SWEEP_TX + 2 cells, half of them of the colour);
+    // cells more than one beyond the grid's end are no cell's neighbour.
+    constexpr int ROW = (SWEEP_TX + 2) / 2;
+    const int j1 = 1 + tid / ROW;
+    auto i1 = [&](int z) { return 1 + 2 * (tid % ROW) + ((first - (ox + 1 + oy + j1 + z)) & 1); };
+    auto first_at = [&](int z, int p[3]) {
+        const int i = i1(z);
+        p[0] = wrapped(ox + i, nx);
+        p[1] = wrapped(oy + j1, ny);
+        p[2] = wrapped(z, nz);
+        return tid < ROW * (SWEEP_TY + 2) && ox + i <= nx && oy + j1 <= ny;
+    };
+    // The second colour over the tile: a thread takes a pair of neighbours
+    // along x and writes both.
+    const int j2 = 2 + tid / (SWEEP_TX / 2), i0 = 2 + 2 * (tid % (SWEEP_TX / 2));
+    const bool pairs = tid < SWEEP_TX * SWEEP_TY / 2 && oy + j2 < ny;
+    auto second_of = [&](int z) { return (first + 1 - (ox + i0 + oy + j2 + z)) & 1; };
+    auto second_at = [&](int z, int p[3]) {
+        const int k = second_of(z);
+        p[0] = ox + i0 + k;
+        p[1] = oy + j2;
+        p[2] = z;
+        return pairs && p[0] < nx;
+    };
+
+    float ahead[2];
+    read_plane(z0 - 2, ahead);
+    store_plane(z0 - 2, ahead);
+    read_plane(z0 - 1, ahead);
+    store_plane(z0 - 1, ahead);
+    read_plane(z0, ahead);
+    Operands one = {}, two = {};
+    int p[3];
+    if (first_at(z0 - 1, p)) one = operands(l, links, diag, b, p);
+    for (int m = z0 - 1; m <= z1; m++) {
+        store_plane(m + 1, ahead);
+        if (m + 2 <= z1 + 1) read_plane(m + 2, ahead);
+        Operands one_next = {}, two_next = {};
+        if (m + 1 <= z1 && first_at(m + 1, p)) one_next = operands(l, links, diag, b, p);
+        if (m >= z0 && m < z1 && second_at(m, p)) two_next = operands(l, links, diag, b, p);
+        __syncthreads();
+        // The first colour on plane m.
+        if (first_at(m, p)) {
+            float* here = slot(m);
+            const int i = i1(m);
+            here[i + SWEEP_SX * j1] =
+                sweep_cell(l, weights, diag, one, slot(m - 1), here, slot(m + 1), i, j1, p);
+        }
+        __syncthreads();
+        // The second colour on plane m − 1, and the plane written.
+        const int z = m - 1;
+        if (z >= z0 && pairs) {
+            const float* here = slot(z);
+            const int second = second_of(z);
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const int i = i0 + k;
+                const int q[3] = {ox + i, oy + j2, z};
+                if (q[0] >= nx) continue;
+                const float v = k == second ? sweep_cell(l, weights, diag, two, slot(z - 1), here,
+                                                         slot(z + 1), i, j2, q)
+                                            : here[i + SWEEP_SX * j2];
+                to[index_of(l, q)] = v;
+            }
+        }
+        one = one_next;
+        two = two_next;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SWEEP_THREADS, SWEEP_MIN_BLOCKS)
     smooth_sweep(const unsigned char* __restrict__ links, const float* __restrict__ weights,
                  const float* __restrict__ diag, int nx, int ny, int nz, unsigned faces,
                  const float* __restrict__ from, float* __restrict__ to,
-                 const float* __restrict__ b, int first) {
-    constexpr int SX = SWEEP_TX + 4, SY = SWEEP_TY + 4, SZ = SWEEP_TZ + 4;
-    __shared__ float t[SX * SY * SZ];
-    Level l = {{nx, ny, nz}, faces};
-    const int o[3] = {(int)(blockIdx.x * SWEEP_TX) - 2, (int)(blockIdx.y * SWEEP_TY) - 2,
-                      (int)(blockIdx.z * SWEEP_TZ) - 2};
-    for (int a = threadIdx.x; a < SX * SY * SZ; a += blockDim.x) {
-        const int p[3] = {wrapped(o[0] + a % SX, nx), wrapped(o[1] + (a / SX) % SY, ny),
-                          wrapped(o[2] + a / (SX * SY), nz)};
-        t[a] = from[index_of(l, p)];
-    }
-    __syncthreads();
-    // The first colour over the tile and a halo of one: the second colour's
-    // cells of the tile read them all.
-    constexpr int HX = SX - 2, HY = SY - 2, HZ = SZ - 2;
-    for (int a = threadIdx.x; a < HX * HY * HZ; a += blockDim.x) {
-        const int i = 1 + a % HX, j = 1 + (a / HX) % HY, k = 1 + a / (HX * HY);
-        const int p[3] = {wrapped(o[0] + i, nx), wrapped(o[1] + j, ny), wrapped(o[2] + k, nz)};
-        if (((p[0] + p[1] + p[2]) & 1) != first) continue;
-        sweep_cell<SX, SY>(l, links, weights, diag, b, t, i, j, k, p);
-    }
-    __syncthreads();
-    for (int a = threadIdx.x; a < SWEEP_TX * SWEEP_TY * SWEEP_TZ; a += blockDim.x) {
-        const int i = 2 + a % SWEEP_TX, j = 2 + (a / SWEEP_TX) % SWEEP_TY,
-                  k = 2 + a / (SWEEP_TX * SWEEP_TY);
-        const int p[3] = {o[0] + i, o[1] + j, o[2] + k};
-        if (p[0] >= nx || p[1] >= ny || p[2] >= nz) continue;
-        if (((p[0] + p[1] + p[2]) & 1) != first) {
-            sweep_cell<SX, SY>(l, links, weights, diag, b, t, i, j, k, p);
-        }
-        to[index_of(l, p)] = t[i + SX * (j + SY * k)];
+                 const float* __restrict__ b, int first, int span) {
+    if (!weights && !diag) {
+        smooth_sweep_on(links, nullptr, nullptr, nx, ny, nz, faces, from, to, b, first, span);
+    } else {
+        smooth_sweep_on(links, weights, diag, nx, ny, nz, faces, from, to, b, first, span);
     }
 }
 
@@ -293,7 +437,7 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
 // Coarse right-hand side: half the sum of the fine residual b − A x over
 // each coarse cell (one thread per coarse cell), the residual computed here
 // rather than stored: the same values as the CPU's residual then its sum.
-extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ links,
+__device__ __forceinline__ void restrict_residual_on(const unsigned char* __restrict__ links,
                                              const float* __restrict__ weights,
                                              const float* __restrict__ diag, int fx, int fy,
                                              int fz, unsigned faces,
@@ -323,6 +467,23 @@ extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ l
                 }
             }
     b[c] = coarse_diag[c] > 0.0f ? 0.5f * s : 0.0f;
+}
+
+extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ links,
+                                             const float* __restrict__ weights,
+                                             const float* __restrict__ diag, int fx, int fy,
+                                             int fz, unsigned faces,
+                                             const float* __restrict__ x,
+                                             const float* __restrict__ fine_b,
+                                             const float* __restrict__ coarse_diag, int nx,
+                                             int ny, int nz, float* __restrict__ b) {
+    if (!weights && !diag) {
+        restrict_residual_on(links, nullptr, nullptr, fx, fy, fz, faces, x, fine_b, coarse_diag,
+                             nx, ny, nz, b);
+    } else {
+        restrict_residual_on(links, weights, diag, fx, fy, fz, faces, x, fine_b, coarse_diag,
+                             nx, ny, nz, b);
+    }
 }
 
 // multigrid::along: the two coarse cells nearest fine cell i along an axis.
@@ -511,7 +672,7 @@ extern "C" __global__ void reduce(const float* __restrict__ a, const float* __re
 // blocks of 256 taking the cells by a grid-wide stride), for reduce_finish.
 
 // out = A x on the finest grid (0 in cells that take no part), and Σ x·out.
-extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
+__device__ __forceinline__ void apply_dot_on(const unsigned char* __restrict__ links,
                                      const float* __restrict__ weights,
                                      const float* __restrict__ diag, int nx, int ny, int nz,
                                      unsigned faces, const float* __restrict__ x,
@@ -549,6 +710,18 @@ extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
     if (threadIdx.x == 0) {
         partial[2 * blockIdx.x] = s0[0];
         partial[2 * blockIdx.x + 1] = s1[0];
+    }
+}
+
+extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
+                                     const float* __restrict__ weights,
+                                     const float* __restrict__ diag, int nx, int ny, int nz,
+                                     unsigned faces, const float* __restrict__ x,
+                                     float* __restrict__ out, double* __restrict__ partial) {
+    if (!weights && !diag) {
+        apply_dot_on(links, nullptr, nullptr, nx, ny, nz, faces, x, out, partial);
+    } else {
+        apply_dot_on(links, weights, diag, nx, ny, nz, faces, x, out, partial);
     }
 }
 

@@ -109,7 +109,8 @@ pub struct Tuning {
     pub cuda_graphs: bool,
     /// `FLOWSCOPE_FUSED_SWEEPS=1`: the projection method's CUDA smoother
     /// sweeps the levels without periodic axes of odd length in one pass
-    /// each (over tiles in shared memory) instead of one pass per colour.
+    /// each (marching up columns of planes in shared memory) instead of one
+    /// pass per colour; slower on the H100, kept to measure against.
     pub fused_sweeps: bool,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after

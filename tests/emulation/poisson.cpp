@@ -63,13 +63,16 @@ int main(int argc, char** argv) {
         for (unsigned i = 0; i < blocks; i++) dot += partial[2 * i];
         out[n] = (float)dot;
     } else if (mode == 5) {
-        // smooth_sweep's sweeps, from one vector to the other in turn.
+        // smooth_sweep's sweeps, from one vector to the other in turn, h[13]
+        // planes a block.
         std::vector<float> other(n);
         float* from = x.data();
         float* to = other.data();
+        int span = h[13];
         for (int s = 0; s < h[11]; s++) {
-            launch({up(nx, 32), up(ny, 8), up(nz, 4)}, {256, 1, 1}, [&] {
-                smooth_sweep(links.data(), w, d, nx, ny, nz, faces, from, to, b.data(), h[12]);
+            launch({up(nx, 32), up(ny, 8), up(nz, span)}, {256, 1, 1}, [&] {
+                smooth_sweep(links.data(), w, d, nx, ny, nz, faces, from, to, b.data(), h[12],
+                             span);
             });
             std::swap(from, to);
         }

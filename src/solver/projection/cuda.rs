@@ -714,11 +714,14 @@ impl DeviceFlow {
 
     /// Whether the smoother sweeps the levels without periodic axes of odd
     /// length in one pass each (`smooth_sweep`, `Tuning::fused_sweeps`; the
-    /// same results either way). Off by default: not yet timed on a GPU.
+    /// same results either way). Off by default: slower than the colour
+    /// passes on the H100 (BENCHMARKS.md, thirty-second session).
     pub fn set_fused_sweeps(&mut self, on: bool) -> Result<(), SolverError> {
         let stream = self.gpu.stream.clone();
         for (level, spare) in self.mg.levels.iter().zip(&mut self.mg.spare) {
-            *spare = match on && level.odd == 0 {
+            // smooth_sweep wraps its halo of two by a single step.
+            let sweeps = level.odd == 0 && level.size.iter().all(|&n| n >= 2);
+            *spare = match on && sweeps {
                 true => Some(
                     guarded("allocating the smoother's second vectors", || {
                         stream.alloc_zeros(level.size.iter().product())
@@ -1494,12 +1497,14 @@ fn smooth(
     // result in x.
     colour_passes(gpu, level, x, b, count % 2, reverse)?;
     let first = reverse as i32;
+    let span = sweep_span(level.size);
     let [nx, ny, nz] = level.size.map(|v| v as u32);
     let tiles = LaunchConfig {
-        grid_dim: (nx.div_ceil(32), ny.div_ceil(8), nz.div_ceil(4)),
+        grid_dim: (nx.div_ceil(32), ny.div_ceil(8), nz.div_ceil(span)),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
+    let span = span as i32;
     for _ in 0..count / 2 {
         for to_spare in [true, false] {
             let mut l = gpu.stream.launch_builder(&gpu.k.smooth_sweep);
@@ -1509,15 +1514,24 @@ fn smooth(
             } else {
                 l.arg(&*spare).arg(&mut *x);
             }
-            l.arg(b).arg(&first);
+            l.arg(b).arg(&first).arg(&span);
             // SAFETY: smooth_sweep(const u8*, const float*, const float*,
             // int, int, int, unsigned, const float*, float*, const float*,
-            // int): the level's cells, tiles of 32 × 8 × 4 (SWEEP_TX, _TY,
-            // _TZ), 256 threads (SWEEP_THREADS) a tile.
+            // int, int): the level's cells, columns of 32 × 8 (SWEEP_TX,
+            // _TY) and `span` planes a block, 256 threads (SWEEP_THREADS).
             unsafe { l.launch(tiles) }.map(drop).map_err(dev)?;
         }
     }
     Ok(())
+}
+
+/// The planes a block of `smooth_sweep` marches through on a level: as
+/// many as leave about four blocks an SM of an H100 (132 SMs) or more, at
+/// most 32 (each block loads two planes below and above its own).
+fn sweep_span(size: [usize; 3]) -> u32 {
+    let columns = size[0].div_ceil(32) * size[1].div_ceil(8);
+    let span = (columns * size[2] / (4 * 132)).clamp(1, 32);
+    span as u32
 }
 
 /// `count` sweeps of `smooth`'s colour passes.

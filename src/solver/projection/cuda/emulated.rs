@@ -97,8 +97,9 @@ impl Device {
 }
 
 /// Runs `mode` (0 residual, 1 smooth, 2 restriction, 3 prolongation, 4
-/// A x with x·A x after it) on `fine` (and `coarse`) and returns what the
-/// kernel wrote.
+/// A x with x·A x after it, 5 smooth_sweep) on `fine` (and `coarse`) and
+/// returns what the kernel wrote; `sweeps`: how many, whether in reverse,
+/// and smooth_sweep's planes a block.
 fn run(
     mode: i32,
     fine: &Device,
@@ -106,7 +107,7 @@ fn run(
     x: &[f32],
     b: &[f32],
     e: &[f32],
-    sweeps: [i32; 2],
+    sweeps: [i32; 3],
 ) -> Vec<f32> {
     let op = &fine.op;
     let c = coarse.map_or([0; 3], |c| c.size);
@@ -121,7 +122,14 @@ fn run(
         fine.weights.is_some() as i32,
         fine.diag.is_some() as i32,
     ]);
-    header[8..13].copy_from_slice(&[c[0] as i32, c[1] as i32, c[2] as i32, sweeps[0], sweeps[1]]);
+    header[8..14].copy_from_slice(&[
+        c[0] as i32,
+        c[1] as i32,
+        c[2] as i32,
+        sweeps[0],
+        sweeps[1],
+        sweeps[2],
+    ]);
     let mut bytes: Vec<u8> = header.iter().flat_map(|v| v.to_le_bytes()).collect();
     put(&mut bytes, &fine.links);
     put(&mut bytes, &floats(fine.weights.as_deref().unwrap_or(&[])));
@@ -202,6 +210,15 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 [Face::Periodic; 2],
             ],
         ),
+        // A grid narrower than smooth_sweep's halo reaches past it.
+        (
+            [10, 6, 4],
+            [
+                [Face::Wall; 2],
+                [Face::Periodic; 2],
+                [Face::Wall, Face::Fixed],
+            ],
+        ),
     ];
     let mut swept = 0;
     for (size, faces) in cases {
@@ -221,7 +238,7 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
 
             let mut ax = vec![0.0; n];
             op.apply(&x, &mut ax);
-            let mut gpu = run(4, &level, None, &x, &b, &[], [0; 2]);
+            let mut gpu = run(4, &level, None, &x, &b, &[], [0; 3]);
             let dot = gpu.pop().expect("the dot product") as f64;
             same(&name("A x"), &gpu, &ax);
             let cpu = super::super::poisson::dot(&x, &ax);
@@ -235,48 +252,52 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             op.residual(&x, &b, &mut r);
             same(
                 &name("residual"),
-                &run(0, &level, None, &x, &b, &[], [0; 2]),
+                &run(0, &level, None, &x, &b, &[], [0; 3]),
                 &r,
             );
 
             for reverse in [false, true] {
                 let mut smoothed = x.clone();
                 op.smooth(&mut smoothed, &b, 2, reverse);
-                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32]);
+                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32, 0]);
                 same(
                     &name(&format!("smooth, reverse {reverse}")),
                     &gpu,
                     &smoothed,
                 );
-                // A sweep in one pass over tiles (no odd periodic axis).
+                // A sweep in one pass over tiles (no odd periodic axis), a
+                // plane and five planes (not a divisor of the grid's) a block.
                 if odd_periodic_axes(op) == 0 {
                     let mut smoothed = x.clone();
                     op.smooth(&mut smoothed, &b, 3, reverse);
-                    let gpu = run(5, &level, None, &x, &b, &[], [3, reverse as i32]);
-                    same(
-                        &name(&format!("smooth_sweep, reverse {reverse}")),
-                        &gpu,
-                        &smoothed,
-                    );
-                    swept += 1;
+                    for span in [1, 5] {
+                        let gpu = run(5, &level, None, &x, &b, &[], [3, reverse as i32, span]);
+                        same(
+                            &name(&format!("smooth_sweep, reverse {reverse}, span {span}")),
+                            &gpu,
+                            &smoothed,
+                        );
+                        swept += 1;
+                    }
                 }
             }
 
             let mut coarse_b = vec![0.0; below.cells()];
             restrict(op, &r, below, &mut coarse_b);
-            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 2]);
+            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 3]);
             same(&name("restriction"), &gpu, &coarse_b);
 
             let mut e = values(below.cells(), 3);
             below.clear_inactive(&mut e);
             let mut prolonged = x.clone();
             prolong_add(below, &e, op, &mut prolonged);
-            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 2]);
+            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 3]);
             same(&name("prolongation"), &gpu, &prolonged);
         }
     }
-    // Both levels of the third case, in both orders.
-    assert_eq!(swept, 4, "smooth_sweep's checks");
+    // Both levels of the third case and the fourth's finest, in both
+    // orders, with both spans.
+    assert_eq!(swept, 12, "smooth_sweep's checks");
 }
 
 /// The explicit terms, plain cells and listed ones (walls moving and at
