@@ -158,7 +158,8 @@ __device__ __forceinline__ void apply_on(const unsigned char* __restrict__ links
 // of each operator kernel compiled with those pointers null, so that its
 // couplings and diagonal cost no instructions: a fifth fewer in a colour
 // pass of `smooth` (whose time did not move: it is bound by L2 bandwidth),
-// 16% less time in `smooth_sweep` (H100, ncu, thirty-second session).
+// 16% less time in the marching `smooth_sweep` before this one (H100, ncu,
+// thirty-second session).
 extern "C" __global__ void apply(const unsigned char* __restrict__ links,
                                  const float* __restrict__ weights, const float* __restrict__ diag,
                                  int nx, int ny, int nz, unsigned faces,
@@ -224,33 +225,36 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
     }
 }
 
-// One red-black sweep of a level without periodic axes of odd length in one
-// pass (smooth's two colour passes each read every sector of x, b and the
-// links for half the cells). A block takes a tile of SWEEP_TX × SWEEP_TY
-// columns and `span` planes of them, and marches up its planes with five
-// planes of `from` in shared memory, each with a halo of two cells: at step
-// m it loads plane m + 1, updates the first colour on plane m over the tile
-// and a halo of one, then the second colour on plane m − 1 over the tile,
-// whose neighbours all hold the first colour's new values by then, and
-// writes that plane to `to` (another vector: a block must not see its
-// neighbours' new values). The values and their order of operations are
-// smooth's, cell by cell. Blocks of 32 × 8 × 4 cells, each loading its own
-// halo of two, loaded 3.4 cells a cell and made the 256³ cavity's step 40%
-// slower than the colour passes; marching, the halo costs 1.7 loads a cell,
-// all but the first from L2, and a sweep of the finest urban grid still
-// takes 63 µs against the colour passes' 41: this kernel is bound by its
-// instructions and barriers (issue slots 62% busy), the colour passes by L2
-// (81% of its throughput), not by DRAM (H100, ncu, thirty-second session).
-#define SWEEP_TX 32
+// One red-black sweep of a level without periodic axes of odd length and of
+// even length along x, in one pass. A block takes SWEEP_TY rows of
+// SWEEP_TX cells and `span` planes of them and marches up the planes: a
+// thread holds a pair of neighbours of a row (x even and odd) on four planes
+// in registers, and the block each plane in shared memory for the rows and
+// pairs beside. At step m a thread updates the first colour's cell of its
+// pair on plane m, then the second colour's on plane m − 1 (the cell below
+// it), whose neighbours all hold the first colour's new values by then, and
+// writes that plane's pair to `to` (another vector: a block must not see its
+// neighbours' new values). The block's outer rows, and the pairs at either
+// end of a row, update the first colour only, for the rows and pairs inside;
+// an outer row's neighbour across the block's edge is read from `from`. The
+// values and their order of operations are smooth's, cell by cell.
+//
+// smooth's colour passes each read every sector of x, b and the links for
+// half the cells, and are bound by L2 (81% of its throughput on the H100,
+// the finest urban grid). Blocks of 32 × 8 × 4 cells with their own halo of
+// two made the 256³ cavity's step 40% slower than the colour passes, and
+// 32 × 8 columns marching through five planes in shared memory took 63 µs a
+// sweep of that grid against their 41: 250 instructions a cell, two
+// barriers a plane, a third of the threads idle in each phase (thirty-first
+// and thirty-second sessions). This form, one barrier a plane and about as
+// many instructions a cell as the colour passes' (its SASS), is not yet
+// timed.
+#define SWEEP_LANES 32
 #define SWEEP_TY 8
-#define SWEEP_THREADS 256
-#define SWEEP_SX (SWEEP_TX + 4)
-#define SWEEP_SY (SWEEP_TY + 4)
-#define SWEEP_PLANE (SWEEP_SX * SWEEP_SY)
-#define SWEEP_SLOTS 5
-// 56 registers; five blocks an SM (48 registers, 24 bytes spilled) ran as
-// fast.
-#define SWEEP_MIN_BLOCKS 4
+#define SWEEP_ROWS (SWEEP_TY + 2)
+#define SWEEP_TX (2 * SWEEP_LANES - 4)
+#define SWEEP_WIDTH (2 * SWEEP_LANES)
+#define SWEEP_SLOTS 3
 
 // v in [−2, n + 1] wrapped into the grid (n ≥ 2 on every axis: the host's
 // condition).
@@ -259,40 +263,40 @@ __device__ __forceinline__ int wrapped(int v, int n) {
 }
 
 // What a cell's update reads from memory besides x and the couplings,
-// loaded a step of the march ahead: each step waits at two barriers, and
-// loads issued after them left the blocks waiting on memory in turn.
+// loaded a step of the march ahead, so that no step waits on memory after
+// its barrier.
 struct Operands {
     unsigned c, bits;
     float bc, dd;
 };
 
-__device__ __forceinline__ Operands operands(const Level& l, const unsigned char* links,
-                                             const float* diag, const float* b, const int p[3]) {
+__device__ __forceinline__ Operands operands(const unsigned char* links, const float* diag,
+                                             const float* b, unsigned c) {
     Operands o;
-    o.c = index_of(l, p);
-    o.bits = links[o.c];
-    o.bc = b[o.c];
-    o.dd = diag ? diag[o.c] : 0.0f;
+    o.c = c;
+    o.bits = links[c];
+    o.bc = b[c];
+    o.dd = diag ? diag[c] : 0.0f;
     return o;
 }
 
-// Gauss–Seidel at the cell held at (i, j) of plane `here` (its global
-// position p, what it reads `o`), its neighbours there and in planes
-// `below` and `above`: the new value (smooth's, to the bit).
-__device__ __forceinline__ float sweep_cell(const Level& l, const float* weights, const float* diag,
-                                            const Operands& o, const float* below,
-                                            const float* here, const float* above, int i, int j,
-                                            const int p[3]) {
-    unsigned nb[6];
-    neighbours(l, p, o.c, nb);
+// Gauss–Seidel at a cell (global position p, what it reads `o`) from x at
+// its six neighbours (−x, +x, −y, +y, −z, +z) and its own: the new value
+// (smooth's, to the bit).
+__device__ __forceinline__ float sweep_cell(const Level& l, const float* weights,
+                                            const float* diag, const Operands& o,
+                                            const float around[6], float own, const int p[3]) {
     float w[6];
-    couplings(l, weights, o.c, nb, w);
-    const int at = i + SWEEP_SX * j;
-    const float around[6] = {here[at - 1],        here[at + 1], here[at - SWEEP_SX],
-                             here[at + SWEEP_SX], below[at],    above[at]};
+    if (weights) {
+        unsigned nb[6];
+        neighbours(l, p, o.c, nb);
+        couplings(l, weights, o.c, nb, w);
+    } else {
+#pragma unroll
+        for (int dir = 0; dir < 6; dir++) w[dir] = 1.0f;
+    }
     // diagonal(), from the links byte already read.
     const float d = diag ? o.dd : (float)(__popc(o.bits & 63u) + (o.bits >> 6));
-    const float own = here[at];
     float s = 0.0f;
 #pragma unroll
     for (int dir = 0; dir < 6; dir++) {
@@ -302,6 +306,13 @@ __device__ __forceinline__ float sweep_cell(const Level& l, const float* weights
     return d > 0.0f ? own + 1.0f * (gs - own) : own;
 }
 
+__device__ __forceinline__ float element(float2 v, int e) { return e ? v.y : v.x; }
+
+__device__ __forceinline__ void set_element(float2& v, int e, float f) {
+    v.x = e ? v.x : f;
+    v.y = e ? f : v.y;
+}
+
 __device__ __forceinline__ void smooth_sweep_on(const unsigned char* __restrict__ links,
                                                 const float* __restrict__ weights,
                                                 const float* __restrict__ diag, int nx, int ny,
@@ -309,105 +320,107 @@ __device__ __forceinline__ void smooth_sweep_on(const unsigned char* __restrict_
                                                 const float* __restrict__ from,
                                                 float* __restrict__ to,
                                                 const float* __restrict__ b, int first, int span) {
-    __shared__ float t[SWEEP_SLOTS * SWEEP_PLANE];
+    __shared__ float2 t[SWEEP_SLOTS][SWEEP_ROWS][SWEEP_LANES];
     Level l = {{nx, ny, nz}, faces};
-    const int ox = (int)(blockIdx.x * SWEEP_TX) - 2, oy = (int)(blockIdx.y * SWEEP_TY) - 2;
+    const int lane = (int)threadIdx.x, row = (int)threadIdx.y;
     const int z0 = (int)blockIdx.z * span, z1 = min(z0 + span, nz);
-    const int tid = (int)threadIdx.x;
     const unsigned plane = (unsigned)nx * (unsigned)ny;
-    // This thread's two cells of each plane loaded, as offsets in a plane
-    // (a tile past the grid's end reaches more than two cells beyond it).
-    unsigned load[2];
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int a = min(tid + k * SWEEP_THREADS, SWEEP_PLANE - 1);
-        const int x = (ox + a % SWEEP_SX + nx) % nx, y = (oy + a / SWEEP_SX + ny) % ny;
-        load[k] = (unsigned)x + (unsigned)nx * (unsigned)y;
-    }
-    const bool second_load = tid + SWEEP_THREADS < SWEEP_PLANE;
-    auto slot = [&](int z) { return t + ((z - z0 + 2) % SWEEP_SLOTS) * SWEEP_PLANE; };
-    auto read_plane = [&](int z, float v[2]) {
-        const unsigned base = plane * (unsigned)wrapped(z, nz);
-        v[0] = from[base + load[0]];
-        v[1] = second_load ? from[base + load[1]] : 0.0f;
+    // This thread's pair, unwrapped (ux even, as nx is) and wrapped: a block
+    // past the grid's end reaches more than two cells beyond it.
+    const int ux = (int)blockIdx.x * SWEEP_TX - 2 + 2 * lane;
+    const int uy = (int)blockIdx.y * SWEEP_TY - 1 + row;
+    const int x = (ux % nx + nx) % nx, y = (uy % ny + ny) % ny;
+    const unsigned column = (unsigned)x + (unsigned)nx * (unsigned)y;
+    // An outer row's neighbour across the block's edge.
+    const bool edge = row == 0 || row == SWEEP_ROWS - 1;
+    const int y_out = ((row == 0 ? uy - 1 : uy + 1) % ny + ny) % ny;
+    const unsigned outer = (unsigned)x + (unsigned)nx * (unsigned)y_out;
+    // The pairs of the rows inside update the second colour and write.
+    const bool inside = lane > 0 && lane < SWEEP_LANES - 1 && !edge && ux < nx && uy < ny;
+
+    auto pair = [&](int z) {
+        return *reinterpret_cast<const float2*>(from + plane * (unsigned)wrapped(z, nz) + column);
     };
-    auto store_plane = [&](int z, const float v[2]) {
-        float* s = slot(z);
-        s[tid] = v[0];
-        if (second_load) s[tid + SWEEP_THREADS] = v[1];
-    };
-    // The first colour's cell of this thread on plane z, over the tile and a
-    // halo of one (rows of SWEEP_TX + 2 cells, half of them of the colour);
-    // cells more than one beyond the grid's end are no cell's neighbour.
-    constexpr int ROW = (SWEEP_TX + 2) / 2;
-    const int j1 = 1 + tid / ROW;
-    auto i1 = [&](int z) { return 1 + 2 * (tid % ROW) + ((first - (ox + 1 + oy + j1 + z)) & 1); };
-    auto first_at = [&](int z, int p[3]) {
-        const int i = i1(z);
-        p[0] = wrapped(ox + i, nx);
-        p[1] = wrapped(oy + j1, ny);
+    // The element of the pair of the first colour on plane z (that of the
+    // second on plane z − 1).
+    auto first_of = [&](int z) { return (first - (uy + z)) & 1; };
+    auto slot = [&](int z) { return (z - z0 + 3) % SWEEP_SLOTS; };
+    auto cell = [&](int z, int e, int p[3]) {
+        p[0] = x + e;
+        p[1] = y;
         p[2] = wrapped(z, nz);
-        return tid < ROW * (SWEEP_TY + 2) && ox + i <= nx && oy + j1 <= ny;
+        return plane * (unsigned)p[2] + column + (unsigned)e;
     };
-    // The second colour over the tile: a thread takes a pair of neighbours
-    // along x and writes both.
-    const int j2 = 2 + tid / (SWEEP_TX / 2), i0 = 2 + 2 * (tid % (SWEEP_TX / 2));
-    const bool pairs = tid < SWEEP_TX * SWEEP_TY / 2 && oy + j2 < ny;
-    auto second_of = [&](int z) { return (first + 1 - (ox + i0 + oy + j2 + z)) & 1; };
-    auto second_at = [&](int z, int p[3]) {
-        const int k = second_of(z);
-        p[0] = ox + i0 + k;
-        p[1] = oy + j2;
-        p[2] = z;
-        return pairs && p[0] < nx;
+    // x at element e's neighbours −x, +x, −y, +y on plane z, from the
+    // block's copy (clamped at the rows' ends, whose values are not used).
+    auto in_plane = [&](int z, int e, float around[6]) {
+        const float* s = reinterpret_cast<const float*>(t[slot(z)]);
+        const int i = row * SWEEP_WIDTH + 2 * lane + e;
+        around[0] = s[e || lane > 0 ? i - 1 : i];
+        around[1] = s[!e || lane < SWEEP_LANES - 1 ? i + 1 : i];
+        around[2] = s[row > 0 ? i - SWEEP_WIDTH : i];
+        around[3] = s[row < SWEEP_ROWS - 1 ? i + SWEEP_WIDTH : i];
     };
 
-    float ahead[2];
-    read_plane(z0 - 2, ahead);
-    store_plane(z0 - 2, ahead);
-    read_plane(z0 - 1, ahead);
-    store_plane(z0 - 1, ahead);
-    read_plane(z0, ahead);
-    Operands one = {}, two = {};
+    // At step m: planes m − 2 to m + 1 in p2, p1, p0, p_next; the block's
+    // copy of plane m (as it was) and of plane m − 1 (its first colour new)
+    // in shared memory; what the first colour's update on plane m and the
+    // second's on plane m − 1 read from memory in `one`, `two` and `far`.
     int p[3];
-    if (first_at(z0 - 1, p)) one = operands(l, links, diag, b, p);
+    float2 p2 = {0.0f, 0.0f}, p1 = pair(z0 - 2), p0 = pair(z0 - 1), p_next = pair(z0);
+    t[slot(z0 - 1)][row][lane] = p0;
+    Operands one = operands(links, diag, b, cell(z0 - 1, first_of(z0 - 1), p)), two = {};
+    float far = 0.0f;
+    if (edge) far = from[plane * (unsigned)wrapped(z0 - 1, nz) + outer + first_of(z0 - 1)];
+    __syncthreads();
     for (int m = z0 - 1; m <= z1; m++) {
-        store_plane(m + 1, ahead);
-        if (m + 2 <= z1 + 1) read_plane(m + 2, ahead);
+        const int e = first_of(m);
+        t[slot(m + 1)][row][lane] = p_next;
+        // The next step's reads, issued before this step's work.
+        float2 p_after = m + 2 <= z1 + 1 ? pair(m + 2) : p_next;
         Operands one_next = {}, two_next = {};
-        if (m + 1 <= z1 && first_at(m + 1, p)) one_next = operands(l, links, diag, b, p);
-        if (m >= z0 && m < z1 && second_at(m, p)) two_next = operands(l, links, diag, b, p);
-        __syncthreads();
-        // The first colour on plane m.
-        if (first_at(m, p)) {
-            float* here = slot(m);
-            const int i = i1(m);
-            here[i + SWEEP_SX * j1] =
-                sweep_cell(l, weights, diag, one, slot(m - 1), here, slot(m + 1), i, j1, p);
+        float far_next = 0.0f;
+        if (m + 1 <= z1) {
+            one_next = operands(links, diag, b, cell(m + 1, 1 - e, p));
+            if (edge) far_next = from[plane * (unsigned)wrapped(m + 1, nz) + outer + 1 - e];
+        }
+        if (inside && m >= z0 && m < z1) two_next = operands(links, diag, b, cell(m, 1 - e, p));
+        // The first colour on plane m: its z neighbours are the second
+        // colour's, as they were.
+        {
+            float around[6];
+            in_plane(m, e, around);
+            if (edge) around[row == 0 ? 2 : 3] = far;
+            around[4] = element(p1, e);
+            around[5] = element(p_next, e);
+            cell(m, e, p);
+            const float v = sweep_cell(l, weights, diag, one, around, element(p0, e), p);
+            set_element(p0, e, v);
+            reinterpret_cast<float*>(t[slot(m)][row])[2 * lane + e] = v;
+        }
+        // The second colour on plane m − 1 (element e there too): its z
+        // neighbours are the first colour's, new.
+        if (inside && m - 1 >= z0) {
+            float around[6];
+            in_plane(m - 1, e, around);
+            around[4] = element(p2, e);
+            around[5] = element(p0, e);
+            cell(m - 1, e, p);
+            set_element(p1, e, sweep_cell(l, weights, diag, two, around, element(p1, e), p));
+            *reinterpret_cast<float2*>(to + plane * (unsigned)(m - 1) + column) = p1;
         }
         __syncthreads();
-        // The second colour on plane m − 1, and the plane written.
-        const int z = m - 1;
-        if (z >= z0 && pairs) {
-            const float* here = slot(z);
-            const int second = second_of(z);
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                const int i = i0 + k;
-                const int q[3] = {ox + i, oy + j2, z};
-                if (q[0] >= nx) continue;
-                const float v = k == second ? sweep_cell(l, weights, diag, two, slot(z - 1), here,
-                                                         slot(z + 1), i, j2, q)
-                                            : here[i + SWEEP_SX * j2];
-                to[index_of(l, q)] = v;
-            }
-        }
+        p2 = p1;
+        p1 = p0;
+        p0 = p_next;
+        p_next = p_after;
         one = one_next;
         two = two_next;
+        far = far_next;
     }
 }
 
-extern "C" __global__ void __launch_bounds__(SWEEP_THREADS, SWEEP_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(SWEEP_LANES * SWEEP_ROWS)
     smooth_sweep(const unsigned char* __restrict__ links, const float* __restrict__ weights,
                  const float* __restrict__ diag, int nx, int ny, int nz, unsigned faces,
                  const float* __restrict__ from, float* __restrict__ to,

@@ -108,9 +108,10 @@ pub struct Tuning {
     /// graphs (to measure what the graphs save).
     pub cuda_graphs: bool,
     /// `FLOWSCOPE_FUSED_SWEEPS=1`: the projection method's CUDA smoother
-    /// sweeps the levels without periodic axes of odd length in one pass
-    /// each (marching up columns of planes in shared memory) instead of one
-    /// pass per colour; slower on the H100, kept to measure against.
+    /// sweeps the levels of even length along x without periodic axes of
+    /// odd length in one pass each (marching up their planes, pairs of
+    /// cells in registers) instead of one pass per colour; not yet faster
+    /// on the H100.
     pub fused_sweeps: bool,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
         float* to = other.data();
         int span = h[13];
         for (int s = 0; s < h[11]; s++) {
-            launch({up(nx, 32), up(ny, 8), up(nz, span)}, {256, 1, 1}, [&] {
+            launch({up(nx, 60), up(ny, 8), up(nz, span)}, {32, 10, 1}, [&] {
                 smooth_sweep(links.data(), w, d, nx, ny, nz, faces, from, to, b.data(), h[12],
                              span);
             });

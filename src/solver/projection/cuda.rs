@@ -712,15 +712,19 @@ impl DeviceFlow {
         }
     }
 
-    /// Whether the smoother sweeps the levels without periodic axes of odd
-    /// length in one pass each (`smooth_sweep`, `Tuning::fused_sweeps`; the
-    /// same results either way). Off by default: slower than the colour
-    /// passes on the H100 (BENCHMARKS.md, thirty-second session).
+    /// Whether the smoother sweeps the levels of even length along x without
+    /// periodic axes of odd length in one pass each (`smooth_sweep`,
+    /// `Tuning::fused_sweeps`; the same results either way). Off by
+    /// default: its earlier forms were slower than the colour passes on the
+    /// H100, this one is not yet timed (BENCHMARKS.md, thirty-second
+    /// session).
     pub fn set_fused_sweeps(&mut self, on: bool) -> Result<(), SolverError> {
         let stream = self.gpu.stream.clone();
         for (level, spare) in self.mg.levels.iter().zip(&mut self.mg.spare) {
-            // smooth_sweep wraps its halo of two by a single step.
-            let sweeps = level.odd == 0 && level.size.iter().all(|&n| n >= 2);
+            // smooth_sweep takes pairs of cells along x and wraps its halo
+            // of two planes by a single step.
+            let sweeps =
+                level.odd == 0 && level.size[0] % 2 == 0 && level.size.iter().all(|&n| n >= 2);
             *spare = match on && sweeps {
                 true => Some(
                     guarded("allocating the smoother's second vectors", || {
@@ -1500,8 +1504,8 @@ fn smooth(
     let span = sweep_span(level.size);
     let [nx, ny, nz] = level.size.map(|v| v as u32);
     let tiles = LaunchConfig {
-        grid_dim: (nx.div_ceil(32), ny.div_ceil(8), nz.div_ceil(span)),
-        block_dim: (256, 1, 1),
+        grid_dim: (nx.div_ceil(60), ny.div_ceil(8), nz.div_ceil(span)),
+        block_dim: (32, 10, 1),
         shared_mem_bytes: 0,
     };
     let span = span as i32;
@@ -1517,8 +1521,9 @@ fn smooth(
             l.arg(b).arg(&first).arg(&span);
             // SAFETY: smooth_sweep(const u8*, const float*, const float*,
             // int, int, int, unsigned, const float*, float*, const float*,
-            // int, int): the level's cells, columns of 32 × 8 (SWEEP_TX,
-            // _TY) and `span` planes a block, 256 threads (SWEEP_THREADS).
+            // int, int): the level's cells (nx even), rows of 60 cells
+            // (SWEEP_TX), 8 of them (SWEEP_TY) and `span` planes a block,
+            // 32 × 10 threads (SWEEP_LANES, SWEEP_ROWS).
             unsafe { l.launch(tiles) }.map(drop).map_err(dev)?;
         }
     }
@@ -1527,9 +1532,9 @@ fn smooth(
 
 /// The planes a block of `smooth_sweep` marches through on a level: as
 /// many as leave about four blocks an SM of an H100 (132 SMs) or more, at
-/// most 32 (each block loads two planes below and above its own).
+/// most 32 (each block loads two planes below and one above its own).
 fn sweep_span(size: [usize; 3]) -> u32 {
-    let columns = size[0].div_ceil(32) * size[1].div_ceil(8);
+    let columns = size[0].div_ceil(60) * size[1].div_ceil(8);
     let span = (columns * size[2] / (4 * 132)).clamp(1, 32);
     span as u32
 }
