@@ -138,10 +138,11 @@ __device__ __forceinline__ float differences(const Level& l, const unsigned char
 // out = A x (residual = 0), or out = b − A x (residual = 1); 0 in cells that
 // take no part.
 __device__ __forceinline__ void apply_on(const unsigned char* __restrict__ links,
-                                 const float* __restrict__ weights, const float* __restrict__ diag,
-                                 int nx, int ny, int nz, unsigned faces,
-                                 const float* __restrict__ x, const float* __restrict__ b,
-                                 int residual, float* __restrict__ out) {
+                                         const float* __restrict__ weights,
+                                         const float* __restrict__ diag, int nx, int ny, int nz,
+                                         unsigned faces, const float* __restrict__ x,
+                                         const float* __restrict__ b, int residual,
+                                         float* __restrict__ out) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
     unsigned c;
@@ -182,11 +183,11 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
 // One thread per cell of the colour: thread i of a row takes x = 2 i or
 // 2 i + 1.
 __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links,
-                                  const float* __restrict__ weights,
-                                  const float* __restrict__ diag, int nx, int ny, int nz,
-                                  unsigned faces, float* __restrict__ x,
-                                  const float* __restrict__ b, int colour, unsigned odd,
-                                  int pass) {
+                                          const float* __restrict__ weights,
+                                          const float* __restrict__ diag, int nx, int ny, int nz,
+                                          unsigned faces, float* __restrict__ x,
+                                          const float* __restrict__ b, int colour, unsigned odd,
+                                          int pass) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
     p[1] = blockIdx.y * blockDim.y + threadIdx.y;
@@ -318,8 +319,8 @@ __device__ __forceinline__ void smooth_sweep_on(const unsigned char* __restrict_
                                                 const float* __restrict__ diag, int nx, int ny,
                                                 int nz, unsigned faces,
                                                 const float* __restrict__ from,
-                                                float* __restrict__ to,
-                                                const float* __restrict__ b, int first, int span) {
+                                                float* __restrict__ to, const float* __restrict__ b,
+                                                int first, int span) {
     __shared__ float2 t[SWEEP_SLOTS][SWEEP_ROWS][SWEEP_LANES];
     Level l = {{nx, ny, nz}, faces};
     const int lane = (int)threadIdx.x, row = (int)threadIdx.y;
@@ -451,13 +452,13 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
 // each coarse cell (one thread per coarse cell), the residual computed here
 // rather than stored: the same values as the CPU's residual then its sum.
 __device__ __forceinline__ void restrict_residual_on(const unsigned char* __restrict__ links,
-                                             const float* __restrict__ weights,
-                                             const float* __restrict__ diag, int fx, int fy,
-                                             int fz, unsigned faces,
-                                             const float* __restrict__ x,
-                                             const float* __restrict__ fine_b,
-                                             const float* __restrict__ coarse_diag, int nx,
-                                             int ny, int nz, float* __restrict__ b) {
+                                                     const float* __restrict__ weights,
+                                                     const float* __restrict__ diag, int fx, int fy,
+                                                     int fz, unsigned faces,
+                                                     const float* __restrict__ x,
+                                                     const float* __restrict__ fine_b,
+                                                     const float* __restrict__ coarse_diag, int nx,
+                                                     int ny, int nz, float* __restrict__ b) {
     Level coarse = {{nx, ny, nz}, 0};
     Level fine = {{fx, fy, fz}, faces};
     int p[3];
@@ -686,10 +687,11 @@ extern "C" __global__ void reduce(const float* __restrict__ a, const float* __re
 
 // out = A x on the finest grid (0 in cells that take no part), and Σ x·out.
 __device__ __forceinline__ void apply_dot_on(const unsigned char* __restrict__ links,
-                                     const float* __restrict__ weights,
-                                     const float* __restrict__ diag, int nx, int ny, int nz,
-                                     unsigned faces, const float* __restrict__ x,
-                                     float* __restrict__ out, double* __restrict__ partial) {
+                                             const float* __restrict__ weights,
+                                             const float* __restrict__ diag, int nx, int ny, int nz,
+                                             unsigned faces, const float* __restrict__ x,
+                                             float* __restrict__ out,
+                                             double* __restrict__ partial) {
     __shared__ double s0[256], s1[256];
     Level l = {{nx, ny, nz}, faces};
     unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
