@@ -950,8 +950,9 @@ fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
         cpu.step(steps)?;
         let on_cpu = began.elapsed().as_secs_f64();
         let began = std::time::Instant::now();
-        // Both smoothers: a sweep in one pass over tiles (where no periodic
-        // axis has an odd length), then one pass per colour.
+        // Both smoothers: a sweep in one pass (where the grid's length along
+        // x is even and no periodic axis has an odd length), then one pass
+        // per colour.
         gpu.set_fused_sweeps(true)?;
         gpu.step(steps / 2)?;
         gpu.set_fused_sweeps(false)?;

@@ -268,8 +268,9 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                     &gpu,
                     &smoothed,
                 );
-                // A sweep in one pass over tiles (no odd periodic axis), a
-                // plane and five planes (not a divisor of the grid's) a block.
+                // A sweep in one pass (x of even length, no odd periodic
+                // axis), a plane and five planes (not a divisor of the
+                // grid's) a block.
                 if odd_periodic_axes(op) == 0 && op.size[0] % 2 == 0 {
                     let mut smoothed = x.clone();
                     op.smooth(&mut smoothed, &b, 3, reverse);
