@@ -82,13 +82,65 @@ __device__ __forceinline__ float diagonal(const unsigned char* links, const floa
     return (float)(__popc(bits & 63u) + (bits >> 6));
 }
 
+// How a level's x and b are stored: as f32 (`F32`), or, for the finest
+// grid's preconditioner (`Half`, with `half_preconditioner` on the host), in
+// 16 bits, which halve the bytes of the finest grid's sweeps, restriction
+// and prolongation. Only the stored values are rounded: the kernels work
+// in f32, as they read, and the outer CG keeps its own vectors in f32.
+struct F32 {
+    typedef float T;
+    __device__ __forceinline__ float ld(const float* v, unsigned c) const { return v[c]; }
+    __device__ __forceinline__ float enc(float v) const { return v; }
+};
+
+// IEEE half's layout (5 exponent bits, 10 mantissa bits, subnormals), its
+// window moved by a power of two to the values of one cycle: `down` = 2^-k
+// (encoding), `up` = 2^k, with r's RMS at about 2^-6 in half's units
+// (`half_scale`), so that neither the right-hand side nor the solution,
+// up to ~10^4 times larger on its smooth modes, leaves the range. As the
+// 16-bit lattice storage (d3q19.cu's `fp16c_encode`), by multiplies and bit
+// moves: the half's bits are the top bits of an f32 112 binary orders
+// lower, whose denormals carry the half's subnormals; rounded to nearest,
+// ties away from zero; saturated at half's largest finite value. The
+// multiplies by powers of two are exact but where they reach f32's
+// denormals, as they do alike on the GPU and on the CPU's emulation.
+struct Half {
+    typedef unsigned short T;
+    float down, up;
+    __device__ __forceinline__ float ld(const unsigned short* v, unsigned c) const {
+        unsigned h = v[c];
+        return __uint_as_float(((h & 0x8000u) << 16) | ((h & 0x7fffu) << 13)) * 0x1p112f * up;
+    }
+    __device__ __forceinline__ unsigned short enc(float v) const {
+        unsigned a = __float_as_uint(fabsf(v) * down * 0x1p-112f);
+        unsigned r = min(a + 0x1000u, 0x0f7fe000u) >> 13;
+        return (unsigned short)(((__float_as_uint(v) >> 16) & 0x8000u) | r);
+    }
+};
+
+// The window for r with r·r = rr over n cells: 2^e ≤ its RMS < 2^(e+1),
+// the RMS then stored at 2^-6 (e kept to [−100, 20], where both factors
+// are normal floats).
+__device__ __forceinline__ Half half_scale(double rr, double n) {
+    int e = 0;
+    double rms = sqrt(rr / n);
+    if (rms > 0.0 && rms < 1e300) {
+        frexp(rms, &e);
+        e -= 1;
+    }
+    e = max(-100, min(20, e)) + 6;
+    return {ldexpf(1.0f, -e), ldexpf(1.0f, e)};
+}
+
 // x at the six neighbours, linked or not (`neighbours` wraps every axis,
 // so each index lies in the grid): loads issued together, where
 // loads under each link's branch waited for one another (apply and the
 // smoother ran at a third of the bandwidth, latency-bound).
-__device__ __forceinline__ void gather(const float* x, const unsigned nb[6], float around[6]) {
+template <class S>
+__device__ __forceinline__ void gather(const typename S::T* x, S s, const unsigned nb[6],
+                                       float around[6]) {
 #pragma unroll
-    for (int dir = 0; dir < 6; dir++) around[dir] = x[nb[dir]];
+    for (int dir = 0; dir < 6; dir++) around[dir] = s.ld(x, nb[dir]);
 }
 
 // What the operator reads at cell c: its links and diagonal, x there and at
@@ -102,15 +154,17 @@ struct Stencil {
     float around[6], w[6];
 };
 
+template <class S = F32>
 __device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* links,
                                            const float* weights, const float* diag,
-                                           const float* x, unsigned c, const int p[3]) {
+                                           const typename S::T* x, unsigned c, const int p[3],
+                                           S storage = S()) {
     Stencil s;
     unsigned nb[6];
     neighbours(l, p, c, nb);
-    gather(x, nb, s.around);
+    gather(x, storage, nb, s.around);
     couplings(l, weights, c, nb, s.w);
-    s.own = x[c];
+    s.own = storage.ld(x, c);
     s.bits = links[c];
     s.d = diagonal(links, diag, c);
     return s;
@@ -158,9 +212,8 @@ __device__ __forceinline__ void apply_on(const unsigned char* __restrict__ links
 // The finest grid (no weights, its diagonal in the links byte) runs a copy
 // of each operator kernel compiled with those pointers null, so that its
 // couplings and diagonal cost no instructions: a fifth fewer in a colour
-// pass of `smooth` (whose time did not move: it is bound by L2 bandwidth),
-// 16% less time in the marching `smooth_sweep` before this one (H100, ncu,
-// thirty-second session).
+// pass of `smooth` (whose time did not move: it is bound by L2 bandwidth;
+// H100, ncu, thirty-second session).
 extern "C" __global__ void apply(const unsigned char* __restrict__ links,
                                  const float* __restrict__ weights, const float* __restrict__ diag,
                                  int nx, int ny, int nz, unsigned faces,
@@ -182,12 +235,13 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
 // 0 and pass is 0).
 // One thread per cell of the colour: thread i of a row takes x = 2 i or
 // 2 i + 1.
+template <class S>
 __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links,
                                           const float* __restrict__ weights,
                                           const float* __restrict__ diag, int nx, int ny, int nz,
-                                          unsigned faces, float* __restrict__ x,
-                                          const float* __restrict__ b, int colour, unsigned odd,
-                                          int pass) {
+                                          unsigned faces, typename S::T* __restrict__ x,
+                                          const typename S::T* __restrict__ b, int colour,
+                                          unsigned odd, int pass, S storage) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
     p[1] = blockIdx.y * blockDim.y + threadIdx.y;
@@ -200,8 +254,8 @@ __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ link
         for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
         if (last != pass) return;
     }
-    Stencil t = stencil(l, links, weights, diag, x, c, p);
-    float bc = b[c];
+    Stencil t = stencil(l, links, weights, diag, x, c, p, storage);
+    float bc = storage.ld(b, c);
     float s = 0.0f;
 #pragma unroll
     for (int dir = 0; dir < 6; dir++) {
@@ -210,7 +264,7 @@ __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ link
     float gs = (bc + s) / t.d;
     // A cell that takes no part keeps its value, stored back rather than
     // branched around (see `apply`).
-    x[c] = t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own;
+    x[c] = storage.enc(t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own);
 }
 
 extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
@@ -220,216 +274,25 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
                                   const float* __restrict__ b, int colour, unsigned odd,
                                   int pass) {
     if (!weights && !diag) {
-        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass);
+        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, F32());
     } else {
-        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass);
+        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, F32());
     }
 }
 
-// One red-black sweep of a level without periodic axes of odd length and of
-// even length along x, in one pass. A block takes SWEEP_TY rows of
-// SWEEP_TX cells and `span` planes of them and marches up the planes: a
-// thread holds a pair of neighbours of a row (x even and odd) on four planes
-// in registers, and the block each plane in shared memory for the rows and
-// pairs beside. At step m a thread updates the first colour's cell of its
-// pair on plane m, then the second colour's on plane m − 1 (the cell below
-// it), whose neighbours all hold the first colour's new values by then, and
-// writes that plane's pair to `to` (another vector: a block must not see its
-// neighbours' new values). The block's outer rows, and the pairs at either
-// end of a row, update the first colour only, for the rows and pairs inside;
-// an outer row's neighbour across the block's edge is read from `from`. The
-// values and their order of operations are smooth's, cell by cell.
-//
-// smooth's colour passes each read every sector of x, b and the links for
-// half the cells, and are bound by L2 (81% of its throughput on the H100,
-// the finest urban grid). Blocks of 32 × 8 × 4 cells with their own halo of
-// two made the 256³ cavity's step 40% slower than the colour passes, and
-// 32 × 8 columns marching through five planes in shared memory took 63 µs a
-// sweep of that grid against their 41: 250 instructions a cell, two
-// barriers a plane, a third of the threads idle in each phase (thirty-first
-// and thirty-second sessions). This form, one barrier a plane and about as
-// many instructions a cell as the colour passes' (its SASS), is not yet
-// timed.
-#define SWEEP_LANES 32
-#define SWEEP_TY 8
-#define SWEEP_ROWS (SWEEP_TY + 2)
-#define SWEEP_TX (2 * SWEEP_LANES - 4)
-#define SWEEP_WIDTH (2 * SWEEP_LANES)
-#define SWEEP_SLOTS 3
-
-// v in [−2, n + 1] wrapped into the grid (n ≥ 2 on every axis: the host's
-// condition).
-__device__ __forceinline__ int wrapped(int v, int n) {
-    return v < 0 ? v + n : (v >= n ? v - n : v);
-}
-
-// What a cell's update reads from memory besides x and the couplings,
-// loaded a step of the march ahead, so that no step waits on memory after
-// its barrier.
-struct Operands {
-    unsigned c, bits;
-    float bc, dd;
-};
-
-__device__ __forceinline__ Operands operands(const unsigned char* links, const float* diag,
-                                             const float* b, unsigned c) {
-    Operands o;
-    o.c = c;
-    o.bits = links[c];
-    o.bc = b[c];
-    o.dd = diag ? diag[c] : 0.0f;
-    return o;
-}
-
-// Gauss–Seidel at a cell (global position p, what it reads `o`) from x at
-// its six neighbours (−x, +x, −y, +y, −z, +z) and its own: the new value
-// (smooth's, to the bit).
-__device__ __forceinline__ float sweep_cell(const Level& l, const float* weights,
-                                            const float* diag, const Operands& o,
-                                            const float around[6], float own, const int p[3]) {
-    float w[6];
-    if (weights) {
-        unsigned nb[6];
-        neighbours(l, p, o.c, nb);
-        couplings(l, weights, o.c, nb, w);
-    } else {
-#pragma unroll
-        for (int dir = 0; dir < 6; dir++) w[dir] = 1.0f;
-    }
-    // diagonal(), from the links byte already read.
-    const float d = diag ? o.dd : (float)(__popc(o.bits & 63u) + (o.bits >> 6));
-    float s = 0.0f;
-#pragma unroll
-    for (int dir = 0; dir < 6; dir++) {
-        if (o.bits & (1u << dir)) s += w[dir] * around[dir];
-    }
-    float gs = (o.bc + s) / d;
-    return d > 0.0f ? own + 1.0f * (gs - own) : own;
-}
-
-__device__ __forceinline__ float element(float2 v, int e) { return e ? v.y : v.x; }
-
-__device__ __forceinline__ void set_element(float2& v, int e, float f) {
-    v.x = e ? v.x : f;
-    v.y = e ? f : v.y;
-}
-
-__device__ __forceinline__ void smooth_sweep_on(const unsigned char* __restrict__ links,
-                                                const float* __restrict__ weights,
-                                                const float* __restrict__ diag, int nx, int ny,
-                                                int nz, unsigned faces,
-                                                const float* __restrict__ from,
-                                                float* __restrict__ to, const float* __restrict__ b,
-                                                int first, int span) {
-    __shared__ float2 t[SWEEP_SLOTS][SWEEP_ROWS][SWEEP_LANES];
-    Level l = {{nx, ny, nz}, faces};
-    const int lane = (int)threadIdx.x, row = (int)threadIdx.y;
-    const int z0 = (int)blockIdx.z * span, z1 = min(z0 + span, nz);
-    const unsigned plane = (unsigned)nx * (unsigned)ny;
-    // This thread's pair, unwrapped (ux even, as nx is) and wrapped: a block
-    // past the grid's end reaches more than two cells beyond it.
-    const int ux = (int)blockIdx.x * SWEEP_TX - 2 + 2 * lane;
-    const int uy = (int)blockIdx.y * SWEEP_TY - 1 + row;
-    const int x = (ux % nx + nx) % nx, y = (uy % ny + ny) % ny;
-    const unsigned column = (unsigned)x + (unsigned)nx * (unsigned)y;
-    // An outer row's neighbour across the block's edge.
-    const bool edge = row == 0 || row == SWEEP_ROWS - 1;
-    const int y_out = ((row == 0 ? uy - 1 : uy + 1) % ny + ny) % ny;
-    const unsigned outer = (unsigned)x + (unsigned)nx * (unsigned)y_out;
-    // The pairs of the rows inside update the second colour and write.
-    const bool inside = lane > 0 && lane < SWEEP_LANES - 1 && !edge && ux < nx && uy < ny;
-
-    auto pair = [&](int z) {
-        return *reinterpret_cast<const float2*>(from + plane * (unsigned)wrapped(z, nz) + column);
-    };
-    // The element of the pair of the first colour on plane z (that of the
-    // second on plane z − 1).
-    auto first_of = [&](int z) { return (first - (uy + z)) & 1; };
-    auto slot = [&](int z) { return (z - z0 + 3) % SWEEP_SLOTS; };
-    auto cell = [&](int z, int e, int p[3]) {
-        p[0] = x + e;
-        p[1] = y;
-        p[2] = wrapped(z, nz);
-        return plane * (unsigned)p[2] + column + (unsigned)e;
-    };
-    // x at element e's neighbours −x, +x, −y, +y on plane z, from the
-    // block's copy (clamped at the rows' ends, whose values are not used).
-    auto in_plane = [&](int z, int e, float around[6]) {
-        const float* s = reinterpret_cast<const float*>(t[slot(z)]);
-        const int i = row * SWEEP_WIDTH + 2 * lane + e;
-        around[0] = s[e || lane > 0 ? i - 1 : i];
-        around[1] = s[!e || lane < SWEEP_LANES - 1 ? i + 1 : i];
-        around[2] = s[row > 0 ? i - SWEEP_WIDTH : i];
-        around[3] = s[row < SWEEP_ROWS - 1 ? i + SWEEP_WIDTH : i];
-    };
-
-    // At step m: planes m − 2 to m + 1 in p2, p1, p0, p_next; the block's
-    // copy of plane m (as it was) and of plane m − 1 (its first colour new)
-    // in shared memory; what the first colour's update on plane m and the
-    // second's on plane m − 1 read from memory in `one`, `two` and `far`.
-    int p[3];
-    float2 p2 = {0.0f, 0.0f}, p1 = pair(z0 - 2), p0 = pair(z0 - 1), p_next = pair(z0);
-    t[slot(z0 - 1)][row][lane] = p0;
-    Operands one = operands(links, diag, b, cell(z0 - 1, first_of(z0 - 1), p)), two = {};
-    float far = 0.0f;
-    if (edge) far = from[plane * (unsigned)wrapped(z0 - 1, nz) + outer + first_of(z0 - 1)];
-    __syncthreads();
-    for (int m = z0 - 1; m <= z1; m++) {
-        const int e = first_of(m);
-        t[slot(m + 1)][row][lane] = p_next;
-        // The next step's reads, issued before this step's work.
-        float2 p_after = m + 2 <= z1 + 1 ? pair(m + 2) : p_next;
-        Operands one_next = {}, two_next = {};
-        float far_next = 0.0f;
-        if (m + 1 <= z1) {
-            one_next = operands(links, diag, b, cell(m + 1, 1 - e, p));
-            if (edge) far_next = from[plane * (unsigned)wrapped(m + 1, nz) + outer + 1 - e];
-        }
-        if (inside && m >= z0 && m < z1) two_next = operands(links, diag, b, cell(m, 1 - e, p));
-        // The first colour on plane m: its z neighbours are the second
-        // colour's, as they were.
-        {
-            float around[6];
-            in_plane(m, e, around);
-            if (edge) around[row == 0 ? 2 : 3] = far;
-            around[4] = element(p1, e);
-            around[5] = element(p_next, e);
-            cell(m, e, p);
-            const float v = sweep_cell(l, weights, diag, one, around, element(p0, e), p);
-            set_element(p0, e, v);
-            reinterpret_cast<float*>(t[slot(m)][row])[2 * lane + e] = v;
-        }
-        // The second colour on plane m − 1 (element e there too): its z
-        // neighbours are the first colour's, new.
-        if (inside && m - 1 >= z0) {
-            float around[6];
-            in_plane(m - 1, e, around);
-            around[4] = element(p2, e);
-            around[5] = element(p0, e);
-            cell(m - 1, e, p);
-            set_element(p1, e, sweep_cell(l, weights, diag, two, around, element(p1, e), p));
-            *reinterpret_cast<float2*>(to + plane * (unsigned)(m - 1) + column) = p1;
-        }
-        __syncthreads();
-        p2 = p1;
-        p1 = p0;
-        p0 = p_next;
-        p_next = p_after;
-        one = one_next;
-        two = two_next;
-        far = far_next;
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(SWEEP_LANES * SWEEP_ROWS)
-    smooth_sweep(const unsigned char* __restrict__ links, const float* __restrict__ weights,
-                 const float* __restrict__ diag, int nx, int ny, int nz, unsigned faces,
-                 const float* __restrict__ from, float* __restrict__ to,
-                 const float* __restrict__ b, int first, int span) {
+// `smooth` on x and b in 16 bits (`Half`), the window in `scale`
+// (`to_half`).
+extern "C" __global__ void smooth_half(const unsigned char* __restrict__ links,
+                                       const float* __restrict__ weights,
+                                       const float* __restrict__ diag, int nx, int ny, int nz,
+                                       unsigned faces, unsigned short* __restrict__ x,
+                                       const unsigned short* __restrict__ b, int colour,
+                                       unsigned odd, int pass, const float* __restrict__ scale) {
+    Half h = {scale[0], scale[1]};
     if (!weights && !diag) {
-        smooth_sweep_on(links, nullptr, nullptr, nx, ny, nz, faces, from, to, b, first, span);
+        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, h);
     } else {
-        smooth_sweep_on(links, weights, diag, nx, ny, nz, faces, from, to, b, first, span);
+        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, h);
     }
 }
 
@@ -451,14 +314,16 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
 // Coarse right-hand side: half the sum of the fine residual b − A x over
 // each coarse cell (one thread per coarse cell), the residual computed here
 // rather than stored: the same values as the CPU's residual then its sum.
+template <class S>
 __device__ __forceinline__ void restrict_residual_on(const unsigned char* __restrict__ links,
                                                      const float* __restrict__ weights,
                                                      const float* __restrict__ diag, int fx, int fy,
                                                      int fz, unsigned faces,
-                                                     const float* __restrict__ x,
-                                                     const float* __restrict__ fine_b,
+                                                     const typename S::T* __restrict__ x,
+                                                     const typename S::T* __restrict__ fine_b,
                                                      const float* __restrict__ coarse_diag, int nx,
-                                                     int ny, int nz, float* __restrict__ b) {
+                                                     int ny, int nz, float* __restrict__ b,
+                                                     S storage) {
     Level coarse = {{nx, ny, nz}, 0};
     Level fine = {{fx, fy, fz}, faces};
     int p[3];
@@ -475,8 +340,8 @@ __device__ __forceinline__ void restrict_residual_on(const unsigned char* __rest
                 if (q[0] < fx && q[1] < fy && q[2] < fz) {
                     unsigned f = index_of(fine, q);
                     // Chosen, not branched on (see `apply`).
-                    Stencil t = stencil(fine, links, weights, diag, x, f, q);
-                    float r = fine_b[f] - differences_of(t);
+                    Stencil t = stencil(fine, links, weights, diag, x, f, q, storage);
+                    float r = storage.ld(fine_b, f) - differences_of(t);
                     s += t.d > 0.0f ? r : 0.0f;
                 }
             }
@@ -493,10 +358,26 @@ extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ l
                                              int ny, int nz, float* __restrict__ b) {
     if (!weights && !diag) {
         restrict_residual_on(links, nullptr, nullptr, fx, fy, fz, faces, x, fine_b, coarse_diag,
-                             nx, ny, nz, b);
+                             nx, ny, nz, b, F32());
     } else {
         restrict_residual_on(links, weights, diag, fx, fy, fz, faces, x, fine_b, coarse_diag,
-                             nx, ny, nz, b);
+                             nx, ny, nz, b, F32());
+    }
+}
+
+extern "C" __global__ void restrict_residual_half(
+    const unsigned char* __restrict__ links, const float* __restrict__ weights,
+    const float* __restrict__ diag, int fx, int fy, int fz, unsigned faces,
+    const unsigned short* __restrict__ x, const unsigned short* __restrict__ fine_b,
+    const float* __restrict__ coarse_diag, int nx, int ny, int nz, float* __restrict__ b,
+    const float* __restrict__ scale) {
+    Half h = {scale[0], scale[1]};
+    if (!weights && !diag) {
+        restrict_residual_on(links, nullptr, nullptr, fx, fy, fz, faces, x, fine_b, coarse_diag,
+                             nx, ny, nz, b, h);
+    } else {
+        restrict_residual_on(links, weights, diag, fx, fy, fz, faces, x, fine_b, coarse_diag,
+                             nx, ny, nz, b, h);
     }
 }
 
@@ -542,11 +423,14 @@ __device__ __forceinline__ void along(int i, int n, unsigned low_face, unsigned 
 // sixteen values for each and was instruction-bound; one per coarse cell,
 // eight fine cells and 27 corners, held 112 registers and waited on each
 // fine cell's loads in turn).
-extern "C" __global__ void prolong_add(const float* __restrict__ e,
-                                       const float* __restrict__ coarse_diag, int cx, int cy,
-                                       int cz, const unsigned char* __restrict__ fine_links,
-                                       const float* __restrict__ fine_diag, int nx, int ny, int nz,
-                                       unsigned faces, float* __restrict__ x) {
+template <class S>
+__device__ __forceinline__ void prolong_add_on(const float* __restrict__ e,
+                                               const float* __restrict__ coarse_diag, int cx,
+                                               int cy, int cz,
+                                               const unsigned char* __restrict__ fine_links,
+                                               const float* __restrict__ fine_diag, int nx, int ny,
+                                               int nz, unsigned faces,
+                                               typename S::T* __restrict__ x, S storage) {
     Level l = {{nx, ny, nz}, faces};
     int h = blockIdx.x * blockDim.x + threadIdx.x;
     int q[3] = {2 * h, (int)(blockIdx.y * blockDim.y + threadIdx.y),
@@ -575,7 +459,7 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
     bool second = q[0] + 1 < nx;
     unsigned c = index_of(l, q);
     unsigned c2 = second ? c + 1 : c;
-    float own[2] = {x[c], x[c2]};
+    float own[2] = {storage.ld(x, c), storage.ld(x, c2)};
     bool part[2] = {diagonal(fine_links, fine_diag, c) > 0.0f,
                     diagonal(fine_links, fine_diag, c2) > 0.0f};
 #pragma unroll
@@ -592,8 +476,51 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
             sum += w[par][k & 1] * w[2][(k >> 1) & 1] * w[3][k >> 2] * corner[slot];
         }
         float out = count < 8 ? own[par] + 1.0f * corner[1] : sum;
-        if (part[par] && (par == 0 || second)) x[par ? c2 : c] = out;
+        if (part[par] && (par == 0 || second)) x[par ? c2 : c] = storage.enc(out);
     }
+}
+
+extern "C" __global__ void prolong_add(const float* __restrict__ e,
+                                       const float* __restrict__ coarse_diag, int cx, int cy,
+                                       int cz, const unsigned char* __restrict__ fine_links,
+                                       const float* __restrict__ fine_diag, int nx, int ny, int nz,
+                                       unsigned faces, float* __restrict__ x) {
+    prolong_add_on(e, coarse_diag, cx, cy, cz, fine_links, fine_diag, nx, ny, nz, faces, x,
+                   F32());
+}
+
+extern "C" __global__ void prolong_add_half(const float* __restrict__ e,
+                                            const float* __restrict__ coarse_diag, int cx, int cy,
+                                            int cz, const unsigned char* __restrict__ fine_links,
+                                            const float* __restrict__ fine_diag, int nx, int ny,
+                                            int nz, unsigned faces,
+                                            unsigned short* __restrict__ x,
+                                            const float* __restrict__ scale) {
+    Half h = {scale[0], scale[1]};
+    prolong_add_on(e, coarse_diag, cx, cy, cz, fine_links, fine_diag, nx, ny, nz, faces, x, h);
+}
+
+// The finest grid's right-hand side in 16 bits: b = r in the window of
+// r·r = scalars[slot] (`half_scale`), which block 0 leaves in `scale` for
+// the cycle's other kernels.
+extern "C" __global__ void to_half(const float* __restrict__ r, size_t n,
+                                   const double* __restrict__ scalars, int slot,
+                                   unsigned short* __restrict__ b, float* __restrict__ scale) {
+    Half h = half_scale(scalars[slot], (double)n);
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) {
+        scale[0] = h.down;
+        scale[1] = h.up;
+    }
+    if (i < n) b[i] = h.enc(r[i]);
+}
+
+// The cycle's result back in f32: z = x.
+extern "C" __global__ void from_half(const unsigned short* __restrict__ x, size_t n,
+                                     const float* __restrict__ scale, float* __restrict__ z) {
+    Half h = {scale[0], scale[1]};
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) z[i] = h.ld(x, (unsigned)i);
 }
 
 // The coarsest grid, step 1 (one block): y = b at its active cells, less its

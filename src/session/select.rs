@@ -440,7 +440,7 @@ fn projection(
         Ok(()) => match solver.move_to_gpu(0) {
             Ok(()) => {
                 solver.set_graphs(backend.tuning.cuda_graphs);
-                solver.set_fused_sweeps(backend.tuning.fused_sweeps)?;
+                solver.set_half_preconditioner(backend.tuning.half_preconditioner)?;
                 None
             }
             Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),

@@ -107,12 +107,10 @@ pub struct Tuning {
     /// its CG iterations launch by launch instead of replaying them as CUDA
     /// graphs (to measure what the graphs save).
     pub cuda_graphs: bool,
-    /// `FLOWSCOPE_FUSED_SWEEPS=1`: the projection method's CUDA smoother
-    /// sweeps the levels of even length along x without periodic axes of
-    /// odd length in one pass each (marching up their planes, pairs of
-    /// cells in registers) instead of one pass per colour; not yet faster
-    /// on the H100.
-    pub fused_sweeps: bool,
+    /// `FLOWSCOPE_HALF_PRECONDITIONER=1`: the projection method's CUDA
+    /// multigrid keeps the finest grid's x and b in 16 bits (the outer CG
+    /// in f32).
+    pub half_preconditioner: bool,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after
     /// the bulk kernel instead of in the bulk kernel's launch.
@@ -151,7 +149,7 @@ impl Default for Tuning {
             shader_dir: None,
             portable_simd: false,
             cuda_graphs: true,
-            fused_sweeps: false,
+            half_preconditioner: false,
             fuse_near: true,
             step_frames: true,
             concurrent_boundary: true,
@@ -176,7 +174,7 @@ impl Tuning {
             shader_dir: var("FLOWSCOPE_SHADER_DIR").map(PathBuf::from),
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
-            fused_sweeps: text("FLOWSCOPE_FUSED_SWEEPS").is_some_and(|v| v == "1"),
+            half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").is_some_and(|v| v == "1"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
             concurrent_boundary: text("FLOWSCOPE_CONCURRENT_BOUNDARY").is_none_or(|v| v != "0"),
@@ -205,7 +203,7 @@ mod tests {
                     "FLOWSCOPE_EXCHANGE" => "peer",
                     "FLOWSCOPE_PORTABLE_SIMD" => "1",
                     "FLOWSCOPE_NO_GRAPHS" => "1",
-                    "FLOWSCOPE_FUSED_SWEEPS" => "1",
+                    "FLOWSCOPE_HALF_PRECONDITIONER" => "1",
                     "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
                     "FLOWSCOPE_STEP_FRAMES" => "0",
                     "FLOWSCOPE_CONCURRENT_BOUNDARY" => "0",
@@ -218,7 +216,7 @@ mod tests {
         assert_eq!(t.kernel_defines, "NO_ODD_QUAD");
         assert!(!t.overlap_steps);
         assert!(!t.cuda_graphs);
-        assert!(t.fused_sweeps);
+        assert!(t.half_preconditioner);
         assert!(!t.fuse_near);
         assert!(!t.step_frames);
         assert!(!t.concurrent_boundary);

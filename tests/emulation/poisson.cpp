@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     auto x = take<float>(n);
     auto b = take<float>(n);
     auto coarse_diag = take<float>(mode >= 2 ? nc : 0);
-    auto e = take<float>(mode == 3 ? nc : 0);
+    auto e = take<float>(mode == 3 || mode == 7 ? nc : 0);
     const float* w = h[6] ? weights.data() : nullptr;
     const float* d = h[7] ? diag.data() : nullptr;
     std::vector<float> out;
@@ -62,21 +62,61 @@ int main(int argc, char** argv) {
         double dot = 0.0;
         for (unsigned i = 0; i < blocks; i++) dot += partial[2 * i];
         out[n] = (float)dot;
-    } else if (mode == 5) {
-        // smooth_sweep's sweeps, from one vector to the other in turn, h[13]
-        // planes a block.
-        std::vector<float> other(n);
-        float* from = x.data();
-        float* to = other.data();
-        int span = h[13];
-        for (int s = 0; s < h[11]; s++) {
-            launch({up(nx, 60), up(ny, 8), up(nz, span)}, {32, 10, 1}, [&] {
-                smooth_sweep(links.data(), w, d, nx, ny, nz, faces, from, to, b.data(), h[12],
-                             span);
-            });
-            std::swap(from, to);
+    } else if (mode >= 5 && mode <= 7) {
+        // The 16-bit kernels (5 smooth, 6 restriction, 7 prolongation) on x
+        // and b stored by the window in h[14], h[15] (to_half's), the
+        // result read back by from_half.
+        float scale[2];
+        std::memcpy(&scale[0], &h[14], 4);
+        std::memcpy(&scale[1], &h[15], 4);
+        Half s = {scale[0], scale[1]};
+        std::vector<unsigned short> xh(n), bh(n);
+        for (size_t i = 0; i < n; i++) {
+            xh[i] = s.enc(x[i]);
+            bh[i] = s.enc(b[i]);
         }
-        out.assign(from, from + n);
+        if (mode == 5) {
+            int passes = __popc(odd);
+            for (int k = 0; k < h[11]; k++)
+                for (int colour : {h[12], 1 - h[12]})
+                    for (int pass = 0; pass <= passes; pass++)
+                        launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
+                            smooth_half(links.data(), w, d, nx, ny, nz, faces, xh.data(),
+                                        bh.data(), colour, odd, pass, scale);
+                        });
+        } else if (mode == 6) {
+            out.assign(nc, 0.0f);
+            launch(cells(cx, cy, cz), {32, 4, 1}, [&] {
+                restrict_residual_half(links.data(), w, d, nx, ny, nz, faces, xh.data(),
+                                       bh.data(), coarse_diag.data(), cx, cy, cz, out.data(),
+                                       scale);
+            });
+        } else {
+            launch(cells(cx, ny, nz), {32, 4, 1}, [&] {
+                prolong_add_half(e.data(), coarse_diag.data(), cx, cy, cz, links.data(), d, nx,
+                                 ny, nz, faces, xh.data(), scale);
+            });
+        }
+        if (mode != 6) {
+            out.assign(n, 0.0f);
+            launch({up(n, 256), 1, 1}, {256, 1, 1},
+                   [&] { from_half(xh.data(), n, scale, out.data()); });
+        }
+    } else if (mode == 8) {
+        // to_half of x with r·r the f64 in h[14], h[15]; out: the values
+        // stored, read back, then the window.
+        double rr;
+        std::memcpy(&rr, &h[14], 8);
+        std::vector<unsigned short> xh(n);
+        float scale[2];
+        std::vector<double> scalars = {rr};
+        launch({up(n, 256), 1, 1}, {256, 1, 1},
+               [&] { to_half(x.data(), n, scalars.data(), 0, xh.data(), scale); });
+        out.assign(n + 2, 0.0f);
+        launch({up(n, 256), 1, 1}, {256, 1, 1},
+               [&] { from_half(xh.data(), n, scale, out.data()); });
+        out[n] = scale[0];
+        out[n + 1] = scale[1];
     } else {
         return 4;
     }

@@ -7,6 +7,7 @@
 #include <barrier>
 #include <cstddef>
 #include <cmath>
+#include <math.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,7 @@ inline void __threadfence() {}
 template <class T> T __ldcg(const T* p) { return *p; }
 inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f, 4); return v; }
+inline float __uint_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
 inline unsigned atomicMax(unsigned*, unsigned) { std::abort(); }
 using std::isnan;
 using std::max;

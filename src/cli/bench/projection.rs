@@ -120,7 +120,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
         if use_cuda {
             solver.move_to_gpu(0)?;
             solver.set_graphs(tuning.cuda_graphs);
-            solver.set_fused_sweeps(tuning.fused_sweeps)?;
+            solver.set_half_preconditioner(tuning.half_preconditioner)?;
         }
         Ok(solver)
     };

@@ -9,13 +9,16 @@
 //! the dot products are trees in double precision, summed in another order
 //! than the CPU's, so the CG scalars agree with the CPU's to double rounding
 //! and, cast to f32, have so far been equal (`check-cuda --projection-only`:
-//! every shipped scenario bit for bit). CG's scalars stay on the GPU: each iteration reads back one small
+//! every shipped scenario bit for bit), unless the preconditioner keeps the
+//! finest grid's vectors in 16 bits ([`DeviceFlow::set_half_preconditioner`]).
+//! CG's scalars stay on the GPU: each iteration reads back one small
 //! vector, to decide whether to go on.
 
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
+    PushKernelArg,
 };
 
 use super::flow::{Carry, Flow, Kind, StepTimes};
@@ -97,10 +100,14 @@ struct Kernels {
     fastest: CudaFunction,
     apply: CudaFunction,
     smooth: CudaFunction,
-    smooth_sweep: CudaFunction,
+    smooth_half: CudaFunction,
     jacobi: CudaFunction,
     restrict_residual: CudaFunction,
+    restrict_residual_half: CudaFunction,
     prolong_add: CudaFunction,
+    prolong_add_half: CudaFunction,
+    to_half: CudaFunction,
+    from_half: CudaFunction,
     coarsest_gather: CudaFunction,
     coarsest_solve: CudaFunction,
     reduce: CudaFunction,
@@ -235,12 +242,57 @@ fn packed_links(op: &Operator) -> Option<Vec<u8>> {
 struct Hierarchy {
     levels: Vec<Level>,
     coarser: Vec<(CudaSlice<f32>, CudaSlice<f32>)>,
-    /// Per level, the second vector of `smooth_sweep`'s sweeps where they
-    /// run ([`DeviceFlow::set_fused_sweeps`]).
-    spare: Vec<Option<CudaSlice<f32>>>,
+    /// The finest grid's x and b in 16 bits, where the preconditioner
+    /// keeps them so ([`DeviceFlow::set_half_preconditioner`]).
+    half: Option<HalfFinest>,
     coarsest: Coarsest,
     singular: bool,
     shape: Cycle,
+}
+
+/// The finest grid's x and b of the preconditioner in 16 bits (the
+/// kernels' `Half`), and the window `to_half` chose for them.
+struct HalfFinest {
+    x: CudaSlice<u16>,
+    b: CudaSlice<u16>,
+    scale: CudaSlice<f32>,
+}
+
+/// The kernels of a level whose x and b are of one storage, f32 or (the
+/// finest grid's) 16 bits with its window.
+#[derive(Clone, Copy)]
+struct Storage<'a> {
+    smooth: &'a CudaFunction,
+    restrict: &'a CudaFunction,
+    prolong: &'a CudaFunction,
+    scale: Option<&'a CudaSlice<f32>>,
+}
+
+impl<'a> Storage<'a> {
+    fn f32(k: &'a Kernels) -> Storage<'a> {
+        Storage {
+            smooth: &k.smooth,
+            restrict: &k.restrict_residual,
+            prolong: &k.prolong_add,
+            scale: None,
+        }
+    }
+
+    fn half(k: &'a Kernels, scale: &'a CudaSlice<f32>) -> Storage<'a> {
+        Storage {
+            smooth: &k.smooth_half,
+            restrict: &k.restrict_residual_half,
+            prolong: &k.prolong_add_half,
+            scale: Some(scale),
+        }
+    }
+
+    /// The 16-bit kernels' last argument.
+    fn push_scale(&self, l: &mut LaunchArgs<'a>) {
+        if let Some(scale) = self.scale {
+            l.arg(scale);
+        }
+    }
 }
 
 /// The coarsest grid's dense solve.
@@ -476,10 +528,14 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             fastest: f("fastest")?,
             apply: g("apply")?,
             smooth: g("smooth")?,
-            smooth_sweep: g("smooth_sweep")?,
+            smooth_half: g("smooth_half")?,
             jacobi: g("jacobi")?,
             restrict_residual: g("restrict_residual")?,
+            restrict_residual_half: g("restrict_residual_half")?,
             prolong_add: g("prolong_add")?,
+            prolong_add_half: g("prolong_add_half")?,
+            to_half: g("to_half")?,
+            from_half: g("from_half")?,
             coarsest_gather: g("coarsest_gather")?,
             coarsest_solve: g("coarsest_solve")?,
             reduce: g("reduce")?,
@@ -568,10 +624,8 @@ impl DeviceFlow {
         let mut device = guarded("allocating the projection method's arrays", || {
             let mut levels = Vec::new();
             let mut coarser = Vec::new();
-            let mut spare = Vec::new();
             for (depth, (op, upward)) in ops.iter().zip(&upward).enumerate() {
                 let odd = odd_periodic_axes(op);
-                spare.push(None);
                 let weights = match upward {
                     Some(w) => Some(stream.clone_htod(w)?),
                     None => None,
@@ -632,7 +686,7 @@ impl DeviceFlow {
                     shape: mg.shape(),
                     levels,
                     coarser,
-                    spare,
+                    half: None,
                     coarsest: Coarsest {
                         inverse: stream.clone_htod(&inverse)?,
                         cells: stream.clone_htod(&cells32)?,
@@ -712,30 +766,29 @@ impl DeviceFlow {
         }
     }
 
-    /// Whether the smoother sweeps the levels of even length along x without
-    /// periodic axes of odd length in one pass each (`smooth_sweep`,
-    /// `Tuning::fused_sweeps`; the same results either way). Off by
-    /// default: its earlier forms were slower than the colour passes on the
-    /// H100, this one is not yet timed (BENCHMARKS.md, thirty-second
-    /// session).
-    pub fn set_fused_sweeps(&mut self, on: bool) -> Result<(), SolverError> {
+    /// Whether the preconditioner keeps the finest grid's x and b in 16
+    /// bits (`Tuning::half_preconditioner`): half the bytes of its
+    /// sweeps, restriction and prolongation there, the outer CG's vectors
+    /// in f32 as before. Each solve still stops at its tolerance, but its
+    /// iterates are no longer the CPU's to the bit.
+    pub fn set_half_preconditioner(&mut self, on: bool) -> Result<(), SolverError> {
         let stream = self.gpu.stream.clone();
-        for (level, spare) in self.mg.levels.iter().zip(&mut self.mg.spare) {
-            // smooth_sweep takes pairs of cells along x and wraps its halo
-            // of two planes by a single step.
-            let sweeps =
-                level.odd == 0 && level.size[0] % 2 == 0 && level.size.iter().all(|&n| n >= 2);
-            *spare = match on && sweeps {
-                true => Some(
-                    guarded("allocating the smoother's second vectors", || {
-                        stream.alloc_zeros(level.size.iter().product())
+        let n = self.n();
+        // A grid of one level solves it directly.
+        self.mg.half = match on && self.mg.levels.len() > 1 {
+            true => Some(
+                guarded("allocating the preconditioner's 16-bit vectors", || {
+                    Ok(HalfFinest {
+                        x: stream.alloc_zeros(n)?,
+                        b: stream.alloc_zeros(n)?,
+                        scale: stream.alloc_zeros(2)?,
                     })
-                    .map_err(SolverError::Device)?,
-                ),
-                false => None,
-            };
-        }
-        // Graphs captured before hold the other smoother's launches.
+                })
+                .map_err(SolverError::Device)?,
+            ),
+            false => None,
+        };
+        // Graphs captured before hold the other storage's launches.
         self.graphs = Default::default();
         Ok(())
     }
@@ -1335,20 +1388,40 @@ impl DeviceFlow {
         let singular = self.mg.singular;
         {
             let [_, _, r, z, ..] = &mut self.vectors;
-            self.gpu.stream.memset_zeros(z).map_err(dev)?;
-            let mg = &mut self.mg;
-            down_up(
-                &self.gpu,
-                0,
-                &mg.levels,
-                &mut mg.coarser,
-                &mut mg.spare,
-                &mut mg.coarsest,
-                mg.singular,
-                mg.shape,
-                z,
-                r,
-            )?;
+            let (gpu, mg) = (&self.gpu, &mut self.mg);
+            let s = &gpu.stream;
+            let (levels, coarser, coarsest) = (&mg.levels, &mut mg.coarser, &mut mg.coarsest);
+            let shape = (mg.singular, mg.shape);
+            match &mut mg.half {
+                None if levels.len() == 1 => coarsest_solve(gpu, coarsest, shape.0, z, r)?,
+                None => {
+                    s.memset_zeros(&mut *z).map_err(dev)?;
+                    let f32 = Storage::f32(&gpu.k);
+                    down_up(gpu, 0, levels, coarser, coarsest, shape, z, r, f32)?;
+                }
+                Some(half) => {
+                    let mut l = s.launch_builder(&gpu.k.to_half);
+                    l.arg(&*r)
+                        .arg(&n)
+                        .arg(&self.scalars)
+                        .arg(&RR)
+                        .arg(&mut half.b)
+                        .arg(&mut half.scale);
+                    // SAFETY: to_half(const float*, size_t, const double*,
+                    // int, u16*, float*): vectors of n, RR below SCALARS,
+                    // two floats of scale.
+                    unsafe { l.launch(list_config(n)) }.map_err(dev)?;
+                    s.memset_zeros(&mut half.x).map_err(dev)?;
+                    let (x, b) = (&mut half.x, &half.b);
+                    let storage = Storage::half(&gpu.k, &half.scale);
+                    down_up(gpu, 0, levels, coarser, coarsest, shape, x, b, storage)?;
+                    let mut l = s.launch_builder(&gpu.k.from_half);
+                    l.arg(&half.x).arg(&n).arg(&half.scale).arg(&mut *z);
+                    // SAFETY: from_half(const u16*, size_t, const float*,
+                    // float*): vectors of n, two floats of scale.
+                    unsafe { l.launch(list_config(n)) }.map_err(dev)?;
+                }
+            }
         }
         let cross = Some((Vector::R, Vector::ZOld, RZ_CROSS));
         if singular {
@@ -1483,87 +1556,34 @@ fn apply(
 }
 
 /// `count` red-black Gauss–Seidel sweeps on `level`, the colours in the
-/// opposite order when `reverse`; by pairs of `smooth_sweep` launches
-/// through `spare` where the level has one.
-fn smooth(
+/// opposite order when `reverse`.
+fn smooth<T: DeviceRepr>(
     gpu: &Gpu,
     level: &Level,
-    x: &mut CudaSlice<f32>,
-    b: &CudaSlice<f32>,
+    x: &mut CudaSlice<T>,
+    b: &CudaSlice<T>,
     count: usize,
     reverse: bool,
-    spare: Option<&mut CudaSlice<f32>>,
-) -> Result<(), SolverError> {
-    let Some(spare) = spare else {
-        return colour_passes(gpu, level, x, b, count, reverse);
-    };
-    // An odd count's first sweep by colours, so that the pairs leave the
-    // result in x.
-    colour_passes(gpu, level, x, b, count % 2, reverse)?;
-    let first = reverse as i32;
-    let span = sweep_span(level.size);
-    let [nx, ny, nz] = level.size.map(|v| v as u32);
-    let tiles = LaunchConfig {
-        grid_dim: (nx.div_ceil(60), ny.div_ceil(8), nz.div_ceil(span)),
-        block_dim: (32, 10, 1),
-        shared_mem_bytes: 0,
-    };
-    let span = span as i32;
-    for _ in 0..count / 2 {
-        for to_spare in [true, false] {
-            let mut l = gpu.stream.launch_builder(&gpu.k.smooth_sweep);
-            level.push(&mut l);
-            if to_spare {
-                l.arg(&*x).arg(&mut *spare);
-            } else {
-                l.arg(&*spare).arg(&mut *x);
-            }
-            l.arg(b).arg(&first).arg(&span);
-            // SAFETY: smooth_sweep(const u8*, const float*, const float*,
-            // int, int, int, unsigned, const float*, float*, const float*,
-            // int, int): the level's cells (nx even), rows of 60 cells
-            // (SWEEP_TX), 8 of them (SWEEP_TY) and `span` planes a block,
-            // 32 × 10 threads (SWEEP_LANES, SWEEP_ROWS).
-            unsafe { l.launch(tiles) }.map(drop).map_err(dev)?;
-        }
-    }
-    Ok(())
-}
-
-/// The planes a block of `smooth_sweep` marches through on a level: as
-/// many as leave about four blocks an SM of an H100 (132 SMs) or more, at
-/// most 32 (each block loads two planes below and one above its own).
-fn sweep_span(size: [usize; 3]) -> u32 {
-    let columns = size[0].div_ceil(60) * size[1].div_ceil(8);
-    let span = (columns * size[2] / (4 * 132)).clamp(1, 32);
-    span as u32
-}
-
-/// `count` sweeps of `smooth`'s colour passes.
-fn colour_passes(
-    gpu: &Gpu,
-    level: &Level,
-    x: &mut CudaSlice<f32>,
-    b: &CudaSlice<f32>,
-    count: usize,
-    reverse: bool,
+    storage: Storage,
 ) -> Result<(), SolverError> {
     let passes = level.odd.count_ones() as i32;
     for _ in 0..count {
         for colour in [reverse as i32, !reverse as i32] {
             for pass in 0..=passes {
-                let mut l = gpu.stream.launch_builder(&gpu.k.smooth);
+                let mut l = gpu.stream.launch_builder(storage.smooth);
                 level.push(&mut l);
                 l.arg(&mut *x)
                     .arg(b)
                     .arg(&colour)
                     .arg(&level.odd)
                     .arg(&pass);
+                storage.push_scale(&mut l);
                 let mut half = level.size;
                 half[0] = half[0].div_ceil(2);
                 // SAFETY: smooth(const u8*, const float*, const float*, int,
-                // int, int, unsigned, float*, const float*, int, unsigned,
-                // int): the level's cells, a thread per cell of the colour.
+                // int, int, unsigned, T*, const T*, int, unsigned, int) (and,
+                // smooth_half, const float*): the level's cells, a thread per
+                // cell of the colour, x and b in the storage's type.
                 unsafe { l.launch(cells_config(half)) }
                     .map(drop)
                     .map_err(dev)?;
@@ -1573,59 +1593,67 @@ fn colour_passes(
     Ok(())
 }
 
-/// The cycle from `levels[0]` (level `depth` of the hierarchy) down, shaped
-/// as the CPU's: x ≈ A⁻¹ b (x zero on entry). The coarser grids' vectors
-/// are `coarser` (one fewer than `levels`), the levels' second vectors for
-/// `smooth_sweep` `spare` (one a level).
-#[allow(clippy::too_many_arguments)]
-fn down_up(
+/// The coarsest grid's solve: x = A⁻¹ b, dense.
+fn coarsest_solve(
     gpu: &Gpu,
-    depth: usize,
-    levels: &[Level],
-    coarser: &mut [(CudaSlice<f32>, CudaSlice<f32>)],
-    spare: &mut [Option<CudaSlice<f32>>],
     coarsest: &mut Coarsest,
     singular: bool,
-    shape: Cycle,
     x: &mut CudaSlice<f32>,
     b: &CudaSlice<f32>,
 ) -> Result<(), SolverError> {
     let s = &gpu.stream;
-    if levels.len() == 1 {
-        let singular = singular as i32;
-        let mut l = s.launch_builder(&gpu.k.coarsest_gather);
-        l.arg(b)
-            .arg(&coarsest.cells)
-            .arg(&coarsest.m)
-            .arg(&singular)
-            .arg(&mut coarsest.y);
-        // SAFETY: coarsest_gather(const float*, const unsigned*, unsigned,
-        // int, double*): m cells of the level, m values.
-        unsafe { l.launch(one_block(512)) }.map(drop).map_err(dev)?;
-        s.memset_zeros(&mut *x).map_err(dev)?;
-        let mut l = s.launch_builder(&gpu.k.coarsest_solve);
-        l.arg(&coarsest.inverse)
-            .arg(&coarsest.y)
-            .arg(&coarsest.cells)
-            .arg(&coarsest.m)
-            .arg(&mut *x);
-        let rows = LaunchConfig {
-            grid_dim: (coarsest.m.div_ceil(8).max(1), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: coarsest_solve(const double*, const double*, const
-        // unsigned*, unsigned, float*): an m × m matrix, m values and cells.
-        return unsafe { l.launch(rows) }.map(drop).map_err(dev);
-    }
+    let singular = singular as i32;
+    let mut l = s.launch_builder(&gpu.k.coarsest_gather);
+    l.arg(b)
+        .arg(&coarsest.cells)
+        .arg(&coarsest.m)
+        .arg(&singular)
+        .arg(&mut coarsest.y);
+    // SAFETY: coarsest_gather(const float*, const unsigned*, unsigned, int,
+    // double*): m cells of the level, m values.
+    unsafe { l.launch(one_block(512)) }.map(drop).map_err(dev)?;
+    s.memset_zeros(&mut *x).map_err(dev)?;
+    let mut l = s.launch_builder(&gpu.k.coarsest_solve);
+    l.arg(&coarsest.inverse)
+        .arg(&coarsest.y)
+        .arg(&coarsest.cells)
+        .arg(&coarsest.m)
+        .arg(&mut *x);
+    let rows = LaunchConfig {
+        grid_dim: (coarsest.m.div_ceil(8).max(1), 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: coarsest_solve(const double*, const double*, const unsigned*,
+    // unsigned, float*): an m × m matrix, m values and cells.
+    unsafe { l.launch(rows) }.map(drop).map_err(dev)
+}
+
+/// The cycle from `levels[0]` (level `depth` of the hierarchy, two levels
+/// or more) down, shaped as the CPU's: x ≈ A⁻¹ b (x zero on entry), x and
+/// b in `storage`'s type (the coarser grids' always f32). The coarser
+/// grids' vectors are `coarser` (one fewer than `levels`); `shape`:
+/// whether the operator is singular, and the cycle's shape.
+#[allow(clippy::too_many_arguments)]
+fn down_up<T: DeviceRepr>(
+    gpu: &Gpu,
+    depth: usize,
+    levels: &[Level],
+    coarser: &mut [(CudaSlice<f32>, CudaSlice<f32>)],
+    coarsest: &mut Coarsest,
+    (singular, shape): (bool, Cycle),
+    x: &mut CudaSlice<T>,
+    b: &CudaSlice<T>,
+    storage: Storage,
+) -> Result<(), SolverError> {
+    let s = &gpu.stream;
     let (fine, coarse) = (&levels[0], &levels[1]);
     let [down, up] = shape.sweeps(depth);
-    let (mine, spare) = spare.split_first_mut().expect("a spare entry a level");
-    smooth(gpu, fine, x, b, down, false, mine.as_mut())?;
+    smooth(gpu, fine, x, b, down, false, storage)?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
-    let mut l = s.launch_builder(&gpu.k.restrict_residual);
+    let mut l = s.launch_builder(storage.restrict);
     fine.push(&mut l);
     l.arg(&*x)
         .arg(b)
@@ -1634,29 +1662,35 @@ fn down_up(
         .arg(&ny)
         .arg(&nz)
         .arg(&mut *cb);
+    storage.push_scale(&mut l);
     // SAFETY: restrict_residual(const u8*, const float*, const float*, int,
-    // int, int, unsigned, const float*, const float*, const float*, int, int,
-    // int, float*): the fine level's cells (weights three arrays of cells, or null),
-    // the coarse cells.
+    // int, int, unsigned, const T*, const T*, const float*, int, int, int,
+    // float*) (and, restrict_residual_half, const float*): the fine level's
+    // cells (weights three arrays of cells, or null), the coarse cells.
     unsafe { l.launch(cells_config(coarse.size)) }
         .map(drop)
         .map_err(dev)?;
     s.memset_zeros(&mut *cx).map_err(dev)?;
+    let f32 = Storage::f32(&gpu.k);
     for _ in 0..shape.visits(depth) {
-        down_up(
-            gpu,
-            depth + 1,
-            &levels[1..],
-            deeper,
-            spare,
-            coarsest,
-            singular,
-            shape,
-            cx,
-            cb,
-        )?;
+        if levels.len() == 2 {
+            coarsest_solve(gpu, coarsest, singular, cx, cb)?;
+        } else {
+            let (deeper, below) = (&mut *deeper, &levels[1..]);
+            down_up(
+                gpu,
+                depth + 1,
+                below,
+                deeper,
+                coarsest,
+                (singular, shape),
+                cx,
+                cb,
+                f32,
+            )?;
+        }
     }
-    let mut l = s.launch_builder(&gpu.k.prolong_add);
+    let mut l = s.launch_builder(storage.prolong);
     l.arg(&*cx)
         .arg(&coarse.diag)
         .arg(&nx)
@@ -1665,14 +1699,15 @@ fn down_up(
         .arg(&fine.links);
     fine.push_diag(&mut l);
     l.arg(&fx).arg(&fy).arg(&fz).arg(&fine.faces).arg(&mut *x);
+    storage.push_scale(&mut l);
     // SAFETY: prolong_add(const float*, const float*, int, int, int, const
-    // u8*, const float*, int, int, int, unsigned, float*): coarse and fine
-    // cells (the fine diagonal null where its links hold it), a thread per
-    // two fine cells of a row.
+    // u8*, const float*, int, int, int, unsigned, T*) (and, prolong_add_half,
+    // const float*): coarse and fine cells (the fine diagonal null where its
+    // links hold it), a thread per two fine cells of a row.
     unsafe { l.launch(cells_config([coarse.size[0], fine.size[1], fine.size[2]])) }
         .map(drop)
         .map_err(dev)?;
-    smooth(gpu, fine, x, b, up, true, mine.as_mut())
+    smooth(gpu, fine, x, b, up, true, storage)
 }
 
 #[cfg(test)]

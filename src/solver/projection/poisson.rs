@@ -284,6 +284,20 @@ impl Operator {
     /// forward sweep, which keeps a V-cycle symmetric), then the others,
     /// each from its neighbours' newest values.
     pub fn smooth(&self, x: &mut [f32], b: &[f32], sweeps: usize, reverse: bool) {
+        self.smooth_stored(x, b, sweeps, reverse, |v| v);
+    }
+
+    /// [`Operator::smooth`] with each new value passed through `store`
+    /// (the GPU's 16-bit storage of the finest grid's preconditioner, in
+    /// its tests).
+    pub fn smooth_stored(
+        &self,
+        x: &mut [f32],
+        b: &[f32],
+        sweeps: usize,
+        reverse: bool,
+        store: impl Fn(f32) -> f32 + Sync,
+    ) {
         let plane = self.plane();
         let nz = self.size[2];
         // Across a periodic z face of odd length the first and last planes
@@ -309,7 +323,7 @@ impl Operator {
                             if self.active(c) {
                                 let s = self.neighbour_sum(x, c, [xi, y, z]);
                                 let gs = (b[c] + s) / self.diag[c];
-                                x[c] += OMEGA * (gs - x[c]);
+                                x[c] = store(x[c] + OMEGA * (gs - x[c]));
                             }
                         }
                     }

@@ -90,11 +90,11 @@ impl ProjectionSolver {
         }
     }
 
-    /// Whether its GPU solver sweeps in one pass per sweep where it can (off
-    /// by default; `FLOWSCOPE_FUSED_SWEEPS=1`).
-    pub fn set_fused_sweeps(&mut self, on: bool) -> Result<(), SolverError> {
+    /// Whether its GPU solver's multigrid keeps the finest grid's vectors
+    /// in 16 bits (off by default; `FLOWSCOPE_HALF_PRECONDITIONER=1`).
+    pub fn set_half_preconditioner(&mut self, on: bool) -> Result<(), SolverError> {
         match &mut self.device {
-            Some(d) => d.set_fused_sweeps(on),
+            Some(d) => d.set_half_preconditioner(on),
             None => Ok(()),
         }
     }

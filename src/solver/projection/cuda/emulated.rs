@@ -97,9 +97,11 @@ impl Device {
 }
 
 /// Runs `mode` (0 residual, 1 smooth, 2 restriction, 3 prolongation, 4
-/// A x with x·A x after it, 5 smooth_sweep) on `fine` (and `coarse`) and
-/// returns what the kernel wrote; `sweeps`: how many, whether in reverse,
-/// and smooth_sweep's planes a block.
+/// A x with x·A x after it; 5, 6, 7 smooth, restriction, prolongation on x
+/// and b in 16 bits; 8 to_half) on `fine` (and `coarse`) and returns what
+/// the kernel wrote; `sweeps`: how many and whether in reverse; `words`:
+/// the 16-bit window's two factors (or, for to_half, r·r).
+#[allow(clippy::too_many_arguments)]
 fn run(
     mode: i32,
     fine: &Device,
@@ -107,7 +109,8 @@ fn run(
     x: &[f32],
     b: &[f32],
     e: &[f32],
-    sweeps: [i32; 3],
+    sweeps: [i32; 2],
+    words: [u32; 2],
 ) -> Vec<f32> {
     let op = &fine.op;
     let c = coarse.map_or([0; 3], |c| c.size);
@@ -122,13 +125,15 @@ fn run(
         fine.weights.is_some() as i32,
         fine.diag.is_some() as i32,
     ]);
-    header[8..14].copy_from_slice(&[
+    header[8..16].copy_from_slice(&[
         c[0] as i32,
         c[1] as i32,
         c[2] as i32,
         sweeps[0],
         sweeps[1],
-        sweeps[2],
+        0,
+        words[0] as i32,
+        words[1] as i32,
     ]);
     let mut bytes: Vec<u8> = header.iter().flat_map(|v| v.to_le_bytes()).collect();
     put(&mut bytes, &fine.links);
@@ -182,10 +187,59 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
+/// The 16-bit window of `poisson.cu`'s `half_scale` for r·r = `rr` over
+/// `n` cells: the factors `down`, `up`.
+fn window(rr: f64, n: usize) -> [f32; 2] {
+    let rms = (rr / n as f64).sqrt();
+    let e = if rms > 0.0 && rms < 1e300 {
+        ((rms.to_bits() >> 52) & 0x7ff) as i32 - 1023
+    } else {
+        0
+    };
+    let e = e.clamp(-100, 20) + 6;
+    [power_of_two(-e), power_of_two(e)]
+}
+
+fn power_of_two(e: i32) -> f32 {
+    f32::from_bits(((127 + e) as u32) << 23)
+}
+
+/// `v` as `poisson.cu`'s `Half` stores it in `window`, read back.
+fn stored(v: f32, [down, up]: [f32; 2]) -> f32 {
+    let a = (v.abs() * down * power_of_two(-112)).to_bits();
+    let h = ((v.to_bits() >> 16) & 0x8000) | ((a + 0x1000).min(0x0f7f_e000) >> 13);
+    f32::from_bits(((h & 0x8000) << 16) | ((h & 0x7fff) << 13)) * power_of_two(112) * up
+}
+
+#[test]
+fn the_16_bit_window_rounds_to_half_precision_and_saturates() {
+    let w = window(4.0 * 1000.0, 1000);
+    // RMS 2 = 2^1: stored at 2^-6 in half's units.
+    assert_eq!(w, [power_of_two(-7), power_of_two(7)]);
+    for v in values(5000, 9) {
+        let v = v * 3.0;
+        let s = stored(v, w);
+        assert_eq!(stored(s, w), s, "{v}: stored twice");
+        // Half's 11 significant bits where it is normal (|v| 2^-7 ≥ 2^-14),
+        // its subnormals' step below.
+        let bound = (v.abs() * power_of_two(-11)).max(power_of_two(-25 + 7));
+        assert!((s - v).abs() <= bound, "{v} stored as {s}");
+    }
+    // Half's largest value, 65504, in the window's units; NaN and ∞ too.
+    let top = 65504.0 * power_of_two(7);
+    assert_eq!(stored(1e9, w), top);
+    assert_eq!(stored(-f32::INFINITY, w), -top);
+    assert_eq!(stored(f32::NAN, w).abs(), top);
+    // Residuals of no size or beyond f64 keep the middle window.
+    assert_eq!(window(0.0, 10), window(f64::INFINITY, 10));
+    assert_eq!(window(0.0, 10), [power_of_two(-6), power_of_two(6)]);
+}
+
 /// A x and x·A x (a thread stepping through several cells), the residual,
 /// both smoothers' orders, restriction and prolongation on the finest grid
-/// and the first coarse one, for faces of every kind (odd
-/// periodic axes included): the kernels equal the CPU to the bit.
+/// and the first coarse one, for faces of every kind (odd periodic axes
+/// included), with x and b in f32 and in 16 bits in three windows: the
+/// kernels equal the CPU to the bit.
 #[test]
 fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
     let cases = [
@@ -201,9 +255,8 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             [25, 14, 11],
             [[Face::Periodic; 2], [Face::Wall; 2], [Face::Periodic; 2]],
         ),
-        // Periodic axes of even length, a wall of odd length, grids larger
-        // and smaller than smooth_sweep's tiles (rows of 60 cells, 8 of
-        // them).
+        // Periodic axes of even length, a wall of odd length, a grid wider
+        // than a block's 32 threads of a colour.
         (
             [72, 17, 12],
             [
@@ -212,8 +265,6 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 [Face::Periodic; 2],
             ],
         ),
-        // A grid so narrow that smooth_sweep's rows wrap around it more
-        // than once.
         (
             [10, 6, 4],
             [
@@ -223,7 +274,6 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             ],
         ),
     ];
-    let mut swept = 0;
     for (size, faces) in cases {
         let finest = Operator::new(size, &fluid(size), faces);
         let coarse = finest.coarse();
@@ -238,10 +288,12 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             let mut x = values(n, 1);
             op.clear_inactive(&mut x);
             let b = values(n, 2);
+            let mut e = values(below.cells(), 3);
+            below.clear_inactive(&mut e);
 
             let mut ax = vec![0.0; n];
             op.apply(&x, &mut ax);
-            let mut gpu = run(4, &level, None, &x, &b, &[], [0; 3]);
+            let mut gpu = run(4, &level, None, &x, &b, &[], [0; 2], [0; 2]);
             let dot = gpu.pop().expect("the dot product") as f64;
             same(&name("A x"), &gpu, &ax);
             let cpu = super::super::poisson::dot(&x, &ax);
@@ -255,53 +307,83 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             op.residual(&x, &b, &mut r);
             same(
                 &name("residual"),
-                &run(0, &level, None, &x, &b, &[], [0; 3]),
+                &run(0, &level, None, &x, &b, &[], [0; 2], [0; 2]),
                 &r,
             );
 
             for reverse in [false, true] {
                 let mut smoothed = x.clone();
                 op.smooth(&mut smoothed, &b, 2, reverse);
-                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32, 0]);
+                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32], [0; 2]);
                 same(
                     &name(&format!("smooth, reverse {reverse}")),
                     &gpu,
                     &smoothed,
                 );
-                // A sweep in one pass (x of even length, no odd periodic
-                // axis), a plane and five planes (not a divisor of the
-                // grid's) a block.
-                if odd_periodic_axes(op) == 0 && op.size[0] % 2 == 0 {
-                    let mut smoothed = x.clone();
-                    op.smooth(&mut smoothed, &b, 3, reverse);
-                    for span in [1, 5] {
-                        let gpu = run(5, &level, None, &x, &b, &[], [3, reverse as i32, span]);
-                        same(
-                            &name(&format!("smooth_sweep, reverse {reverse}, span {span}")),
-                            &gpu,
-                            &smoothed,
-                        );
-                        swept += 1;
-                    }
-                }
             }
 
             let mut coarse_b = vec![0.0; below.cells()];
             restrict(op, &r, below, &mut coarse_b);
-            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 3]);
+            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 2], [0; 2]);
             same(&name("restriction"), &gpu, &coarse_b);
 
-            let mut e = values(below.cells(), 3);
-            below.clear_inactive(&mut e);
             let mut prolonged = x.clone();
             prolong_add(below, &e, op, &mut prolonged);
-            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 3]);
+            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 2], [0; 2]);
             same(&name("prolongation"), &gpu, &prolonged);
+
+            // 16 bits: r's own window, one where most of x saturates, one
+            // where all of it is subnormal.
+            let rr = super::super::poisson::dot(&b, &b);
+            let windows = [
+                window(rr, n),
+                [power_of_two(20), power_of_two(-20)],
+                [power_of_two(-20), power_of_two(20)],
+            ];
+            for w in windows {
+                let name = |what: &str| name(&format!("{what} in 16 bits, window {w:?}"));
+                let words = w.map(f32::to_bits);
+                let xs: Vec<f32> = x.iter().map(|&v| stored(v, w)).collect();
+                let bs: Vec<f32> = b.iter().map(|&v| stored(v, w)).collect();
+                let mut smoothed = xs.clone();
+                op.smooth_stored(&mut smoothed, &bs, 2, true, |v| stored(v, w));
+                let gpu = run(5, &level, None, &x, &b, &[], [2, 1], words);
+                same(&name("smooth"), &gpu, &smoothed);
+
+                let mut r = vec![0.0; n];
+                op.residual(&xs, &bs, &mut r);
+                let mut coarse_b = vec![0.0; below.cells()];
+                restrict(op, &r, below, &mut coarse_b);
+                let gpu = run(6, &level, Some(below), &x, &b, &[], [0; 2], words);
+                same(&name("restriction"), &gpu, &coarse_b);
+
+                let mut prolonged = xs.clone();
+                prolong_add(below, &e, op, &mut prolonged);
+                prolonged.iter_mut().for_each(|v| *v = stored(*v, w));
+                let gpu = run(7, &level, Some(below), &x, &b, &e, [0; 2], words);
+                same(&name("prolongation"), &gpu, &prolonged);
+            }
+
+            // to_half: the window from r·r, and r stored in it.
+            let rr = super::super::poisson::dot(&b, &b) * 1e-12;
+            let r: Vec<f32> = b.iter().map(|v| v * 1e-6).collect();
+            let bits = rr.to_bits();
+            let mut gpu = run(
+                8,
+                &level,
+                None,
+                &r,
+                &b,
+                &[],
+                [0; 2],
+                [bits as u32, (bits >> 32) as u32],
+            );
+            let w = window(rr, n);
+            assert_eq!(gpu.split_off(n), w, "{}", name("to_half's window"));
+            let cpu: Vec<f32> = r.iter().map(|&v| stored(v, w)).collect();
+            same(&name("to_half"), &gpu, &cpu);
         }
     }
-    // Both levels of the third case and the fourth's finest, in both
-    // orders, with both spans.
-    assert_eq!(swept, 12, "smooth_sweep's checks");
 }
 
 /// The explicit terms, plain cells and listed ones (walls moving and at
