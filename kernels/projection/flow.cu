@@ -384,19 +384,6 @@ extern "C" __global__ void adams_bashforth(float* __restrict__ u, const float* _
     u[i] += has_previous ? dt * (1.5f * now[i] - 0.5f * previous[i]) : dt * now[i];
 }
 
-// Flow::predict: the solve's first guess w0 p + w1 p1 + w2 p2 from the
-// pressure p and the two before (history: p1's plane, then p2's), which
-// move back a place.
-extern "C" __global__ void predict(float* __restrict__ p, float* __restrict__ history, size_t n,
-                                   float w0, float w1, float w2) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float a = p[i], b = history[i], c = history[n + i];
-    history[n + i] = b;
-    history[i] = a;
-    p[i] = w0 * a + w1 * b + w2 * c;
-}
-
 #define CONVECTIVE 8u
 
 // Flow::carry_outflow: each outlet cell (c, m, code) takes the velocities of

@@ -234,19 +234,35 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
 // cells on the last layer of k of the axes in `odd` (all cells when `odd` is
 // 0 and pass is 0).
 // One thread per cell of the colour: thread i of a row takes x = 2 i or
-// 2 i + 1.
+// 2 i + 1. `zero`: see below.
 template <class S>
 __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links,
                                           const float* __restrict__ weights,
                                           const float* __restrict__ diag, int nx, int ny, int nz,
                                           unsigned faces, typename S::T* __restrict__ x,
                                           const typename S::T* __restrict__ b, int colour,
-                                          unsigned odd, int pass, S storage) {
+                                          unsigned odd, int pass, int zero, S storage) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
     p[1] = blockIdx.y * blockDim.y + threadIdx.y;
     p[2] = blockIdx.z * blockDim.z + threadIdx.z;
     p[0] = 2 * (int)(blockIdx.x * blockDim.x + threadIdx.x) + ((colour + p[1] + p[2]) & 1);
+    if (zero) {
+        // The first pass of a cycle's visit, from x = 0 (no periodic axis
+        // of odd length: a single pass a colour): the other colour's cell
+        // of the thread's pair zeroed, its own from b alone, to the bit as
+        // from zeros (the neighbours' sum is +0); no read of x, and no
+        // pass to zero it first.
+        if (p[1] >= ny || p[2] >= nz) return;
+        int q[3] = {p[0] ^ 1, p[1], p[2]};
+        if (q[0] < nx) x[index_of(l, q)] = storage.enc(0.0f);
+        if (p[0] >= nx) return;
+        unsigned c = index_of(l, p);
+        float d = diagonal(links, diag, c);
+        float gs = (storage.ld(b, c) + 0.0f) / d;
+        x[c] = storage.enc(d > 0.0f ? 0.0f + 1.0f * (gs - 0.0f) : 0.0f);
+        return;
+    }
     if (p[0] >= nx || p[1] >= ny || p[2] >= nz) return;
     unsigned c = index_of(l, p);
     if (odd) {
@@ -272,11 +288,12 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
                                   const float* __restrict__ diag, int nx, int ny, int nz,
                                   unsigned faces, float* __restrict__ x,
                                   const float* __restrict__ b, int colour, unsigned odd,
-                                  int pass) {
+                                  int pass, int zero) {
     if (!weights && !diag) {
-        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, F32());
+        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, zero,
+                  F32());
     } else {
-        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, F32());
+        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, F32());
     }
 }
 
@@ -287,12 +304,13 @@ extern "C" __global__ void smooth_half(const unsigned char* __restrict__ links,
                                        const float* __restrict__ diag, int nx, int ny, int nz,
                                        unsigned faces, unsigned short* __restrict__ x,
                                        const unsigned short* __restrict__ b, int colour,
-                                       unsigned odd, int pass, const float* __restrict__ scale) {
+                                       unsigned odd, int pass, int zero,
+                                       const float* __restrict__ scale) {
     Half h = {scale[0], scale[1]};
     if (!weights && !diag) {
-        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, h);
+        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, zero, h);
     } else {
-        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, h);
+        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, h);
     }
 }
 
@@ -612,6 +630,35 @@ extern "C" __global__ void reduce(const float* __restrict__ a, const float* __re
 // blocks' sums into partial[2 block + k] as `reduce` does (in its grid:
 // blocks of 256 taking the cells by a grid-wide stride), for reduce_finish.
 
+// The cells of a thread of a reduction's grid (blocks of 256 taking the
+// cells by a grid-wide stride, as `reduce`), with their coordinates stepped
+// along (a division for each cell cost more than its stencil).
+struct Walk {
+    unsigned c, step;
+    int p[3], d[3], nx, ny;
+    __device__ __forceinline__ Walk(int nx_, int ny_) : nx(nx_), ny(ny_) {
+        c = blockIdx.x * blockDim.x + threadIdx.x;
+        step = gridDim.x * blockDim.x;
+        unsigned row = c / (unsigned)nx, rows = step / (unsigned)nx;
+        p[0] = (int)(c - row * (unsigned)nx);
+        p[1] = (int)(row % (unsigned)ny);
+        p[2] = (int)(row / (unsigned)ny);
+        d[0] = (int)(step - rows * (unsigned)nx);
+        d[1] = (int)(rows % (unsigned)ny);
+        d[2] = (int)(rows / (unsigned)ny);
+    }
+    __device__ __forceinline__ void next() {
+        c += step;
+        p[0] += d[0];
+        int carry = p[0] >= nx;
+        p[0] -= carry ? nx : 0;
+        p[1] += d[1] + carry;
+        carry = p[1] >= ny;
+        p[1] -= carry ? ny : 0;
+        p[2] += d[2] + carry;
+    }
+};
+
 // out = A x on the finest grid (0 in cells that take no part), and Σ x·out.
 __device__ __forceinline__ void apply_dot_on(const unsigned char* __restrict__ links,
                                              const float* __restrict__ weights,
@@ -623,30 +670,12 @@ __device__ __forceinline__ void apply_dot_on(const unsigned char* __restrict__ l
     Level l = {{nx, ny, nz}, faces};
     unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
     double t0 = 0.0;
-    // The cell's coordinates stepped along with it (a division for each
-    // cell cost more than its stencil).
-    unsigned first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
-    int p[3], d[3];
-    unsigned row = first / (unsigned)nx, rows = step / (unsigned)nx;
-    p[0] = (int)(first - row * (unsigned)nx);
-    p[1] = (int)(row % (unsigned)ny);
-    p[2] = (int)(row / (unsigned)ny);
-    d[0] = (int)(step - rows * (unsigned)nx);
-    d[1] = (int)(rows % (unsigned)ny);
-    d[2] = (int)(rows / (unsigned)ny);
-    for (unsigned c = first; c < n; c += step) {
-        Stencil t = stencil(l, links, weights, diag, x, c, p);
+    for (Walk w(nx, ny); w.c < n; w.next()) {
+        Stencil t = stencil(l, links, weights, diag, x, w.c, w.p);
         float ax = differences_of(t);
         ax = t.d > 0.0f ? ax : 0.0f;
-        out[c] = ax;
+        out[w.c] = ax;
         t0 += (double)t.own * (double)ax;
-        p[0] += d[0];
-        int carry = p[0] >= nx;
-        p[0] -= carry ? nx : 0;
-        p[1] += d[1] + carry;
-        carry = p[1] >= ny;
-        p[1] -= carry ? ny : 0;
-        p[2] += d[2] + carry;
     }
     block_sums(s0, s1, t0, 0.0);
     if (threadIdx.x == 0) {
@@ -664,6 +693,53 @@ extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
         apply_dot_on(links, nullptr, nullptr, nx, ny, nz, faces, x, out, partial);
     } else {
         apply_dot_on(links, weights, diag, nx, ny, nz, faces, x, out, partial);
+    }
+}
+
+// r = b − A x on the finest grid (0 in cells that take no part), with Σ b·b,
+// Σ r·r and Σ x·x over every cell, as `reduce` sums them after `apply`
+// (the same cells a thread, the same trees): a solve's first and last true
+// residuals in one pass each instead of two.
+__device__ __forceinline__ void residual_dots_on(const unsigned char* __restrict__ links,
+                                                 const float* __restrict__ weights,
+                                                 const float* __restrict__ diag, int nx, int ny,
+                                                 int nz, unsigned faces,
+                                                 const float* __restrict__ x,
+                                                 const float* __restrict__ b,
+                                                 float* __restrict__ out,
+                                                 double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256], s2[256];
+    Level l = {{nx, ny, nz}, faces};
+    unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
+    for (Walk w(nx, ny); w.c < n; w.next()) {
+        Stencil t = stencil(l, links, weights, diag, x, w.c, w.p);
+        float bc = b[w.c];
+        float ax = differences_of(t);
+        float r = t.d > 0.0f ? bc - ax : 0.0f;
+        out[w.c] = r;
+        t0 += (double)bc * (double)bc;
+        t1 += (double)r * (double)r;
+        t2 += (double)t.own * (double)t.own;
+    }
+    block_sums(s0, s1, t0, t1, s2, t2);
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+        partial[2 * gridDim.x + blockIdx.x] = s2[0];
+    }
+}
+
+extern "C" __global__ void residual_dots(const unsigned char* __restrict__ links,
+                                         const float* __restrict__ weights,
+                                         const float* __restrict__ diag, int nx, int ny, int nz,
+                                         unsigned faces, const float* __restrict__ x,
+                                         const float* __restrict__ b, float* __restrict__ out,
+                                         double* __restrict__ partial) {
+    if (!weights && !diag) {
+        residual_dots_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, out, partial);
+    } else {
+        residual_dots_on(links, weights, diag, nx, ny, nz, faces, x, b, out, partial);
     }
 }
 
@@ -760,12 +836,21 @@ extern "C" __global__ void subtract_mean(float* __restrict__ v,
     v[i] -= mean;
 }
 
-// Zeroes the cells that take no part.
-extern "C" __global__ void clear_inactive(float* __restrict__ v,
-                                          const unsigned char* __restrict__ links,
-                                          const float* __restrict__ diag, size_t n) {
+// Flow::predict: the solve's first guess w0 p + w1 p1 + w2 p2 from the
+// pressure p and the two before (history: p1's plane, then p2's), which
+// move back a place; 0 in the cells that take no part (the solve's first
+// step on the CPU, `Pcg::solve`, here without a pass of its own).
+extern "C" __global__ void predict(float* __restrict__ p, float* __restrict__ history, size_t n,
+                                   float w0, float w1, float w2,
+                                   const unsigned char* __restrict__ links,
+                                   const float* __restrict__ diag) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && !(diagonal(links, diag, i) > 0.0f)) v[i] = 0.0f;
+    if (i >= n) return;
+    float a = p[i], b = history[i], c = history[n + i];
+    bool part = diagonal(links, diag, i) > 0.0f;
+    history[n + i] = b;
+    history[i] = a;
+    p[i] = part ? w0 * a + w1 * b + w2 * c : 0.0f;
 }
 
 // CG's new direction: p = z on the first iteration, else p = z + β p with the

@@ -29,14 +29,20 @@ int main(int argc, char** argv) {
             apply(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), 1, out.data());
         });
     } else if (mode == 1) {
+        // h[13]: from x = 0, as cuda.rs's `smooth` (a first pass that zeroes
+        // the other colour, or x zeroed first).
+        bool zero_pass = h[13] && odd == 0 && h[11] > 0;
+        if (h[13] && !zero_pass) std::fill(x.begin(), x.end(), 0.0f);
         int passes = __popc(odd);
         for (int s = 0; s < h[11]; s++)
             for (int colour : {h[12], 1 - h[12]})
-                for (int pass = 0; pass <= passes; pass++)
+                for (int pass = 0; pass <= passes; pass++) {
+                    int zero = zero_pass && s == 0 && colour == h[12];
                     launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
                         smooth(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), colour,
-                               odd, pass);
+                               odd, pass, zero);
                     });
+                }
         out = x;
     } else if (mode == 2) {
         out.assign(nc, 0.0f);
@@ -62,6 +68,22 @@ int main(int argc, char** argv) {
         double dot = 0.0;
         for (unsigned i = 0; i < blocks; i++) dot += partial[2 * i];
         out[n] = (float)dot;
+    } else if (mode == 9) {
+        // residual_dots, three blocks as mode 4; out: r, then Σ b·b, Σ r·r,
+        // Σ x·x.
+        unsigned blocks = 3;
+        std::vector<double> partial(3 * blocks);
+        out.assign(n + 3, 0.0f);
+        launch({blocks, 1, 1}, {256, 1, 1}, [&] {
+            residual_dots(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), out.data(),
+                          partial.data());
+        });
+        for (int k = 0; k < 3; k++) {
+            double sum = 0.0;
+            for (unsigned i = 0; i < blocks; i++)
+                sum += k < 2 ? partial[2 * i + k] : partial[2 * blocks + i];
+            out[n + k] = (float)sum;
+        }
     } else if (mode >= 5 && mode <= 7) {
         // The 16-bit kernels (5 smooth, 6 restriction, 7 prolongation) on x
         // and b stored by the window in h[14], h[15] (to_half's), the
@@ -76,14 +98,18 @@ int main(int argc, char** argv) {
             bh[i] = s.enc(b[i]);
         }
         if (mode == 5) {
+            bool zero_pass = h[13] && odd == 0 && h[11] > 0;
+            if (h[13] && !zero_pass) std::fill(xh.begin(), xh.end(), 0);
             int passes = __popc(odd);
             for (int k = 0; k < h[11]; k++)
                 for (int colour : {h[12], 1 - h[12]})
-                    for (int pass = 0; pass <= passes; pass++)
+                    for (int pass = 0; pass <= passes; pass++) {
+                        int zero = zero_pass && k == 0 && colour == h[12];
                         launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
                             smooth_half(links.data(), w, d, nx, ny, nz, faces, xh.data(),
-                                        bh.data(), colour, odd, pass, scale);
+                                        bh.data(), colour, odd, pass, zero, scale);
                         });
+                    }
         } else if (mode == 6) {
             out.assign(nc, 0.0f);
             launch(cells(cx, cy, cz), {32, 4, 1}, [&] {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
-    PushKernelArg,
+    PushKernelArg, ValidAsZeroBits,
 };
 
 use super::flow::{Carry, Flow, Kind, StepTimes};
@@ -113,7 +113,7 @@ struct Kernels {
     reduce: CudaFunction,
     reduce_finish: CudaFunction,
     subtract_mean: CudaFunction,
-    clear_inactive: CudaFunction,
+    residual_dots: CudaFunction,
     direction: CudaFunction,
     predict: CudaFunction,
     apply_dot: CudaFunction,
@@ -541,9 +541,9 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             reduce: g("reduce")?,
             reduce_finish: g("reduce_finish")?,
             subtract_mean: g("subtract_mean")?,
-            clear_inactive: g("clear_inactive")?,
+            residual_dots: g("residual_dots")?,
             direction: g("direction")?,
-            predict: f("predict")?,
+            predict: g("predict")?,
             apply_dot: g("apply_dot")?,
             cg_update_sum: g("cg_update_sum")?,
             subtract_mean_dots: g("subtract_mean_dots")?,
@@ -1014,15 +1014,19 @@ impl DeviceFlow {
         };
         let [w0, w1, w2] = super::flow::extrapolation(len, flow.spans, dt);
         let n = self.n();
+        let finest = &self.mg.levels[0];
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.predict);
         b.arg(&mut self.vectors[Vector::P as usize])
             .arg(&mut self.history)
             .arg(&n)
             .arg(&w0)
             .arg(&w1)
-            .arg(&w2);
-        // SAFETY: predict(float*, float*, size_t, float, float, float): p n,
-        // history 2n.
+            .arg(&w2)
+            .arg(&finest.links);
+        finest.push_diag(&mut b);
+        // SAFETY: predict(float*, float*, size_t, float, float, float, const
+        // u8*, const float*): p n, history 2n, the finest grid's links and
+        // diagonal (or null).
         unsafe { b.launch(list_config(n)) }.map(drop).map_err(dev)?;
         flow.spans = [dt, flow.spans[0]];
         flow.history_len = (flow.history_len + 1).min(2);
@@ -1230,6 +1234,24 @@ impl DeviceFlow {
     }
 
     /// r = rhs − A p on the finest grid.
+    /// r = rhs − A p with rhs·rhs, r·r and p·p into the scalars BB, RR
+    /// and XX, in one pass.
+    fn residual_dots(&mut self) -> Result<(), SolverError> {
+        let (_, cfg) = self.reduce_config();
+        {
+            let finest = &self.mg.levels[0];
+            let [p, rhs, r, ..] = &mut self.vectors;
+            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.residual_dots);
+            finest.push(&mut l);
+            l.arg(&*p).arg(&*rhs).arg(r).arg(&mut self.partial);
+            // SAFETY: residual_dots(const u8*, const float*, const float*,
+            // int, int, int, unsigned, const float*, const float*, float*,
+            // double*): the finest grid's cells, 3 × blocks partial sums.
+            unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
+        }
+        self.finish_three(BB, RR, XX)
+    }
+
     fn residual(&mut self) -> Result<(), SolverError> {
         let [p, rhs, r, ..] = &mut self.vectors;
         apply(&self.gpu, &self.mg.levels[0], p, rhs, true, r)
@@ -1267,31 +1289,12 @@ impl DeviceFlow {
         settings: Settings,
         learned: &mut Option<f64>,
     ) -> Result<Solve, SolverError> {
-        let n = self.n();
         let singular = self.mg.singular;
         if singular {
             self.remove_mean(Vector::Rhs)?;
         }
-        {
-            let finest = &self.mg.levels[0];
-            let mut l = self.gpu.stream.launch_builder(&self.gpu.k.clear_inactive);
-            l.arg(&mut self.vectors[Vector::P as usize])
-                .arg(&finest.links);
-            finest.push_diag(&mut l);
-            l.arg(&n);
-            // SAFETY: clear_inactive(float*, const u8*, const float*,
-            // size_t): n values, the finest grid's links and diagonal (or
-            // null).
-            unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
-        }
-        self.residual()?;
-        self.reduce(
-            Vector::Rhs,
-            Some(Vector::Rhs),
-            Some((Vector::R, Vector::R, RR)),
-            Some((Vector::P, XX)),
-            BB,
-        )?;
+        // p's cells that take no part are 0 (`predict`).
+        self.residual_dots()?;
         let s = self.scalars()?;
         let norm_b = s[BB as usize].sqrt();
         if norm_b == 0.0 {
@@ -1352,9 +1355,7 @@ impl DeviceFlow {
             let estimate = s[RR as usize].sqrt() / norm_b;
             let mut checked = None;
             residual = if estimate <= check_at {
-                self.residual()?;
-                let squares = Some((Vector::P, XX));
-                self.reduce(Vector::R, Some(Vector::R), None, squares, RR)?;
+                self.residual_dots()?;
                 let s = self.scalars()?;
                 xx = s[XX as usize];
                 checked = Some(Floor::target(settings.tolerance, *learned, xx, norm_b));
@@ -1395,9 +1396,8 @@ impl DeviceFlow {
             match &mut mg.half {
                 None if levels.len() == 1 => coarsest_solve(gpu, coarsest, shape.0, z, r)?,
                 None => {
-                    s.memset_zeros(&mut *z).map_err(dev)?;
                     let f32 = Storage::f32(&gpu.k);
-                    down_up(gpu, 0, levels, coarser, coarsest, shape, z, r, f32)?;
+                    down_up(gpu, 0, levels, coarser, coarsest, shape, z, r, true, f32)?;
                 }
                 Some(half) => {
                     let mut l = s.launch_builder(&gpu.k.to_half);
@@ -1411,10 +1411,11 @@ impl DeviceFlow {
                     // int, u16*, float*): vectors of n, RR below SCALARS,
                     // two floats of scale.
                     unsafe { l.launch(list_config(n)) }.map_err(dev)?;
-                    s.memset_zeros(&mut half.x).map_err(dev)?;
                     let (x, b) = (&mut half.x, &half.b);
                     let storage = Storage::half(&gpu.k, &half.scale);
-                    down_up(gpu, 0, levels, coarser, coarsest, shape, x, b, storage)?;
+                    down_up(
+                        gpu, 0, levels, coarser, coarsest, shape, x, b, true, storage,
+                    )?;
                     let mut l = s.launch_builder(&gpu.k.from_half);
                     l.arg(&half.x).arg(&n).arg(&half.scale).arg(&mut *z);
                     // SAFETY: from_half(const u16*, size_t, const float*,
@@ -1556,34 +1557,45 @@ fn apply(
 }
 
 /// `count` red-black Gauss–Seidel sweeps on `level`, the colours in the
-/// opposite order when `reverse`.
-fn smooth<T: DeviceRepr>(
+/// opposite order when `reverse`; from x = 0 when `from_zero` (x's values
+/// on entry unused: the first pass zeroes the other colour's cells, or,
+/// along a periodic axis of odd length, x is zeroed first).
+#[allow(clippy::too_many_arguments)]
+fn smooth<T: DeviceRepr + ValidAsZeroBits>(
     gpu: &Gpu,
     level: &Level,
     x: &mut CudaSlice<T>,
     b: &CudaSlice<T>,
     count: usize,
     reverse: bool,
+    from_zero: bool,
     storage: Storage,
 ) -> Result<(), SolverError> {
+    let zero_pass = from_zero && level.odd == 0 && count > 0;
+    if from_zero && !zero_pass {
+        gpu.stream.memset_zeros(&mut *x).map_err(dev)?;
+    }
     let passes = level.odd.count_ones() as i32;
-    for _ in 0..count {
-        for colour in [reverse as i32, !reverse as i32] {
+    for sweep in 0..count {
+        for (k, colour) in [reverse as i32, !reverse as i32].into_iter().enumerate() {
             for pass in 0..=passes {
+                let zero = (zero_pass && sweep == 0 && k == 0) as i32;
                 let mut l = gpu.stream.launch_builder(storage.smooth);
                 level.push(&mut l);
                 l.arg(&mut *x)
                     .arg(b)
                     .arg(&colour)
                     .arg(&level.odd)
-                    .arg(&pass);
+                    .arg(&pass)
+                    .arg(&zero);
                 storage.push_scale(&mut l);
                 let mut half = level.size;
                 half[0] = half[0].div_ceil(2);
                 // SAFETY: smooth(const u8*, const float*, const float*, int,
-                // int, int, unsigned, T*, const T*, int, unsigned, int) (and,
-                // smooth_half, const float*): the level's cells, a thread per
-                // cell of the colour, x and b in the storage's type.
+                // int, int, unsigned, T*, const T*, int, unsigned, int, int)
+                // (and, smooth_half, const float*): the level's cells, a
+                // thread per cell of the colour (per pair, `zero`), x and b
+                // in the storage's type.
                 unsafe { l.launch(cells_config(half)) }
                     .map(drop)
                     .map_err(dev)?;
@@ -1630,12 +1642,13 @@ fn coarsest_solve(
 }
 
 /// The cycle from `levels[0]` (level `depth` of the hierarchy, two levels
-/// or more) down, shaped as the CPU's: x ≈ A⁻¹ b (x zero on entry), x and
+/// or more) down, shaped as the CPU's: x ≈ A⁻¹ b, from x as it is or, when
+/// `from_zero`, from x = 0 (whatever x holds on entry); x and
 /// b in `storage`'s type (the coarser grids' always f32). The coarser
 /// grids' vectors are `coarser` (one fewer than `levels`); `shape`:
 /// whether the operator is singular, and the cycle's shape.
 #[allow(clippy::too_many_arguments)]
-fn down_up<T: DeviceRepr>(
+fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     gpu: &Gpu,
     depth: usize,
     levels: &[Level],
@@ -1644,12 +1657,13 @@ fn down_up<T: DeviceRepr>(
     (singular, shape): (bool, Cycle),
     x: &mut CudaSlice<T>,
     b: &CudaSlice<T>,
+    from_zero: bool,
     storage: Storage,
 ) -> Result<(), SolverError> {
     let s = &gpu.stream;
     let (fine, coarse) = (&levels[0], &levels[1]);
     let [down, up] = shape.sweeps(depth);
-    smooth(gpu, fine, x, b, down, false, storage)?;
+    smooth(gpu, fine, x, b, down, false, from_zero, storage)?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
@@ -1670,22 +1684,24 @@ fn down_up<T: DeviceRepr>(
     unsafe { l.launch(cells_config(coarse.size)) }
         .map(drop)
         .map_err(dev)?;
-    s.memset_zeros(&mut *cx).map_err(dev)?;
     let f32 = Storage::f32(&gpu.k);
-    for _ in 0..shape.visits(depth) {
+    // Later visits go on from the first's result, as the CPU's.
+    for visit in 0..shape.visits(depth) {
         if levels.len() == 2 {
             coarsest_solve(gpu, coarsest, singular, cx, cb)?;
         } else {
-            let (deeper, below) = (&mut *deeper, &levels[1..]);
+            let (deeper, below, first) = (&mut *deeper, &levels[1..], visit == 0);
+            let shape = (singular, shape);
             down_up(
                 gpu,
                 depth + 1,
                 below,
                 deeper,
                 coarsest,
-                (singular, shape),
+                shape,
                 cx,
                 cb,
+                first,
                 f32,
             )?;
         }
@@ -1707,7 +1723,7 @@ fn down_up<T: DeviceRepr>(
     unsafe { l.launch(cells_config([coarse.size[0], fine.size[1], fine.size[2]])) }
         .map(drop)
         .map_err(dev)?;
-    smooth(gpu, fine, x, b, up, true, storage)
+    smooth(gpu, fine, x, b, up, true, false, storage)
 }
 
 #[cfg(test)]

@@ -98,8 +98,9 @@ impl Device {
 
 /// Runs `mode` (0 residual, 1 smooth, 2 restriction, 3 prolongation, 4
 /// A x with x·A x after it; 5, 6, 7 smooth, restriction, prolongation on x
-/// and b in 16 bits; 8 to_half) on `fine` (and `coarse`) and returns what
-/// the kernel wrote; `sweeps`: how many and whether in reverse; `words`:
+/// and b in 16 bits; 8 to_half; 9 b − A x with b·b, r·r and x·x after it) on `fine` (and `coarse`) and returns what
+/// the kernel wrote; `sweeps`: how many, whether in reverse and whether
+/// from x = 0 (x's values unused, as the host's cycles); `words`:
 /// the 16-bit window's two factors (or, for to_half, r·r).
 #[allow(clippy::too_many_arguments)]
 fn run(
@@ -109,7 +110,7 @@ fn run(
     x: &[f32],
     b: &[f32],
     e: &[f32],
-    sweeps: [i32; 2],
+    sweeps: [i32; 3],
     words: [u32; 2],
 ) -> Vec<f32> {
     let op = &fine.op;
@@ -131,7 +132,7 @@ fn run(
         c[2] as i32,
         sweeps[0],
         sweeps[1],
-        0,
+        sweeps[2],
         words[0] as i32,
         words[1] as i32,
     ]);
@@ -293,7 +294,7 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
 
             let mut ax = vec![0.0; n];
             op.apply(&x, &mut ax);
-            let mut gpu = run(4, &level, None, &x, &b, &[], [0; 2], [0; 2]);
+            let mut gpu = run(4, &level, None, &x, &b, &[], [0; 3], [0; 2]);
             let dot = gpu.pop().expect("the dot product") as f64;
             same(&name("A x"), &gpu, &ax);
             let cpu = super::super::poisson::dot(&x, &ax);
@@ -307,29 +308,51 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             op.residual(&x, &b, &mut r);
             same(
                 &name("residual"),
-                &run(0, &level, None, &x, &b, &[], [0; 2], [0; 2]),
+                &run(0, &level, None, &x, &b, &[], [0; 3], [0; 2]),
                 &r,
             );
+            let mut gpu = run(9, &level, None, &x, &b, &[], [0; 3], [0; 2]);
+            let sums = gpu.split_off(n);
+            same(&name("residual with its dot products"), &gpu, &r);
+            let dot = super::super::poisson::dot;
+            for (k, cpu) in [dot(&b, &b), dot(&r, &r), dot(&x, &x)]
+                .into_iter()
+                .enumerate()
+            {
+                let gpu = sums[k] as f64;
+                assert!(
+                    (gpu - cpu).abs() <= 1e-6 * cpu.abs(),
+                    "{}: {gpu} against {cpu}",
+                    name(&format!("residual_dots' sum {k}"))
+                );
+            }
 
             for reverse in [false, true] {
                 let mut smoothed = x.clone();
                 op.smooth(&mut smoothed, &b, 2, reverse);
-                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32], [0; 2]);
+                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32, 0], [0; 2]);
                 same(
                     &name(&format!("smooth, reverse {reverse}")),
                     &gpu,
                     &smoothed,
                 );
             }
+            // From zero: the kernels never read x's values (given as
+            // garbage, inactive cells too).
+            let garbage = values(n, 7);
+            let mut smoothed = vec![0.0; n];
+            op.smooth(&mut smoothed, &b, 2, false);
+            let gpu = run(1, &level, None, &garbage, &b, &[], [2, 0, 1], [0; 2]);
+            same(&name("smooth from zero"), &gpu, &smoothed);
 
             let mut coarse_b = vec![0.0; below.cells()];
             restrict(op, &r, below, &mut coarse_b);
-            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 2], [0; 2]);
+            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 3], [0; 2]);
             same(&name("restriction"), &gpu, &coarse_b);
 
             let mut prolonged = x.clone();
             prolong_add(below, &e, op, &mut prolonged);
-            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 2], [0; 2]);
+            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 3], [0; 2]);
             same(&name("prolongation"), &gpu, &prolonged);
 
             // 16 bits: r's own window, one where most of x saturates, one
@@ -347,20 +370,24 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 let bs: Vec<f32> = b.iter().map(|&v| stored(v, w)).collect();
                 let mut smoothed = xs.clone();
                 op.smooth_stored(&mut smoothed, &bs, 2, true, |v| stored(v, w));
-                let gpu = run(5, &level, None, &x, &b, &[], [2, 1], words);
+                let gpu = run(5, &level, None, &x, &b, &[], [2, 1, 0], words);
                 same(&name("smooth"), &gpu, &smoothed);
+                let mut smoothed = vec![0.0; n];
+                op.smooth_stored(&mut smoothed, &bs, 1, false, |v| stored(v, w));
+                let gpu = run(5, &level, None, &garbage, &b, &[], [1, 0, 1], words);
+                same(&name("smooth from zero"), &gpu, &smoothed);
 
                 let mut r = vec![0.0; n];
                 op.residual(&xs, &bs, &mut r);
                 let mut coarse_b = vec![0.0; below.cells()];
                 restrict(op, &r, below, &mut coarse_b);
-                let gpu = run(6, &level, Some(below), &x, &b, &[], [0; 2], words);
+                let gpu = run(6, &level, Some(below), &x, &b, &[], [0; 3], words);
                 same(&name("restriction"), &gpu, &coarse_b);
 
                 let mut prolonged = xs.clone();
                 prolong_add(below, &e, op, &mut prolonged);
                 prolonged.iter_mut().for_each(|v| *v = stored(*v, w));
-                let gpu = run(7, &level, Some(below), &x, &b, &e, [0; 2], words);
+                let gpu = run(7, &level, Some(below), &x, &b, &e, [0; 3], words);
                 same(&name("prolongation"), &gpu, &prolonged);
             }
 
@@ -375,7 +402,7 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 &r,
                 &b,
                 &[],
-                [0; 2],
+                [0; 3],
                 [bits as u32, (bits >> 32) as u32],
             );
             let w = window(rr, n);
