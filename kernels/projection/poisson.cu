@@ -82,6 +82,45 @@ __device__ __forceinline__ float diagonal(const unsigned char* links, const floa
     return (float)(__popc(bits & 63u) + (bits >> 6));
 }
 
+// A coarse level's couplings toward +x, +y, +z and its diagonal in one
+// word a cell (`packed_coefficients` on the host, with
+// `packed_coarse`): each a count of 1/64, 7 bits for the couplings, 11 for
+// the diagonal, from bit 0 up. Four bytes a cell instead of sixteen: the
+// couplings of the first coarse grids are multiples of 1/4, 1/16 and 1/64
+// (each a quarter of the sum of four finer ones), so the values are the
+// arrays' to the bit. The `_packed` kernels take the words in place of
+// `weights` and `diag`.
+struct Packed {
+    const unsigned* words;
+};
+
+__device__ __forceinline__ float packed_field(unsigned word, int k) {
+    unsigned bits = k < 3 ? (word >> (7 * k)) & 127u : word >> 21;
+    return (float)bits * 0.015625f;
+}
+
+__device__ __forceinline__ void couplings(const Level& l, Packed weights, unsigned c,
+                                          const unsigned nb[6], float w[6]) {
+    unsigned own = weights.words[c];
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        w[2 * a] = packed_field(weights.words[nb[2 * a]], a);
+        w[2 * a + 1] = packed_field(own, a);
+    }
+}
+
+// The diagonal as `stencil` reads it: from `diag` or the links byte, or
+// from the packed word.
+__device__ __forceinline__ float diagonal_of(const unsigned char* links, const float* weights,
+                                             const float* diag, unsigned c) {
+    return diagonal(links, diag, c);
+}
+
+__device__ __forceinline__ float diagonal_of(const unsigned char*, Packed weights, const float*,
+                                             unsigned c) {
+    return packed_field(weights.words[c], 3);
+}
+
 // How a level's x and b are stored: as f32 (`F32`), or, for the finest
 // grid's preconditioner (`Half`, with `half_preconditioner` on the host), in
 // 16 bits, which halve the bytes of the finest grid's sweeps, restriction
@@ -154,11 +193,10 @@ struct Stencil {
     float around[6], w[6];
 };
 
-template <class S = F32>
-__device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* links,
-                                           const float* weights, const float* diag,
-                                           const typename S::T* x, unsigned c, const int p[3],
-                                           S storage = S()) {
+template <class S = F32, class W = const float*>
+__device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* links, W weights,
+                                           const float* diag, const typename S::T* x, unsigned c,
+                                           const int p[3], S storage = S()) {
     Stencil s;
     unsigned nb[6];
     neighbours(l, p, c, nb);
@@ -166,7 +204,7 @@ __device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* 
     couplings(l, weights, c, nb, s.w);
     s.own = storage.ld(x, c);
     s.bits = links[c];
-    s.d = diagonal(links, diag, c);
+    s.d = diagonal_of(links, weights, diag, c);
     return s;
 }
 
@@ -191,8 +229,8 @@ __device__ __forceinline__ float differences(const Level& l, const unsigned char
 
 // out = A x (residual = 0), or out = b − A x (residual = 1); 0 in cells that
 // take no part.
-__device__ __forceinline__ void apply_on(const unsigned char* __restrict__ links,
-                                         const float* __restrict__ weights,
+template <class W>
+__device__ __forceinline__ void apply_on(const unsigned char* __restrict__ links, W weights,
                                          const float* __restrict__ diag, int nx, int ny, int nz,
                                          unsigned faces, const float* __restrict__ x,
                                          const float* __restrict__ b, int residual,
@@ -213,14 +251,16 @@ __device__ __forceinline__ void apply_on(const unsigned char* __restrict__ links
 // of each operator kernel compiled with those pointers null, so that its
 // couplings and diagonal cost no instructions: a fifth fewer in a colour
 // pass of `smooth` (whose time did not move: it is bound by L2 bandwidth;
-// H100, ncu, thirty-second session).
+// H100, ncu, thirty-second session). A coarse level with packed words runs
+// kernels of its own (`smooth_packed`, `restrict_residual_packed`), which
+// leave the others' registers as they were.
 extern "C" __global__ void apply(const unsigned char* __restrict__ links,
                                  const float* __restrict__ weights, const float* __restrict__ diag,
                                  int nx, int ny, int nz, unsigned faces,
                                  const float* __restrict__ x, const float* __restrict__ b,
                                  int residual, float* __restrict__ out) {
     if (!weights && !diag) {
-        apply_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, residual, out);
+        apply_on(links, (const float*)nullptr, nullptr, nx, ny, nz, faces, x, b, residual, out);
     } else {
         apply_on(links, weights, diag, nx, ny, nz, faces, x, b, residual, out);
     }
@@ -235,9 +275,8 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
 // 0 and pass is 0).
 // One thread per cell of the colour: thread i of a row takes x = 2 i or
 // 2 i + 1. `zero`: see below.
-template <class S>
-__device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links,
-                                          const float* __restrict__ weights,
+template <class S, class W>
+__device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links, W weights,
                                           const float* __restrict__ diag, int nx, int ny, int nz,
                                           unsigned faces, typename S::T* __restrict__ x,
                                           const typename S::T* __restrict__ b, int colour,
@@ -258,7 +297,7 @@ __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ link
         if (q[0] < nx) x[index_of(l, q)] = storage.enc(0.0f);
         if (p[0] >= nx) return;
         unsigned c = index_of(l, p);
-        float d = diagonal(links, diag, c);
+        float d = diagonal_of(links, weights, diag, c);
         float gs = (storage.ld(b, c) + 0.0f) / d;
         x[c] = storage.enc(d > 0.0f ? 0.0f + 1.0f * (gs - 0.0f) : 0.0f);
         return;
@@ -290,11 +329,23 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
                                   const float* __restrict__ b, int colour, unsigned odd,
                                   int pass, int zero) {
     if (!weights && !diag) {
-        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, zero,
-                  F32());
+        smooth_on(links, (const float*)nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd,
+                  pass, zero, F32());
     } else {
         smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, F32());
     }
+}
+
+// `smooth` on a level with packed words (its diagonal in them: `unused`
+// null, in the place of `diag`).
+extern "C" __global__ void smooth_packed(const unsigned char* __restrict__ links,
+                                         const unsigned* __restrict__ words,
+                                         const float* __restrict__ unused, int nx, int ny,
+                                         int nz, unsigned faces, float* __restrict__ x,
+                                         const float* __restrict__ b, int colour, unsigned odd,
+                                         int pass, int zero) {
+    smooth_on(links, Packed{words}, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, zero,
+              F32());
 }
 
 // `smooth` on x and b in 16 bits (`Half`), the window in `scale`
@@ -308,7 +359,8 @@ extern "C" __global__ void smooth_half(const unsigned char* __restrict__ links,
                                        const float* __restrict__ scale) {
     Half h = {scale[0], scale[1]};
     if (!weights && !diag) {
-        smooth_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, zero, h);
+        smooth_on(links, (const float*)nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd,
+                  pass, zero, h);
     } else {
         smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, h);
     }
@@ -332,9 +384,9 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
 // Coarse right-hand side: half the sum of the fine residual b − A x over
 // each coarse cell (one thread per coarse cell), the residual computed here
 // rather than stored: the same values as the CPU's residual then its sum.
-template <class S>
+template <class S, class W>
 __device__ __forceinline__ void restrict_residual_on(const unsigned char* __restrict__ links,
-                                                     const float* __restrict__ weights,
+                                                     W weights,
                                                      const float* __restrict__ diag, int fx, int fy,
                                                      int fz, unsigned faces,
                                                      const typename S::T* __restrict__ x,
@@ -375,12 +427,20 @@ extern "C" __global__ void restrict_residual(const unsigned char* __restrict__ l
                                              const float* __restrict__ coarse_diag, int nx,
                                              int ny, int nz, float* __restrict__ b) {
     if (!weights && !diag) {
-        restrict_residual_on(links, nullptr, nullptr, fx, fy, fz, faces, x, fine_b, coarse_diag,
-                             nx, ny, nz, b, F32());
+        restrict_residual_on(links, (const float*)nullptr, nullptr, fx, fy, fz, faces, x, fine_b,
+                             coarse_diag, nx, ny, nz, b, F32());
     } else {
         restrict_residual_on(links, weights, diag, fx, fy, fz, faces, x, fine_b, coarse_diag,
                              nx, ny, nz, b, F32());
     }
+}
+
+extern "C" __global__ void restrict_residual_packed(
+    const unsigned char* __restrict__ links, const unsigned* __restrict__ words,
+    const float* __restrict__ unused, int fx, int fy, int fz, unsigned faces, const float* __restrict__ x, const float* __restrict__ fine_b,
+    const float* __restrict__ coarse_diag, int nx, int ny, int nz, float* __restrict__ b) {
+    restrict_residual_on(links, Packed{words}, nullptr, fx, fy, fz, faces, x, fine_b, coarse_diag,
+                         nx, ny, nz, b, F32());
 }
 
 extern "C" __global__ void restrict_residual_half(
@@ -391,8 +451,8 @@ extern "C" __global__ void restrict_residual_half(
     const float* __restrict__ scale) {
     Half h = {scale[0], scale[1]};
     if (!weights && !diag) {
-        restrict_residual_on(links, nullptr, nullptr, fx, fy, fz, faces, x, fine_b, coarse_diag,
-                             nx, ny, nz, b, h);
+        restrict_residual_on(links, (const float*)nullptr, nullptr, fx, fy, fz, faces, x, fine_b,
+                             coarse_diag, nx, ny, nz, b, h);
     } else {
         restrict_residual_on(links, weights, diag, fx, fy, fz, faces, x, fine_b, coarse_diag,
                              nx, ny, nz, b, h);

@@ -950,11 +950,14 @@ fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
         cpu.step(steps)?;
         let on_cpu = began.elapsed().as_secs_f64();
         let began = std::time::Instant::now();
-        // Both storages of the preconditioner's finest vectors: 16 bits,
-        // then f32.
+        // Both storages of the preconditioner's finest vectors (16 bits,
+        // then f32) and of the first coarse grids' coefficients (one word
+        // a cell, then arrays).
         gpu.set_half_preconditioner(true)?;
+        gpu.set_packed_coarse(true);
         gpu.step(steps / 2)?;
         gpu.set_half_preconditioner(false)?;
+        gpu.set_packed_coarse(false);
         gpu.step(steps - steps / 2)?;
         let on_gpu = began.elapsed().as_secs_f64();
         let a = compare::agreement(&cpu.fields()?, &gpu.fields()?, cpu.flags());
@@ -995,6 +998,20 @@ fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
             ok &= same;
             println!(
                 "projection checkpoint resume on the GPU ({}): {}",
+                case.name,
+                if same { "bit for bit" } else { "FAIL: differs" }
+            );
+            // The packed coarse coefficients are the arrays' values: the
+            // same steps from the same state, to the bit.
+            let mut packed: ProjectionSolver = select::build_projection(&scenario, None)?;
+            packed.move_to_gpu(0)?;
+            packed.set_populations(steps, &mid)?;
+            packed.set_packed_coarse(true);
+            packed.step(20)?;
+            let same = bits(packed.populations()?) == bits(again.populations()?);
+            ok &= same;
+            println!(
+                "projection packed coarse coefficients on the GPU ({}): {}",
                 case.name,
                 if same { "bit for bit" } else { "FAIL: differs" }
             );

@@ -441,6 +441,7 @@ fn projection(
             Ok(()) => {
                 solver.set_graphs(backend.tuning.cuda_graphs);
                 solver.set_half_preconditioner(backend.tuning.half_preconditioner)?;
+                solver.set_packed_coarse(backend.tuning.packed_coarse);
                 None
             }
             Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),

@@ -111,6 +111,10 @@ pub struct Tuning {
     /// multigrid keeps the finest grid's x and b in 16 bits (the outer CG
     /// in f32).
     pub half_preconditioner: bool,
+    /// `FLOWSCOPE_PACKED_COARSE=1`: the projection method's CUDA multigrid
+    /// sweeps its first coarse grids from one word a cell holding their
+    /// couplings and diagonal (the same values) instead of four arrays.
+    pub packed_coarse: bool,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after
     /// the bulk kernel instead of in the bulk kernel's launch.
@@ -150,6 +154,7 @@ impl Default for Tuning {
             portable_simd: false,
             cuda_graphs: true,
             half_preconditioner: false,
+            packed_coarse: false,
             fuse_near: true,
             step_frames: true,
             concurrent_boundary: true,
@@ -175,6 +180,7 @@ impl Tuning {
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
             half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").is_some_and(|v| v == "1"),
+            packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_some_and(|v| v == "1"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
             concurrent_boundary: text("FLOWSCOPE_CONCURRENT_BOUNDARY").is_none_or(|v| v != "0"),
@@ -204,6 +210,7 @@ mod tests {
                     "FLOWSCOPE_PORTABLE_SIMD" => "1",
                     "FLOWSCOPE_NO_GRAPHS" => "1",
                     "FLOWSCOPE_HALF_PRECONDITIONER" => "1",
+                    "FLOWSCOPE_PACKED_COARSE" => "1",
                     "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
                     "FLOWSCOPE_STEP_FRAMES" => "0",
                     "FLOWSCOPE_CONCURRENT_BOUNDARY" => "0",
@@ -217,6 +224,7 @@ mod tests {
         assert!(!t.overlap_steps);
         assert!(!t.cuda_graphs);
         assert!(t.half_preconditioner);
+        assert!(t.packed_coarse);
         assert!(!t.fuse_near);
         assert!(!t.step_frames);
         assert!(!t.concurrent_boundary);

@@ -14,14 +14,19 @@ int main(int argc, char** argv) {
     unsigned faces = h[4], odd = h[5];
     size_t n = (size_t)nx * ny * nz, nc = (size_t)cx * cy * cz;
     auto links = take<unsigned char>(n);
-    auto weights = take<float>(h[6] ? 3 * n : 0);
+    // h[6]: 1 three arrays of couplings, 2 the packed words (`Packed`).
+    auto weights = take<float>(h[6] == 2 ? n : h[6] ? 3 * n : 0);
     auto diag = take<float>(h[7] ? n : 0);
     auto x = take<float>(n);
     auto b = take<float>(n);
     auto coarse_diag = take<float>(mode >= 2 ? nc : 0);
     auto e = take<float>(mode == 3 || mode == 7 ? nc : 0);
     const float* w = h[6] ? weights.data() : nullptr;
+    // Packed words (smooth_packed and restrict_residual_packed) stand for
+    // the couplings and the diagonal; prolongation still takes the
+    // diagonal's array, as the host passes it.
     const float* d = h[7] ? diag.data() : nullptr;
+    const unsigned* words = h[6] == 2 ? reinterpret_cast<const unsigned*>(weights.data()) : nullptr;
     std::vector<float> out;
     if (mode == 0) {
         out.assign(n, 0.0f);
@@ -39,16 +44,25 @@ int main(int argc, char** argv) {
                 for (int pass = 0; pass <= passes; pass++) {
                     int zero = zero_pass && s == 0 && colour == h[12];
                     launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
-                        smooth(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), colour,
-                               odd, pass, zero);
+                        if (words)
+                            smooth_packed(links.data(), words, nullptr, nx, ny, nz, faces,
+                                          x.data(), b.data(), colour, odd, pass, zero);
+                        else
+                            smooth(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(),
+                                   colour, odd, pass, zero);
                     });
                 }
         out = x;
     } else if (mode == 2) {
         out.assign(nc, 0.0f);
         launch(cells(cx, cy, cz), {32, 4, 1}, [&] {
-            restrict_residual(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(),
-                              coarse_diag.data(), cx, cy, cz, out.data());
+            if (words)
+                restrict_residual_packed(links.data(), words, nullptr, nx, ny, nz, faces,
+                                         x.data(), b.data(), coarse_diag.data(), cx, cy, cz,
+                                         out.data());
+            else
+                restrict_residual(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(),
+                                  coarse_diag.data(), cx, cy, cz, out.data());
         });
     } else if (mode == 3) {
         launch(cells(cx, ny, nz), {32, 4, 1}, [&] {

@@ -121,6 +121,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
             solver.move_to_gpu(0)?;
             solver.set_graphs(tuning.cuda_graphs);
             solver.set_half_preconditioner(tuning.half_preconditioner)?;
+            solver.set_packed_coarse(tuning.packed_coarse);
         }
         Ok(solver)
     };

@@ -101,9 +101,11 @@ struct Kernels {
     apply: CudaFunction,
     smooth: CudaFunction,
     smooth_half: CudaFunction,
+    smooth_packed: CudaFunction,
     jacobi: CudaFunction,
     restrict_residual: CudaFunction,
     restrict_residual_half: CudaFunction,
+    restrict_residual_packed: CudaFunction,
     prolong_add: CudaFunction,
     prolong_add_half: CudaFunction,
     to_half: CudaFunction,
@@ -135,6 +137,12 @@ struct Level {
     /// Whether `links` holds the diagonal too (the kernels' `diagonal`): the
     /// kernels then take no `diag` and read a byte a cell less.
     packed: bool,
+    /// A coarse level's couplings and diagonal in one word a cell, where
+    /// they fit ([`packed_coefficients`]), and whether the level kernels
+    /// take them instead of `weights` and `diag`
+    /// ([`DeviceFlow::set_packed_coarse`]).
+    words: Option<CudaSlice<u32>>,
+    use_words: bool,
 }
 
 /// A null pointer for the kernels' optional arguments.
@@ -142,14 +150,23 @@ static NULL: u64 = 0;
 
 impl Level {
     /// Pushes the operator as the level kernels take it: links, weights
-    /// (null: all 1), diagonal, the three sizes, the faces.
+    /// (null: all 1; or the packed words), diagonal (null: in the links
+    /// byte, or in the packed words), the three sizes, the faces.
     fn push<'a>(&'a self, l: &mut LaunchArgs<'a>) {
         l.arg(&self.links);
-        match &self.weights {
-            Some(w) => l.arg(w),
-            None => l.arg(&NULL),
-        };
-        self.push_diag(l);
+        match (&self.words, &self.weights) {
+            (Some(words), _) if self.use_words => {
+                l.arg(words).arg(&NULL);
+            }
+            (_, Some(w)) => {
+                l.arg(w);
+                self.push_diag(l);
+            }
+            (_, None) => {
+                l.arg(&NULL);
+                self.push_diag(l);
+            }
+        }
         l.arg(&self.dims[0])
             .arg(&self.dims[1])
             .arg(&self.dims[2])
@@ -232,6 +249,28 @@ fn packed_links(op: &Operator) -> Option<Vec<u8>> {
             let extra = d - (bits & 63).count_ones() as f32;
             ((0.0..=3.0).contains(&extra) && extra.fract() == 0.0)
                 .then_some(bits | (extra as u8) << 6)
+        })
+        .collect()
+}
+
+/// A coarse level's couplings toward +x, +y, +z (`upward`, three arrays of
+/// cells) and diagonal packed one word a cell as the kernels' `Packed`
+/// reads them (counts of 1/64: 7 bits each, the diagonal 11 from bit 21),
+/// or none where a value would not come back to the bit.
+fn packed_coefficients(op: &Operator, upward: &[f32]) -> Option<Vec<u32>> {
+    let n = op.cells();
+    let count = |v: f32, bits: u32| {
+        let k = v * 64.0;
+        let fits = k >= 0.0 && k < (1u32 << bits) as f32 && k.fract() == 0.0;
+        (fits && ((k as u32) as f32 * 0.015625).to_bits() == v.to_bits()).then_some(k as u32)
+    };
+    (0..n)
+        .map(|c| {
+            let mut word = count(op.diag[c], 11)? << 21;
+            for a in 0..3 {
+                word |= count(upward[a * n + c], 7)? << (7 * a);
+            }
+            Some(word)
         })
         .collect()
 }
@@ -529,9 +568,11 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             apply: g("apply")?,
             smooth: g("smooth")?,
             smooth_half: g("smooth_half")?,
+            smooth_packed: g("smooth_packed")?,
             jacobi: g("jacobi")?,
             restrict_residual: g("restrict_residual")?,
             restrict_residual_half: g("restrict_residual_half")?,
+            restrict_residual_packed: g("restrict_residual_packed")?,
             prolong_add: g("prolong_add")?,
             prolong_add_half: g("prolong_add_half")?,
             to_half: g("to_half")?,
@@ -631,6 +672,10 @@ impl DeviceFlow {
                     None => None,
                 };
                 let packed = if depth == 0 { packed_links(op) } else { None };
+                let words = match upward {
+                    Some(upward) if depth > 0 => packed_coefficients(op, upward),
+                    _ => None,
+                };
                 levels.push(Level {
                     size: op.size,
                     dims: op.size.map(|v| v as i32),
@@ -644,6 +689,11 @@ impl DeviceFlow {
                         None => stream.clone_htod(&op.diag)?,
                     },
                     packed: packed.is_some(),
+                    words: match words {
+                        Some(w) => Some(stream.clone_htod(&w)?),
+                        None => None,
+                    },
+                    use_words: false,
                 });
                 if depth > 0 {
                     coarser.push((
@@ -791,6 +841,19 @@ impl DeviceFlow {
         // Graphs captured before hold the other storage's launches.
         self.graphs = Default::default();
         Ok(())
+    }
+
+    /// Whether the coarse levels whose couplings and diagonal fit one word
+    /// a cell ([`packed_coefficients`]: the first three below the finest,
+    /// as the coarsening makes them) are swept from those words instead of
+    /// four arrays (`Tuning::packed_coarse`): the same values, so the same
+    /// results to the bit, from a quarter of the bytes.
+    pub fn set_packed_coarse(&mut self, on: bool) {
+        for level in &mut self.mg.levels {
+            level.use_words = on && level.words.is_some();
+        }
+        // Graphs captured before hold the other arguments.
+        self.graphs = Default::default();
     }
 
     /// Uploads the host flow's state (velocities, pressure, explicit terms
@@ -1580,7 +1643,11 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
         for (k, colour) in [reverse as i32, !reverse as i32].into_iter().enumerate() {
             for pass in 0..=passes {
                 let zero = (zero_pass && sweep == 0 && k == 0) as i32;
-                let mut l = gpu.stream.launch_builder(storage.smooth);
+                let kernel = match level.use_words {
+                    true => &gpu.k.smooth_packed,
+                    false => storage.smooth,
+                };
+                let mut l = gpu.stream.launch_builder(kernel);
                 level.push(&mut l);
                 l.arg(&mut *x)
                     .arg(b)
@@ -1593,7 +1660,8 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
                 half[0] = half[0].div_ceil(2);
                 // SAFETY: smooth(const u8*, const float*, const float*, int,
                 // int, int, unsigned, T*, const T*, int, unsigned, int, int)
-                // (and, smooth_half, const float*): the level's cells, a
+                // (and, smooth_half, const float*; smooth_packed the words
+                // for the weights, a null diagonal): the level's cells, a
                 // thread per cell of the colour (per pair, `zero`), x and b
                 // in the storage's type.
                 unsafe { l.launch(cells_config(half)) }
@@ -1667,7 +1735,11 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
-    let mut l = s.launch_builder(storage.restrict);
+    let kernel = match fine.use_words {
+        true => &gpu.k.restrict_residual_packed,
+        false => storage.restrict,
+    };
+    let mut l = s.launch_builder(kernel);
     fine.push(&mut l);
     l.arg(&*x)
         .arg(b)
@@ -1679,8 +1751,10 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     storage.push_scale(&mut l);
     // SAFETY: restrict_residual(const u8*, const float*, const float*, int,
     // int, int, unsigned, const T*, const T*, const float*, int, int, int,
-    // float*) (and, restrict_residual_half, const float*): the fine level's
-    // cells (weights three arrays of cells, or null), the coarse cells.
+    // float*) (and, restrict_residual_half, const float*;
+    // restrict_residual_packed the words for the weights, a null diagonal):
+    // the fine level's cells (weights three arrays of cells, or null), the
+    // coarse cells.
     unsafe { l.launch(cells_config(coarse.size)) }
         .map(drop)
         .map_err(dev)?;
@@ -1737,6 +1811,59 @@ mod tests {
     /// The coarse grids' couplings, three a cell, give back all six at
     /// every link (odd and periodic axes, obstacles thinner than a coarse
     /// cell), and a coupling that differs from its neighbour's is refused.
+    /// The first three coarse grids of a grid with obstacles and a
+    /// fixed-pressure face pack one word a cell and decode (as the kernels'
+    /// `packed_field`) to their arrays to the bit; a value that is no count
+    /// of 1/64, or too large, keeps the arrays.
+    #[test]
+    fn the_first_coarse_grids_pack_their_coefficients_to_the_bit() {
+        let size = [64, 40, 32];
+        let fluid: Vec<bool> = (0..size.iter().product())
+            .map(|c| {
+                let [x, y, z] = super::super::poisson::coords(size, c);
+                !((10..13).contains(&x) && y < 14 && z < 9 || x == 25 && y % 3 == 0)
+            })
+            .collect();
+        let faces = [
+            [Face::Wall, Face::Fixed],
+            [Face::Periodic; 2],
+            [Face::Wall; 2],
+        ];
+        let mut op = Operator::new(size, &fluid, faces);
+        let field = |word: u32, k: usize| {
+            let bits = if k < 3 {
+                (word >> (7 * k)) & 127
+            } else {
+                word >> 21
+            };
+            bits as f32 * 0.015625
+        };
+        for depth in 1..=3 {
+            op = op.coarse();
+            let n = op.cells();
+            let upward = upward_weights(&op).unwrap().expect("coarse weights");
+            let words =
+                packed_coefficients(&op, &upward).unwrap_or_else(|| panic!("level {depth} packs"));
+            for c in 0..n {
+                assert_eq!(field(words[c], 3).to_bits(), op.diag[c].to_bits());
+                for a in 0..3 {
+                    assert_eq!(field(words[c], a).to_bits(), upward[a * n + c].to_bits());
+                }
+            }
+            // Some coupling strictly between 0 and 1 at this depth.
+            assert!(upward.iter().any(|&w| w > 0.0 && w < 1.0), "level {depth}");
+        }
+        let upward = upward_weights(&op).unwrap().expect("coarse weights");
+        for (c, v) in [(0, 1.0 / 256.0), (1, 2.0), (2, -0.25)] {
+            let mut odd = upward.clone();
+            odd[c] = v;
+            assert_eq!(packed_coefficients(&op, &odd), None, "coupling {v}");
+        }
+        let mut big = op.clone();
+        big.diag[0] = 32.0;
+        assert_eq!(packed_coefficients(&big, &upward), None, "diagonal 32");
+    }
+
     #[test]
     fn three_couplings_a_cell_hold_the_coarse_operators() {
         let size = [37, 20, 15];

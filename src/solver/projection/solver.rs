@@ -99,6 +99,14 @@ impl ProjectionSolver {
         }
     }
 
+    /// Whether its GPU solver sweeps the first coarse grids from one word a
+    /// cell (off by default; `FLOWSCOPE_PACKED_COARSE=1`).
+    pub fn set_packed_coarse(&mut self, on: bool) {
+        if let Some(d) = &mut self.device {
+            d.set_packed_coarse(on);
+        }
+    }
+
     /// Whether a GPU steps the flow.
     pub fn on_device(&self) -> bool {
         self.device.is_some()

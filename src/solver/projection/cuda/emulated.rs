@@ -11,7 +11,10 @@ use std::sync::OnceLock;
 use super::super::flow::{Flow, Kind};
 use super::super::multigrid::{prolong_add, restrict};
 use super::super::poisson::{coords, Face, Operator};
-use super::{cell_bytes, face_bits, odd_periodic_axes, packed_links, upward_weights, CellBytes};
+use super::{
+    cell_bytes, face_bits, odd_periodic_axes, packed_coefficients, packed_links, upward_weights,
+    CellBytes,
+};
 
 /// The harness of `tests/emulation/NAME.cpp`, built once per test run.
 fn harness(name: &'static str) -> PathBuf {
@@ -82,6 +85,9 @@ struct Device {
     links: Vec<u8>,
     weights: Option<Vec<f32>>,
     diag: Option<Vec<f32>>,
+    /// The coefficients packed one word a cell, in place of `weights` and
+    /// `diag`.
+    words: Option<Vec<u32>>,
 }
 
 impl Device {
@@ -92,6 +98,24 @@ impl Device {
             links: packed.clone().unwrap_or_else(|| op.links.clone()),
             weights: upward_weights(op).expect("symmetric"),
             diag: packed.is_none().then(|| op.diag.clone()),
+            words: None,
+        }
+    }
+
+    /// A coarse level with its coefficients packed (`set_packed_coarse`):
+    /// smoothing and restriction from the words, prolongation with the
+    /// diagonal's array as before.
+    fn packed(op: &Operator) -> Device {
+        let upward = upward_weights(op)
+            .expect("symmetric")
+            .expect("a coarse level");
+        let words = packed_coefficients(op, &upward).expect("counts of 1/64 that fit");
+        Device {
+            op: op.clone(),
+            links: op.links.clone(),
+            weights: None,
+            diag: Some(op.diag.clone()),
+            words: Some(words),
         }
     }
 }
@@ -123,7 +147,11 @@ fn run(
         op.size[2] as i32,
         face_bits(&op.faces) as i32,
         odd_periodic_axes(op) as i32,
-        fine.weights.is_some() as i32,
+        if fine.words.is_some() {
+            2
+        } else {
+            fine.weights.is_some() as i32
+        },
         fine.diag.is_some() as i32,
     ]);
     header[8..16].copy_from_slice(&[
@@ -138,7 +166,16 @@ fn run(
     ]);
     let mut bytes: Vec<u8> = header.iter().flat_map(|v| v.to_le_bytes()).collect();
     put(&mut bytes, &fine.links);
-    put(&mut bytes, &floats(fine.weights.as_deref().unwrap_or(&[])));
+    match &fine.words {
+        Some(words) => put(
+            &mut bytes,
+            &words
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect::<Vec<_>>(),
+        ),
+        None => put(&mut bytes, &floats(fine.weights.as_deref().unwrap_or(&[]))),
+    }
     put(&mut bytes, &floats(fine.diag.as_deref().unwrap_or(&[])));
     put(&mut bytes, &floats(x));
     put(&mut bytes, &floats(b));
@@ -306,11 +343,6 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
 
             let mut r = vec![0.0; n];
             op.residual(&x, &b, &mut r);
-            same(
-                &name("residual"),
-                &run(0, &level, None, &x, &b, &[], [0; 3], [0; 2]),
-                &r,
-            );
             let mut gpu = run(9, &level, None, &x, &b, &[], [0; 3], [0; 2]);
             let sums = gpu.split_off(n);
             same(&name("residual with its dot products"), &gpu, &r);
@@ -327,33 +359,47 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 );
             }
 
-            for reverse in [false, true] {
-                let mut smoothed = x.clone();
-                op.smooth(&mut smoothed, &b, 2, reverse);
-                let gpu = run(1, &level, None, &x, &b, &[], [2, reverse as i32, 0], [0; 2]);
-                same(
-                    &name(&format!("smooth, reverse {reverse}")),
-                    &gpu,
-                    &smoothed,
-                );
-            }
-            // From zero: the kernels never read x's values (given as
-            // garbage, inactive cells too).
+            // The level kernels of every level, with the coefficients as
+            // arrays and, on the first coarse grid, packed.
             let garbage = values(n, 7);
-            let mut smoothed = vec![0.0; n];
-            op.smooth(&mut smoothed, &b, 2, false);
-            let gpu = run(1, &level, None, &garbage, &b, &[], [2, 0, 1], [0; 2]);
-            same(&name("smooth from zero"), &gpu, &smoothed);
+            same(
+                &name("residual"),
+                &run(0, &level, None, &x, &b, &[], [0; 3], [0; 2]),
+                &r,
+            );
+            let checks = |level: &Device, how: &str| {
+                let name = |what: &str| name(&format!("{what}{how}"));
+                for reverse in [false, true] {
+                    let mut smoothed = x.clone();
+                    op.smooth(&mut smoothed, &b, 2, reverse);
+                    let gpu = run(1, level, None, &x, &b, &[], [2, reverse as i32, 0], [0; 2]);
+                    same(
+                        &name(&format!("smooth, reverse {reverse}")),
+                        &gpu,
+                        &smoothed,
+                    );
+                }
+                // From zero: the kernels never read x's values (given as
+                // garbage, inactive cells too).
+                let mut smoothed = vec![0.0; n];
+                op.smooth(&mut smoothed, &b, 2, false);
+                let gpu = run(1, level, None, &garbage, &b, &[], [2, 0, 1], [0; 2]);
+                same(&name("smooth from zero"), &gpu, &smoothed);
 
-            let mut coarse_b = vec![0.0; below.cells()];
-            restrict(op, &r, below, &mut coarse_b);
-            let gpu = run(2, &level, Some(below), &x, &b, &[], [0; 3], [0; 2]);
-            same(&name("restriction"), &gpu, &coarse_b);
+                let mut coarse_b = vec![0.0; below.cells()];
+                restrict(op, &r, below, &mut coarse_b);
+                let gpu = run(2, level, Some(below), &x, &b, &[], [0; 3], [0; 2]);
+                same(&name("restriction"), &gpu, &coarse_b);
 
-            let mut prolonged = x.clone();
-            prolong_add(below, &e, op, &mut prolonged);
-            let gpu = run(3, &level, Some(below), &x, &b, &e, [0; 3], [0; 2]);
-            same(&name("prolongation"), &gpu, &prolonged);
+                let mut prolonged = x.clone();
+                prolong_add(below, &e, op, &mut prolonged);
+                let gpu = run(3, level, Some(below), &x, &b, &e, [0; 3], [0; 2]);
+                same(&name("prolongation"), &gpu, &prolonged);
+            };
+            checks(&level, "");
+            if depth == 1 {
+                checks(&Device::packed(op), ", coefficients packed");
+            }
 
             // 16 bits: r's own window, one where most of x saturates, one
             // where all of it is subnormal.
