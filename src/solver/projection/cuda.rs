@@ -1808,16 +1808,9 @@ mod tests {
     use super::*;
     use crate::solver::projection::poisson::neighbour;
 
-    /// The coarse grids' couplings, three a cell, give back all six at
-    /// every link (odd and periodic axes, obstacles thinner than a coarse
-    /// cell), and a coupling that differs from its neighbour's is refused.
-    /// The first three coarse grids of a grid with obstacles and a
-    /// fixed-pressure face pack one word a cell and decode (as the kernels'
-    /// `packed_field`) to their arrays to the bit; a value that is no count
-    /// of 1/64, or too large, keeps the arrays.
-    #[test]
-    fn the_first_coarse_grids_pack_their_coefficients_to_the_bit() {
-        let size = [64, 40, 32];
+    /// A grid of `size` with a block, a wall with gaps thinner than a
+    /// coarse cell, a fixed-pressure face and a periodic axis.
+    fn obstacles(size: [usize; 3]) -> Operator {
         let fluid: Vec<bool> = (0..size.iter().product())
             .map(|c| {
                 let [x, y, z] = super::super::poisson::coords(size, c);
@@ -1829,7 +1822,16 @@ mod tests {
             [Face::Periodic; 2],
             [Face::Wall; 2],
         ];
-        let mut op = Operator::new(size, &fluid, faces);
+        Operator::new(size, &fluid, faces)
+    }
+
+    /// The first three coarse grids of a grid with obstacles and a
+    /// fixed-pressure face pack one word a cell and decode (as the kernels'
+    /// `packed_field`) to their arrays to the bit; a value that is no count
+    /// of 1/64, or too large, keeps the arrays.
+    #[test]
+    fn the_first_coarse_grids_pack_their_coefficients_to_the_bit() {
+        let mut op = obstacles([64, 40, 32]);
         let field = |word: u32, k: usize| {
             let bits = if k < 3 {
                 (word >> (7 * k)) & 127
@@ -1864,21 +1866,12 @@ mod tests {
         assert_eq!(packed_coefficients(&big, &upward), None, "diagonal 32");
     }
 
+    /// The coarse grids' couplings, three a cell, give back all six at
+    /// every link (odd and periodic axes, obstacles thinner than a coarse
+    /// cell), and a coupling that differs from its neighbour's is refused.
     #[test]
     fn three_couplings_a_cell_hold_the_coarse_operators() {
-        let size = [37, 20, 15];
-        let fluid: Vec<bool> = (0..size.iter().product())
-            .map(|c| {
-                let [x, y, z] = super::super::poisson::coords(size, c);
-                !((10..13).contains(&x) && y < 14 && z < 9 || x == 25 && y % 3 == 0)
-            })
-            .collect();
-        let faces = [
-            [Face::Wall, Face::Fixed],
-            [Face::Periodic; 2],
-            [Face::Wall; 2],
-        ];
-        let mut op = Operator::new(size, &fluid, faces);
+        let mut op = obstacles([37, 20, 15]);
         assert_eq!(upward_weights(&op), Ok(None), "the finest grid's are all 1");
         let mut checked = 0;
         while op.cells() > 8 {
