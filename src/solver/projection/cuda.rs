@@ -856,6 +856,11 @@ impl DeviceFlow {
         self.graphs = Default::default();
     }
 
+    /// How many levels the kernels sweep from packed words.
+    pub fn packed_levels(&self) -> usize {
+        self.mg.levels.iter().filter(|l| l.use_words).count()
+    }
+
     /// Uploads the host flow's state (velocities, pressure, explicit terms
     /// before) and its walls' velocities.
     pub fn push(&mut self, flow: &Flow) -> Result<(), SolverError> {

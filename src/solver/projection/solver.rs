@@ -107,6 +107,11 @@ impl ProjectionSolver {
         }
     }
 
+    /// How many of its GPU solver's levels are swept from packed words.
+    pub fn packed_levels(&self) -> usize {
+        self.device.as_ref().map_or(0, |d| d.packed_levels())
+    }
+
     /// Whether a GPU steps the flow.
     pub fn on_device(&self) -> bool {
         self.device.is_some()
