@@ -85,7 +85,8 @@ __device__ __forceinline__ float diagonal(const unsigned char* links, const floa
 // A coarse level's couplings toward +x, +y, +z and its diagonal in one
 // word a cell (`packed_coefficients` on the host, with
 // `packed_coarse`): each a count of 1/64, 7 bits for the couplings, 11 for
-// the diagonal, from bit 0 up. Four bytes a cell instead of sixteen: the
+// the diagonal, from bit 0 up; the links are the couplings that are not 0.
+// Four bytes a cell instead of seventeen: the
 // couplings of the first coarse grids are multiples of 1/4, 1/16 and 1/64
 // (each a quarter of the sum of four finer ones), so the values are the
 // arrays' to the bit. The `_packed` kernels take the words in place of
@@ -107,6 +108,22 @@ __device__ __forceinline__ void couplings(const Level& l, Packed weights, unsign
         w[2 * a] = packed_field(weights.words[nb[2 * a]], a);
         w[2 * a + 1] = packed_field(own, a);
     }
+}
+
+// The links as `stencil` reads them: the cell's byte, or, with packed
+// words, the couplings that are not 0 (the host packs only levels where
+// those are the links): a byte a cell less.
+__device__ __forceinline__ unsigned links_of(const unsigned char* links, const float*, unsigned c,
+                                             const float[6]) {
+    return links[c];
+}
+
+__device__ __forceinline__ unsigned links_of(const unsigned char*, Packed, unsigned,
+                                             const float w[6]) {
+    unsigned bits = 0;
+#pragma unroll
+    for (int dir = 0; dir < 6; dir++) bits |= (w[dir] > 0.0f ? 1u : 0u) << dir;
+    return bits;
 }
 
 // The diagonal as `stencil` reads it: from `diag` or the links byte, or
@@ -203,7 +220,7 @@ __device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* 
     gather(x, storage, nb, s.around);
     couplings(l, weights, c, nb, s.w);
     s.own = storage.ld(x, c);
-    s.bits = links[c];
+    s.bits = links_of(links, weights, c, s.w);
     s.d = diagonal_of(links, weights, diag, c);
     return s;
 }

@@ -113,7 +113,8 @@ pub struct Tuning {
     pub half_preconditioner: bool,
     /// `FLOWSCOPE_PACKED_COARSE=1`: the projection method's CUDA multigrid
     /// sweeps its first coarse grids from one word a cell holding their
-    /// couplings and diagonal (the same values) instead of four arrays.
+    /// couplings and diagonal (the same values) instead of four arrays and
+    /// the links.
     pub packed_coarse: bool,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after

@@ -256,7 +256,9 @@ fn packed_links(op: &Operator) -> Option<Vec<u8>> {
 /// A coarse level's couplings toward +x, +y, +z (`upward`, three arrays of
 /// cells) and diagonal packed one word a cell as the kernels' `Packed`
 /// reads them (counts of 1/64: 7 bits each, the diagonal 11 from bit 21),
-/// or none where a value would not come back to the bit.
+/// or none where a value would not come back to the bit, or where the
+/// links are not the couplings that are not 0 (which the kernels take them
+/// for).
 fn packed_coefficients(op: &Operator, upward: &[f32]) -> Option<Vec<u32>> {
     let n = op.cells();
     let count = |v: f32, bits: u32| {
@@ -266,6 +268,10 @@ fn packed_coefficients(op: &Operator, upward: &[f32]) -> Option<Vec<u32>> {
     };
     (0..n)
         .map(|c| {
+            let links = (0..6).all(|d| (op.links[c] >> d & 1 == 1) == (op.weights[c][d] > 0.0));
+            if !links {
+                return None;
+            }
             let mut word = count(op.diag[c], 11)? << 21;
             for a in 0..3 {
                 word |= count(upward[a * n + c], 7)? << (7 * a);
@@ -847,7 +853,7 @@ impl DeviceFlow {
     /// a cell ([`packed_coefficients`]: the first three below the finest,
     /// as the coarsening makes them) are swept from those words instead of
     /// four arrays (`Tuning::packed_coarse`): the same values, so the same
-    /// results to the bit, from a quarter of the bytes.
+    /// results to the bit, from a quarter of the bytes (and no links byte).
     pub fn set_packed_coarse(&mut self, on: bool) {
         for level in &mut self.mg.levels {
             level.use_words = on && level.words.is_some();
@@ -1833,7 +1839,8 @@ mod tests {
     /// The first three coarse grids of a grid with obstacles and a
     /// fixed-pressure face pack one word a cell and decode (as the kernels'
     /// `packed_field`) to their arrays to the bit; a value that is no count
-    /// of 1/64, or too large, keeps the arrays.
+    /// of 1/64, or too large, or links other than the couplings that are
+    /// not 0, keep the arrays.
     #[test]
     fn the_first_coarse_grids_pack_their_coefficients_to_the_bit() {
         let mut op = obstacles([64, 40, 32]);
@@ -1869,6 +1876,16 @@ mod tests {
         let mut big = op.clone();
         big.diag[0] = 32.0;
         assert_eq!(packed_coefficients(&big, &upward), None, "diagonal 32");
+        let mut unlinked = op.clone();
+        let c = (0..unlinked.cells())
+            .find(|&c| unlinked.links[c] & 1 != 0)
+            .unwrap();
+        unlinked.links[c] &= !1;
+        assert_eq!(
+            packed_coefficients(&unlinked, &upward),
+            None,
+            "a link dropped"
+        );
     }
 
     /// The coarse grids' couplings, three a cell, give back all six at
