@@ -83,14 +83,13 @@ __device__ __forceinline__ float diagonal(const unsigned char* links, const floa
 }
 
 // A coarse level's couplings toward +x, +y, +z and its diagonal in one
-// word a cell (`packed_coefficients` on the host, with
-// `packed_coarse`): each a count of 1/64, 7 bits for the couplings, 11 for
-// the diagonal, from bit 0 up; the links are the couplings that are not 0.
-// Four bytes a cell instead of seventeen: the
-// couplings of the first coarse grids are multiples of 1/4, 1/16 and 1/64
-// (each a quarter of the sum of four finer ones), so the values are the
-// arrays' to the bit. The `_packed` kernels take the words in place of
-// `weights` and `diag`.
+// word a cell (`packed_coefficients` on the host, with `packed_coarse`):
+// each a count of 1/64, 7 bits for the couplings, 11 for the diagonal, from
+// bit 0 up; the links are the couplings that are not 0. Four bytes a cell
+// instead of seventeen: the couplings of the first coarse grids are
+// multiples of 1/4, 1/16 and 1/64 (each a quarter of the sum of four finer
+// ones), so the values are the arrays' to the bit. The `_packed` kernels
+// take the words in place of `weights` and `diag`.
 struct Packed {
     const unsigned* words;
 };

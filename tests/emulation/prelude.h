@@ -18,9 +18,6 @@
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
-struct alignas(8) float2 {
-    float x, y;
-};
 thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 std::barrier<>* block_barrier = nullptr;
