@@ -59,6 +59,63 @@ __device__ __forceinline__ void neighbours(const Level& l, const int p[3], unsig
     }
 }
 
+// Where a grid's cells lie: in order of x, y, z (`Natural`), or, for the
+// finest grid's vectors in the preconditioner (`Split`, with
+// `split_preconditioner` on the host; an even length along x), each row
+// holding its cells of colour 0 ((x + y + z) even) first, in order of x,
+// then those of colour 1. A colour pass then reads its neighbours' values,
+// its own b and links and writes its own x, each from whole sectors, where
+// in the natural order each of its reads of a row spans both colours: half
+// the bytes, through DRAM and L2, which bound the colour passes.
+struct Natural {
+    __device__ __forceinline__ unsigned at(const Level& l, const int p[3]) const {
+        return index_of(l, p);
+    }
+    __device__ __forceinline__ void around(const Level& l, const int p[3], unsigned c,
+                                           unsigned nb[6]) const {
+        neighbours(l, p, c, nb);
+    }
+    // The cell after c at p along x (p[0] + 1 in the grid).
+    __device__ __forceinline__ unsigned next(const Level&, const int*, unsigned c) const {
+        return c + 1;
+    }
+};
+
+struct Split {
+    __device__ __forceinline__ unsigned at(const Level& l, const int p[3]) const {
+        unsigned h = (unsigned)l.n[0] >> 1;
+        unsigned colour = (unsigned)(p[0] + p[1] + p[2]) & 1u;
+        return (unsigned)l.n[0] * ((unsigned)p[1] + (unsigned)l.n[1] * (unsigned)p[2]) +
+               (colour ? h : 0u) + ((unsigned)p[0] >> 1);
+    }
+    // Along x the neighbours are the other colour's, in the other half of
+    // the row; along y and z the other colour's too, at the same place in
+    // their half, but across the wrap of an axis of odd length, where they
+    // are the cell's own colour.
+    __device__ __forceinline__ void around(const Level& l, const int p[3], unsigned c,
+                                           unsigned nb[6]) const {
+        unsigned h = (unsigned)l.n[0] >> 1;
+        bool colour = ((p[0] + p[1] + p[2]) & 1) != 0;
+        unsigned delta = colour ? 0u - h : h;
+        unsigned other = c - ((unsigned)p[0] >> 1) + delta;
+        nb[0] = other + (p[0] > 0 ? (unsigned)(p[0] - 1) >> 1 : h - 1);
+        nb[1] = other + (p[0] < l.n[0] - 1 ? (unsigned)(p[0] + 1) >> 1 : 0u);
+        unsigned stride = (unsigned)l.n[0];
+#pragma unroll
+        for (int a = 1; a < 3; a++) {
+            unsigned span = (unsigned)(l.n[a] - 1) * stride;
+            unsigned wrapped = (l.n[a] & 1) ? 0u : delta;
+            nb[2 * a] = p[a] > 0 ? c - stride + delta : c + span + wrapped;
+            nb[2 * a + 1] = p[a] < l.n[a] - 1 ? c + stride + delta : c - span + wrapped;
+            stride *= (unsigned)l.n[a];
+        }
+    }
+    __device__ __forceinline__ unsigned next(const Level& l, const int p[3], unsigned) const {
+        int q[3] = {p[0] + 1, p[1], p[2]};
+        return at(l, q);
+    }
+};
+
 // The six couplings of cell c, linked or not, read together (as `gather`):
 // three stored with the cell, three with its neighbours below (nb). Half
 // the bytes of six a cell, which the coarse grids' sweeps spent most of
@@ -209,13 +266,13 @@ struct Stencil {
     float around[6], w[6];
 };
 
-template <class S = F32, class W = const float*>
+template <class S = F32, class W = const float*, class L = Natural>
 __device__ __forceinline__ Stencil stencil(const Level& l, const unsigned char* links, W weights,
                                            const float* diag, const typename S::T* x, unsigned c,
-                                           const int p[3], S storage = S()) {
+                                           const int p[3], S storage = S(), L layout = L()) {
     Stencil s;
     unsigned nb[6];
-    neighbours(l, p, c, nb);
+    layout.around(l, p, c, nb);
     gather(x, storage, nb, s.around);
     couplings(l, weights, c, nb, s.w);
     s.own = storage.ld(x, c);
@@ -282,6 +339,24 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
     }
 }
 
+// A cycle's ends on split rows (`smooth_split`): its first pass, from
+// x = 0, takes b from CG's r in the natural order, a pair of cells a thread,
+// and keeps it in split rows for the later passes (`r`, `b`); its last
+// passes give the result in the natural order, each thread its cell and
+// the other of its pair, a neighbour it has read (`z`), instead of passes
+// of their own to put r in split rows and take z out of them. `NoEnds`
+// (every other kernel): none of it.
+struct NoEnds {
+    static constexpr bool on = false;
+};
+
+struct Ends {
+    static constexpr bool on = true;
+    const float* r;
+    float* b;
+    float* z;
+};
+
 // One colour of a red-black Gauss–Seidel sweep: the cells with x + y + z of
 // parity `colour`. Along a periodic axis of odd length the first and last
 // cells have the same colour: the CPU's sweep (rows and planes in order, the
@@ -291,12 +366,13 @@ extern "C" __global__ void apply(const unsigned char* __restrict__ links,
 // 0 and pass is 0).
 // One thread per cell of the colour: thread i of a row takes x = 2 i or
 // 2 i + 1. `zero`: see below.
-template <class S, class W>
+template <class S, class W, class L = Natural, class E = NoEnds>
 __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links, W weights,
                                           const float* __restrict__ diag, int nx, int ny, int nz,
                                           unsigned faces, typename S::T* __restrict__ x,
                                           const typename S::T* __restrict__ b, int colour,
-                                          unsigned odd, int pass, int zero, S storage) {
+                                          unsigned odd, int pass, int zero, S storage,
+                                          L layout = L(), E ends = E()) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
     p[1] = blockIdx.y * blockDim.y + threadIdx.y;
@@ -310,22 +386,33 @@ __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ link
         // pass to zero it first.
         if (p[1] >= ny || p[2] >= nz) return;
         int q[3] = {p[0] ^ 1, p[1], p[2]};
-        if (q[0] < nx) x[index_of(l, q)] = storage.enc(0.0f);
+        if (q[0] < nx) x[layout.at(l, q)] = storage.enc(0.0f);
         if (p[0] >= nx) return;
-        unsigned c = index_of(l, p);
+        unsigned c = layout.at(l, p);
         float d = diagonal_of(links, weights, diag, c);
-        float gs = (storage.ld(b, c) + 0.0f) / d;
+        float bc;
+        if constexpr (E::on) {
+            // Split rows have an even length along x: q lies in the grid.
+            unsigned natural = index_of(l, p);
+            unsigned partner = natural ^ 1u;
+            bc = ends.r[natural];
+            ends.b[c] = bc;
+            ends.b[layout.at(l, q)] = ends.r[partner];
+        } else {
+            bc = storage.ld(b, c);
+        }
+        float gs = (bc + 0.0f) / d;
         x[c] = storage.enc(d > 0.0f ? 0.0f + 1.0f * (gs - 0.0f) : 0.0f);
         return;
     }
     if (p[0] >= nx || p[1] >= ny || p[2] >= nz) return;
-    unsigned c = index_of(l, p);
+    unsigned c = layout.at(l, p);
     if (odd) {
         int last = 0;
         for (int a = 0; a < 3; a++) last += ((odd >> a) & 1u) && p[a] == l.n[a] - 1;
         if (last != pass) return;
     }
-    Stencil t = stencil(l, links, weights, diag, x, c, p, storage);
+    Stencil t = stencil(l, links, weights, diag, x, c, p, storage, layout);
     float bc = storage.ld(b, c);
     float s = 0.0f;
 #pragma unroll
@@ -335,7 +422,19 @@ __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ link
     float gs = (bc + s) / t.d;
     // A cell that takes no part keeps its value, stored back rather than
     // branched around (see `apply`).
-    x[c] = storage.enc(t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own);
+    float out = t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own;
+    if constexpr (E::on) {
+        if (ends.z) {
+            // The other cell of the pair: the neighbour across x inside it.
+            unsigned natural = index_of(l, p);
+            ends.z[natural] = out;
+            ends.z[natural ^ 1u] = (p[0] & 1) ? t.around[0] : t.around[1];
+            // Later passes of this colour (periodic axes of odd length)
+            // read it.
+            if (!odd) return;
+        }
+    }
+    x[c] = storage.enc(out);
 }
 
 extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
@@ -362,6 +461,20 @@ extern "C" __global__ void smooth_packed(const unsigned char* __restrict__ links
                                          int pass, int zero) {
     smooth_on(links, Packed{words}, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, zero,
               F32());
+}
+
+// `smooth` on the finest grid's x and b with split rows (`Split`; its
+// links too, its weights and diagonal null), with the cycle's ends
+// (`Ends`): `r` for the pass from zero (b then filled, not read), `z` for
+// the last passes (null in the others).
+extern "C" __global__ void smooth_split(const unsigned char* __restrict__ links,
+                                        const float* __restrict__ weights,
+                                        const float* __restrict__ diag, int nx, int ny, int nz,
+                                        unsigned faces, float* __restrict__ x, float* b,
+                                        int colour, unsigned odd, int pass, int zero,
+                                        const float* __restrict__ r, float* __restrict__ z) {
+    smooth_on(links, (const float*)nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass,
+              zero, F32(), Split(), Ends{r, b, z});
 }
 
 // `smooth` on x and b in 16 bits (`Half`), the window in `scale`
@@ -400,7 +513,7 @@ extern "C" __global__ void jacobi(const unsigned char* __restrict__ links,
 // Coarse right-hand side: half the sum of the fine residual b − A x over
 // each coarse cell (one thread per coarse cell), the residual computed here
 // rather than stored: the same values as the CPU's residual then its sum.
-template <class S, class W>
+template <class S, class W, class L = Natural>
 __device__ __forceinline__ void restrict_residual_on(const unsigned char* __restrict__ links,
                                                      W weights,
                                                      const float* __restrict__ diag, int fx, int fy,
@@ -409,7 +522,7 @@ __device__ __forceinline__ void restrict_residual_on(const unsigned char* __rest
                                                      const typename S::T* __restrict__ fine_b,
                                                      const float* __restrict__ coarse_diag, int nx,
                                                      int ny, int nz, float* __restrict__ b,
-                                                     S storage) {
+                                                     S storage, L layout = L()) {
     Level coarse = {{nx, ny, nz}, 0};
     Level fine = {{fx, fy, fz}, faces};
     int p[3];
@@ -424,9 +537,9 @@ __device__ __forceinline__ void restrict_residual_on(const unsigned char* __rest
             for (int dx = 0; dx < 2; dx++) {
                 int q[3] = {2 * p[0] + dx, 2 * p[1] + dy, 2 * p[2] + dz};
                 if (q[0] < fx && q[1] < fy && q[2] < fz) {
-                    unsigned f = index_of(fine, q);
+                    unsigned f = layout.at(fine, q);
                     // Chosen, not branched on (see `apply`).
-                    Stencil t = stencil(fine, links, weights, diag, x, f, q, storage);
+                    Stencil t = stencil(fine, links, weights, diag, x, f, q, storage, layout);
                     float r = storage.ld(fine_b, f) - differences_of(t);
                     s += t.d > 0.0f ? r : 0.0f;
                 }
@@ -457,6 +570,15 @@ extern "C" __global__ void restrict_residual_packed(
     const float* __restrict__ coarse_diag, int nx, int ny, int nz, float* __restrict__ b) {
     restrict_residual_on(links, Packed{words}, nullptr, fx, fy, fz, faces, x, fine_b, coarse_diag,
                          nx, ny, nz, b, F32());
+}
+
+extern "C" __global__ void restrict_residual_split(
+    const unsigned char* __restrict__ links, const float* __restrict__ weights,
+    const float* __restrict__ diag, int fx, int fy, int fz, unsigned faces,
+    const float* __restrict__ x, const float* __restrict__ fine_b,
+    const float* __restrict__ coarse_diag, int nx, int ny, int nz, float* __restrict__ b) {
+    restrict_residual_on(links, (const float*)nullptr, nullptr, fx, fy, fz, faces, x, fine_b,
+                         coarse_diag, nx, ny, nz, b, F32(), Split());
 }
 
 extern "C" __global__ void restrict_residual_half(
@@ -517,14 +639,15 @@ __device__ __forceinline__ void along(int i, int n, unsigned low_face, unsigned 
 // sixteen values for each and was instruction-bound; one per coarse cell,
 // eight fine cells and 27 corners, held 112 registers and waited on each
 // fine cell's loads in turn).
-template <class S>
+template <class S, class L = Natural>
 __device__ __forceinline__ void prolong_add_on(const float* __restrict__ e,
                                                const float* __restrict__ coarse_diag, int cx,
                                                int cy, int cz,
                                                const unsigned char* __restrict__ fine_links,
                                                const float* __restrict__ fine_diag, int nx, int ny,
                                                int nz, unsigned faces,
-                                               typename S::T* __restrict__ x, S storage) {
+                                               typename S::T* __restrict__ x, S storage,
+                                               L layout = L()) {
     Level l = {{nx, ny, nz}, faces};
     int h = blockIdx.x * blockDim.x + threadIdx.x;
     int q[3] = {2 * h, (int)(blockIdx.y * blockDim.y + threadIdx.y),
@@ -551,8 +674,8 @@ __device__ __forceinline__ void prolong_add_on(const float* __restrict__ e,
         corner[k] = e[m];
     }
     bool second = q[0] + 1 < nx;
-    unsigned c = index_of(l, q);
-    unsigned c2 = second ? c + 1 : c;
+    unsigned c = layout.at(l, q);
+    unsigned c2 = second ? layout.next(l, q, c) : c;
     float own[2] = {storage.ld(x, c), storage.ld(x, c2)};
     bool part[2] = {diagonal(fine_links, fine_diag, c) > 0.0f,
                     diagonal(fine_links, fine_diag, c2) > 0.0f};
@@ -581,6 +704,16 @@ extern "C" __global__ void prolong_add(const float* __restrict__ e,
                                        unsigned faces, float* __restrict__ x) {
     prolong_add_on(e, coarse_diag, cx, cy, cz, fine_links, fine_diag, nx, ny, nz, faces, x,
                    F32());
+}
+
+extern "C" __global__ void prolong_add_split(const float* __restrict__ e,
+                                             const float* __restrict__ coarse_diag, int cx,
+                                             int cy, int cz,
+                                             const unsigned char* __restrict__ fine_links,
+                                             const float* __restrict__ fine_diag, int nx, int ny,
+                                             int nz, unsigned faces, float* __restrict__ x) {
+    prolong_add_on(e, coarse_diag, cx, cy, cz, fine_links, fine_diag, nx, ny, nz, faces, x,
+                   F32(), Split());
 }
 
 extern "C" __global__ void prolong_add_half(const float* __restrict__ e,
@@ -615,6 +748,17 @@ extern "C" __global__ void from_half(const unsigned short* __restrict__ x, size_
     Half h = {scale[0], scale[1]};
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) z[i] = h.ld(x, (unsigned)i);
+}
+
+// The finest grid's right-hand side with split rows: b = r (a thread a
+// cell), where the first pass cannot (`Ends`).
+extern "C" __global__ void to_split(const float* __restrict__ r, int nx, int ny, int nz,
+                                    float* __restrict__ b) {
+    Level l = {{nx, ny, nz}, 0};
+    int p[3];
+    unsigned c;
+    if (!own_cell(l, p, &c)) return;
+    b[Split().at(l, p)] = r[c];
 }
 
 // The coarsest grid, step 1 (one block): y = b at its active cells, less its

@@ -950,14 +950,15 @@ fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
         cpu.step(steps)?;
         let on_cpu = began.elapsed().as_secs_f64();
         let began = std::time::Instant::now();
-        // Both storages of the preconditioner's finest vectors (16 bits,
-        // then f32) and of the first coarse grids' coefficients (one word
-        // a cell, then arrays).
+        // The storages of the preconditioner's finest vectors (16 bits,
+        // then f32 with split rows where the grid allows them) and of the
+        // first coarse grids' coefficients (arrays, then one word a cell),
+        // ending in the defaults.
         gpu.set_half_preconditioner(true)?;
-        gpu.set_packed_coarse(true);
+        gpu.set_packed_coarse(false);
         gpu.step(steps / 2)?;
         gpu.set_half_preconditioner(false)?;
-        gpu.set_packed_coarse(false);
+        gpu.set_packed_coarse(true);
         gpu.step(steps - steps / 2)?;
         let on_gpu = began.elapsed().as_secs_f64();
         let a = compare::agreement(&cpu.fields()?, &gpu.fields()?, cpu.flags());
@@ -1001,16 +1002,35 @@ fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
                 case.name,
                 if same { "bit for bit" } else { "FAIL: differs" }
             );
-            // The packed coarse coefficients are the arrays' values: the
-            // same steps from the same state, to the bit.
-            let mut packed: ProjectionSolver = select::build_projection(&scenario, None)?;
-            packed.move_to_gpu(0)?;
-            packed.set_populations(steps, &mid)?;
-            packed.set_packed_coarse(true);
-            let levels = packed.packed_levels();
-            packed.step(20)?;
+            // Split rows (the default) hold the natural order's values in
+            // another order: the same steps, to the bit.
+            let on = again.split_rows();
+            let mut natural: ProjectionSolver = select::build_projection(&scenario, None)?;
+            natural.move_to_gpu(0)?;
+            natural.set_populations(steps, &mid)?;
+            natural.set_split_preconditioner(false)?;
+            natural.step(20)?;
+            let same = on && bits(natural.populations()?) == bits(again.populations()?);
+            ok &= same;
+            println!(
+                "projection split rows against the natural order on the GPU ({}): {}",
+                case.name,
+                match (on, same) {
+                    (_, true) => "bit for bit",
+                    (false, _) => "FAIL: the grid declined them",
+                    (true, false) => "FAIL: differs",
+                }
+            );
+            // The packed coarse coefficients (the default) are the arrays'
+            // values: the same steps from the same state, to the bit.
+            let levels = again.packed_levels();
+            let mut arrays: ProjectionSolver = select::build_projection(&scenario, None)?;
+            arrays.move_to_gpu(0)?;
+            arrays.set_populations(steps, &mid)?;
+            arrays.set_packed_coarse(false);
+            arrays.step(20)?;
             // No level packed would compare nothing.
-            let same = levels > 0 && bits(packed.populations()?) == bits(again.populations()?);
+            let same = levels > 0 && bits(arrays.populations()?) == bits(again.populations()?);
             ok &= same;
             println!(
                 "projection packed coarse coefficients on the GPU ({}, {levels} levels): {}",

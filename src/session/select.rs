@@ -442,6 +442,7 @@ fn projection(
                 solver.set_graphs(backend.tuning.cuda_graphs);
                 solver.set_half_preconditioner(backend.tuning.half_preconditioner)?;
                 solver.set_packed_coarse(backend.tuning.packed_coarse);
+                solver.set_split_preconditioner(backend.tuning.split_preconditioner)?;
                 None
             }
             Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),

@@ -111,10 +111,15 @@ pub struct Tuning {
     /// multigrid keeps the finest grid's x and b in 16 bits (the outer CG
     /// in f32).
     pub half_preconditioner: bool,
-    /// `FLOWSCOPE_PACKED_COARSE=1`: the projection method's CUDA multigrid
-    /// sweeps its first coarse grids from one word a cell holding their
-    /// couplings and diagonal (the same values) instead of four arrays and
-    /// the links.
+    /// The projection method's CUDA multigrid keeps the finest grid's x, b
+    /// and links with each row's cells of one colour, then the other's;
+    /// `FLOWSCOPE_SPLIT_PRECONDITIONER=0` keeps them in the natural order
+    /// (the same values, to compare).
+    pub split_preconditioner: bool,
+    /// The projection method's CUDA multigrid sweeps its first coarse grids
+    /// from one word a cell holding their couplings and diagonal;
+    /// `FLOWSCOPE_PACKED_COARSE=0` sweeps them from four arrays and the
+    /// links (the same values, to compare).
     pub packed_coarse: bool,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after
@@ -155,7 +160,8 @@ impl Default for Tuning {
             portable_simd: false,
             cuda_graphs: true,
             half_preconditioner: false,
-            packed_coarse: false,
+            split_preconditioner: true,
+            packed_coarse: true,
             fuse_near: true,
             step_frames: true,
             concurrent_boundary: true,
@@ -181,7 +187,8 @@ impl Tuning {
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
             half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").is_some_and(|v| v == "1"),
-            packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_some_and(|v| v == "1"),
+            split_preconditioner: text("FLOWSCOPE_SPLIT_PRECONDITIONER").is_none_or(|v| v != "0"),
+            packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_none_or(|v| v != "0"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
             concurrent_boundary: text("FLOWSCOPE_CONCURRENT_BOUNDARY").is_none_or(|v| v != "0"),
@@ -211,7 +218,8 @@ mod tests {
                     "FLOWSCOPE_PORTABLE_SIMD" => "1",
                     "FLOWSCOPE_NO_GRAPHS" => "1",
                     "FLOWSCOPE_HALF_PRECONDITIONER" => "1",
-                    "FLOWSCOPE_PACKED_COARSE" => "1",
+                    "FLOWSCOPE_SPLIT_PRECONDITIONER" => "0",
+                    "FLOWSCOPE_PACKED_COARSE" => "0",
                     "FLOWSCOPE_SEPARATE_BOUNDARY" => "1",
                     "FLOWSCOPE_STEP_FRAMES" => "0",
                     "FLOWSCOPE_CONCURRENT_BOUNDARY" => "0",
@@ -225,7 +233,8 @@ mod tests {
         assert!(!t.overlap_steps);
         assert!(!t.cuda_graphs);
         assert!(t.half_preconditioner);
-        assert!(t.packed_coarse);
+        assert!(!t.split_preconditioner);
+        assert!(!t.packed_coarse);
         assert!(!t.fuse_near);
         assert!(!t.step_frames);
         assert!(!t.concurrent_boundary);

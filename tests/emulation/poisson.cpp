@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     auto x = take<float>(n);
     auto b = take<float>(n);
     auto coarse_diag = take<float>(mode >= 2 ? nc : 0);
-    auto e = take<float>(mode == 3 || mode == 7 ? nc : 0);
+    auto e = take<float>(mode == 3 || mode == 7 || mode == 12 ? nc : 0);
     const float* w = h[6] ? weights.data() : nullptr;
     // Packed words (smooth_packed and restrict_residual_packed) stand for
     // the couplings and the diagonal; prolongation still takes the
@@ -157,6 +157,57 @@ int main(int argc, char** argv) {
                [&] { from_half(xh.data(), n, scale, out.data()); });
         out[n] = scale[0];
         out[n + 1] = scale[1];
+    } else if (mode >= 10 && mode <= 12) {
+        // The kernels on split rows (10 smooth, 11 restriction, 12
+        // prolongation), x and b given in the natural order: the links come
+        // split by the host, x and b are put in that order by to_split (b,
+        // from zero, by the first pass, as the host has it) and the result
+        // comes back in the natural order from the last passes (the
+        // prolongation's read back here).
+        Level l = {{nx, ny, nz}, 0};
+        std::vector<float> xs(n), bs(n);
+        launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(x.data(), nx, ny, nz, xs.data()); });
+        bool zero_pass = h[13] && odd == 0 && h[11] > 0;
+        if (mode != 10 || !zero_pass)
+            launch(cells(nx, ny, nz), {32, 4, 1},
+                   [&] { to_split(b.data(), nx, ny, nz, bs.data()); });
+        if (mode == 10) {
+            if (h[13] && !zero_pass) std::fill(xs.begin(), xs.end(), 0.0f);
+            // Cells the last passes leave unwritten show.
+            out.assign(n, -12345.0f);
+            int passes = __popc(odd);
+            for (int k = 0; k < h[11]; k++)
+                for (int second : {0, 1})
+                    for (int pass = 0; pass <= passes; pass++) {
+                        int colour = second ? 1 - h[12] : h[12];
+                        int zero = zero_pass && k == 0 && !second;
+                        float* z = k + 1 == h[11] && second ? out.data() : nullptr;
+                        launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
+                            smooth_split(links.data(), nullptr, nullptr, nx, ny, nz, faces,
+                                         xs.data(), bs.data(), colour, odd, pass, zero,
+                                         zero ? b.data() : nullptr, z);
+                        });
+                    }
+        } else if (mode == 11) {
+            out.assign(nc, 0.0f);
+            launch(cells(cx, cy, cz), {32, 4, 1}, [&] {
+                restrict_residual_split(links.data(), nullptr, nullptr, nx, ny, nz, faces,
+                                        xs.data(), bs.data(), coarse_diag.data(), cx, cy, cz,
+                                        out.data());
+            });
+        } else {
+            launch(cells(cx, ny, nz), {32, 4, 1}, [&] {
+                prolong_add_split(e.data(), coarse_diag.data(), cx, cy, cz, links.data(), nullptr,
+                                  nx, ny, nz, faces, xs.data());
+            });
+            out.assign(n, 0.0f);
+            for (int z = 0; z < nz; z++)
+                for (int y = 0; y < ny; y++)
+                    for (int x0 = 0; x0 < nx; x0++) {
+                        int p[3] = {x0, y, z};
+                        out[index_of(l, p)] = xs[Split().at(l, p)];
+                    }
+        }
     } else {
         return 4;
     }

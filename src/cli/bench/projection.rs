@@ -122,6 +122,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
             solver.set_graphs(tuning.cuda_graphs);
             solver.set_half_preconditioner(tuning.half_preconditioner)?;
             solver.set_packed_coarse(tuning.packed_coarse);
+            solver.set_split_preconditioner(tuning.split_preconditioner)?;
         }
         Ok(solver)
     };

@@ -110,6 +110,10 @@ struct Kernels {
     prolong_add_half: CudaFunction,
     to_half: CudaFunction,
     from_half: CudaFunction,
+    smooth_split: CudaFunction,
+    restrict_residual_split: CudaFunction,
+    prolong_add_split: CudaFunction,
+    to_split: CudaFunction,
     coarsest_gather: CudaFunction,
     coarsest_solve: CudaFunction,
     reduce: CudaFunction,
@@ -153,7 +157,13 @@ impl Level {
     /// (null: all 1; or the packed words), diagonal (null: in the links
     /// byte, or in the packed words), the three sizes, the faces.
     fn push<'a>(&'a self, l: &mut LaunchArgs<'a>) {
-        l.arg(&self.links);
+        self.push_with(l, &self.links);
+    }
+
+    /// [`Level::push`] with `links` in place of the level's own (the
+    /// finest grid's with split rows).
+    fn push_with<'a>(&'a self, l: &mut LaunchArgs<'a>, links: &'a CudaSlice<u8>) {
+        l.arg(links);
         match (&self.words, &self.weights) {
             (Some(words), _) if self.use_words => {
                 l.arg(words).arg(&NULL);
@@ -234,6 +244,22 @@ fn upward_weights(op: &Operator) -> Result<Option<Vec<f32>>, String> {
     Ok(Some(upward))
 }
 
+/// Where the kernels' `Split` keeps cell `p` of a grid of `size` (an even
+/// length along x): each row's cells of colour 0 ((x + y + z) even) first,
+/// in order of x, then those of colour 1.
+fn split_index(size: [usize; 3], [x, y, z]: [usize; 3]) -> usize {
+    size[0] * (y + size[1] * z) + ((x + y + z) & 1) * (size[0] / 2) + x / 2
+}
+
+/// `values` of a grid of `size` in natural order, put in `Split`'s.
+fn split_order<T: Copy + Default>(values: &[T], size: [usize; 3]) -> Vec<T> {
+    let mut out = vec![T::default(); values.len()];
+    for (c, &v) in values.iter().enumerate() {
+        out[split_index(size, super::poisson::coords(size, c))] = v;
+    }
+    out
+}
+
 /// The finest grid's links with its diagonal's fixed-pressure part (the
 /// diagonal less the links: 1 per outlet next to the cell) in bits 6-7, as
 /// the kernels' `diagonal` reads it; none where a part is over 3 or the
@@ -290,6 +316,10 @@ struct Hierarchy {
     /// The finest grid's x and b in 16 bits, where the preconditioner
     /// keeps them so ([`DeviceFlow::set_half_preconditioner`]).
     half: Option<HalfFinest>,
+    /// The finest grid's x, b and links with split rows, where the
+    /// preconditioner keeps them so
+    /// ([`DeviceFlow::set_split_preconditioner`]; not with `half`).
+    split: Option<SplitFinest>,
     coarsest: Coarsest,
     singular: bool,
     shape: Cycle,
@@ -303,14 +333,25 @@ struct HalfFinest {
     scale: CudaSlice<f32>,
 }
 
-/// The kernels of a level whose x and b are of one storage, f32 or (the
-/// finest grid's) 16 bits with its window.
+/// The finest grid's x, b and links of the preconditioner with split rows
+/// (the kernels' `Split`: each row's cells of colour 0 first, then those
+/// of colour 1).
+struct SplitFinest {
+    x: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    links: CudaSlice<u8>,
+}
+
+/// The kernels of a level whose x and b are of one storage: f32, or (the
+/// finest grid's) 16 bits with its window, or f32 with split rows and the
+/// links in that order.
 #[derive(Clone, Copy)]
 struct Storage<'a> {
     smooth: &'a CudaFunction,
     restrict: &'a CudaFunction,
     prolong: &'a CudaFunction,
     scale: Option<&'a CudaSlice<f32>>,
+    links: Option<&'a CudaSlice<u8>>,
 }
 
 impl<'a> Storage<'a> {
@@ -320,6 +361,7 @@ impl<'a> Storage<'a> {
             restrict: &k.restrict_residual,
             prolong: &k.prolong_add,
             scale: None,
+            links: None,
         }
     }
 
@@ -329,6 +371,25 @@ impl<'a> Storage<'a> {
             restrict: &k.restrict_residual_half,
             prolong: &k.prolong_add_half,
             scale: Some(scale),
+            links: None,
+        }
+    }
+
+    fn split(k: &'a Kernels, links: &'a CudaSlice<u8>) -> Storage<'a> {
+        Storage {
+            smooth: &k.smooth_split,
+            restrict: &k.restrict_residual_split,
+            prolong: &k.prolong_add_split,
+            scale: None,
+            links: Some(links),
+        }
+    }
+
+    /// The level's operator, with the storage's links where it has them.
+    fn push_level(&self, level: &'a Level, l: &mut LaunchArgs<'a>) {
+        match self.links {
+            Some(links) => level.push_with(l, links),
+            None => level.push(l),
         }
     }
 
@@ -336,6 +397,24 @@ impl<'a> Storage<'a> {
     fn push_scale(&self, l: &mut LaunchArgs<'a>) {
         if let Some(scale) = self.scale {
             l.arg(scale);
+        }
+    }
+}
+
+/// CG's r and z in the natural order at the ends of a cycle on split rows
+/// (`smooth_split`'s `r` and `z`): its first pass, from zero, takes b from
+/// `from` (none: b already in split rows), its last passes write the result
+/// into `into` (which must be given with split rows).
+struct Ends<'a> {
+    from: Option<&'a CudaSlice<f32>>,
+    into: Option<&'a mut CudaSlice<f32>>,
+}
+
+impl Ends<'_> {
+    fn none() -> Self {
+        Ends {
+            from: None,
+            into: None,
         }
     }
 }
@@ -442,9 +521,10 @@ impl Graph {
 
 /// Bytes of GPU memory per cell: the velocities, their explicit terms now
 /// and before, the eddy viscosity, the seven vectors of the pressure solve,
-/// the two pressures before, the flags, the walls' velocities, and the
-/// coarser grids (about a seventh more).
-pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 2 + 3 + 2) + 3 + 8;
+/// the two pressures before, the flags, the walls' velocities, the
+/// coarser grids (about a seventh more), and the finest grid's x, b and
+/// links with split rows.
+pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 2 + 3 + 2) + 3 + 8 + 9;
 
 /// What the flow kernels read of each cell: its kind (flow.cu's FLUID,
 /// WALL, SLIP, OUTFLOW), its open faces (bit a: the face of component a)
@@ -583,6 +663,10 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             prolong_add_half: g("prolong_add_half")?,
             to_half: g("to_half")?,
             from_half: g("from_half")?,
+            smooth_split: g("smooth_split")?,
+            restrict_residual_split: g("restrict_residual_split")?,
+            prolong_add_split: g("prolong_add_split")?,
+            to_split: g("to_split")?,
             coarsest_gather: g("coarsest_gather")?,
             coarsest_solve: g("coarsest_solve")?,
             reduce: g("reduce")?,
@@ -695,11 +779,11 @@ impl DeviceFlow {
                         None => stream.clone_htod(&op.diag)?,
                     },
                     packed: packed.is_some(),
-                    words: match words {
-                        Some(w) => Some(stream.clone_htod(&w)?),
+                    words: match &words {
+                        Some(w) => Some(stream.clone_htod(w)?),
                         None => None,
                     },
-                    use_words: false,
+                    use_words: words.is_some(),
                 });
                 if depth > 0 {
                     coarser.push((
@@ -743,6 +827,7 @@ impl DeviceFlow {
                     levels,
                     coarser,
                     half: None,
+                    split: None,
                     coarsest: Coarsest {
                         inverse: stream.clone_htod(&inverse)?,
                         cells: stream.clone_htod(&cells32)?,
@@ -773,6 +858,7 @@ impl DeviceFlow {
             ))
         })?;
         device.push(flow)?;
+        device.set_split_preconditioner(true)?;
         Ok(device)
     }
 
@@ -849,17 +935,66 @@ impl DeviceFlow {
         Ok(())
     }
 
+    /// Whether the preconditioner keeps the finest grid's x, b and links
+    /// with split rows (the default; `Tuning::split_preconditioner`): each
+    /// row's cells of one colour, then the other's, so that the colour
+    /// passes, the restriction and the prolongation there read whole
+    /// sectors of what they use, CG's r and z taken and given in the
+    /// natural order by the cycle's first and last passes. The same values,
+    /// so the same results to the bit. Only where the finest grid's length
+    /// along x is even and its links hold its diagonal (as the grids of the
+    /// scenarios do); returns whether it is on. The 16-bit preconditioner,
+    /// where on, takes precedence.
+    pub fn set_split_preconditioner(&mut self, on: bool) -> Result<bool, SolverError> {
+        let finest = &self.mg.levels[0];
+        let fits = self.mg.levels.len() > 1
+            && finest.size[0].is_multiple_of(2)
+            && finest.packed
+            && finest.weights.is_none();
+        if on && self.mg.split.is_some() {
+            return Ok(true);
+        }
+        self.mg.split = None;
+        if on && fits {
+            let stream = self.gpu.stream.clone();
+            let n = self.n();
+            let size = finest.size;
+            let links = stream.clone_dtoh(&finest.links).map_err(dev)?;
+            let links = split_order(&links, size);
+            self.mg.split = Some(
+                guarded("allocating the preconditioner's split vectors", || {
+                    Ok(SplitFinest {
+                        x: stream.alloc_zeros(n)?,
+                        b: stream.alloc_zeros(n)?,
+                        links: stream.clone_htod(&links)?,
+                    })
+                })
+                .map_err(SolverError::Device)?,
+            );
+        }
+        // Graphs captured before hold the other storage's launches.
+        self.graphs = Default::default();
+        Ok(self.mg.split.is_some())
+    }
+
     /// Whether the coarse levels whose couplings and diagonal fit one word
     /// a cell ([`packed_coefficients`]: the first three below the finest,
-    /// as the coarsening makes them) are swept from those words instead of
-    /// four arrays (`Tuning::packed_coarse`): the same values, so the same
-    /// results to the bit, from a quarter of the bytes (and no links byte).
+    /// as the coarsening makes them) are swept from those words (the
+    /// default) or from four arrays and the links (`Tuning::packed_coarse`):
+    /// the same values, so the same results to the bit, from a quarter of
+    /// the bytes.
     pub fn set_packed_coarse(&mut self, on: bool) {
         for level in &mut self.mg.levels {
             level.use_words = on && level.words.is_some();
         }
         // Graphs captured before hold the other arguments.
         self.graphs = Default::default();
+    }
+
+    /// Whether the preconditioner keeps the finest grid's vectors with split
+    /// rows.
+    pub fn split_rows(&self) -> bool {
+        self.mg.split.is_some()
     }
 
     /// How many levels the kernels sweep from packed words.
@@ -1467,13 +1602,43 @@ impl DeviceFlow {
             let s = &gpu.stream;
             let (levels, coarser, coarsest) = (&mg.levels, &mut mg.coarser, &mut mg.coarsest);
             let shape = (mg.singular, mg.shape);
-            match &mut mg.half {
-                None if levels.len() == 1 => coarsest_solve(gpu, coarsest, shape.0, z, r)?,
-                None => {
+            match (&mut mg.half, &mut mg.split) {
+                (None, _) if levels.len() == 1 => coarsest_solve(gpu, coarsest, shape.0, z, r)?,
+                (None, None) => {
                     let f32 = Storage::f32(&gpu.k);
-                    down_up(gpu, 0, levels, coarser, coarsest, shape, z, r, true, f32)?;
+                    let none = Ends::none();
+                    down_up(
+                        gpu, 0, levels, coarser, coarsest, shape, z, r, true, f32, none,
+                    )?;
                 }
-                Some(half) => {
+                (None, Some(split)) => {
+                    let finest = &levels[0];
+                    // The first pass puts r in split rows as it starts from
+                    // zero, but where a periodic axis of odd length needs
+                    // x zeroed first.
+                    let from = match finest.odd {
+                        0 => Some(&*r),
+                        _ => {
+                            let [nx, ny, nz] = &finest.dims;
+                            let mut l = s.launch_builder(&gpu.k.to_split);
+                            l.arg(&*r).arg(nx).arg(ny).arg(nz).arg(&mut split.b);
+                            // SAFETY: to_split(const float*, int, int, int,
+                            // float*): vectors of the finest grid's cells.
+                            unsafe { l.launch(cells_config(finest.size)) }.map_err(dev)?;
+                            None
+                        }
+                    };
+                    let (x, b) = (&mut split.x, &split.b);
+                    let storage = Storage::split(&gpu.k, &split.links);
+                    let ends = Ends {
+                        from,
+                        into: Some(z),
+                    };
+                    down_up(
+                        gpu, 0, levels, coarser, coarsest, shape, x, b, true, storage, ends,
+                    )?;
+                }
+                (Some(half), _) => {
                     let mut l = s.launch_builder(&gpu.k.to_half);
                     l.arg(&*r)
                         .arg(&n)
@@ -1487,8 +1652,9 @@ impl DeviceFlow {
                     unsafe { l.launch(list_config(n)) }.map_err(dev)?;
                     let (x, b) = (&mut half.x, &half.b);
                     let storage = Storage::half(&gpu.k, &half.scale);
+                    let none = Ends::none();
                     down_up(
-                        gpu, 0, levels, coarser, coarsest, shape, x, b, true, storage,
+                        gpu, 0, levels, coarser, coarsest, shape, x, b, true, storage, none,
                     )?;
                     let mut l = s.launch_builder(&gpu.k.from_half);
                     l.arg(&half.x).arg(&n).arg(&half.scale).arg(&mut *z);
@@ -1644,22 +1810,29 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
     reverse: bool,
     from_zero: bool,
     storage: Storage,
+    mut ends: Ends,
 ) -> Result<(), SolverError> {
     let zero_pass = from_zero && level.odd == 0 && count > 0;
     if from_zero && !zero_pass {
         gpu.stream.memset_zeros(&mut *x).map_err(dev)?;
     }
+    let split = storage.links.is_some();
+    assert!(
+        !split || (ends.from.is_some() == zero_pass && (ends.into.is_none() || count > 0)),
+        "split rows: r for the pass from zero alone, z for the last passes"
+    );
     let passes = level.odd.count_ones() as i32;
     for sweep in 0..count {
         for (k, colour) in [reverse as i32, !reverse as i32].into_iter().enumerate() {
             for pass in 0..=passes {
                 let zero = (zero_pass && sweep == 0 && k == 0) as i32;
+                let last = sweep + 1 == count && k == 1;
                 let kernel = match level.use_words {
                     true => &gpu.k.smooth_packed,
                     false => storage.smooth,
                 };
                 let mut l = gpu.stream.launch_builder(kernel);
-                level.push(&mut l);
+                storage.push_level(level, &mut l);
                 l.arg(&mut *x)
                     .arg(b)
                     .arg(&colour)
@@ -1667,6 +1840,16 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
                     .arg(&pass)
                     .arg(&zero);
                 storage.push_scale(&mut l);
+                if split {
+                    match ends.from {
+                        Some(r) if zero == 1 => l.arg(r),
+                        _ => l.arg(&NULL),
+                    };
+                    match &mut ends.into {
+                        Some(z) if last => l.arg(&mut **z),
+                        _ => l.arg(&NULL),
+                    };
+                }
                 let mut half = level.size;
                 half[0] = half[0].div_ceil(2);
                 // SAFETY: smooth(const u8*, const float*, const float*, int,
@@ -1738,11 +1921,14 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     b: &CudaSlice<T>,
     from_zero: bool,
     storage: Storage,
+    ends: Ends,
 ) -> Result<(), SolverError> {
     let s = &gpu.stream;
     let (fine, coarse) = (&levels[0], &levels[1]);
     let [down, up] = shape.sweeps(depth);
-    smooth(gpu, fine, x, b, down, false, from_zero, storage)?;
+    let Ends { from, into } = ends;
+    let first = Ends { from, into: None };
+    smooth(gpu, fine, x, b, down, false, from_zero, storage, first)?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
@@ -1751,7 +1937,7 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
         false => storage.restrict,
     };
     let mut l = s.launch_builder(kernel);
-    fine.push(&mut l);
+    storage.push_level(fine, &mut l);
     l.arg(&*x)
         .arg(b)
         .arg(&coarse.diag)
@@ -1788,6 +1974,7 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
                 cb,
                 first,
                 f32,
+                Ends::none(),
             )?;
         }
     }
@@ -1797,7 +1984,7 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
         .arg(&nx)
         .arg(&ny)
         .arg(&nz)
-        .arg(&fine.links);
+        .arg(storage.links.unwrap_or(&fine.links));
     fine.push_diag(&mut l);
     l.arg(&fx).arg(&fy).arg(&fz).arg(&fine.faces).arg(&mut *x);
     storage.push_scale(&mut l);
@@ -1808,7 +1995,8 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     unsafe { l.launch(cells_config([coarse.size[0], fine.size[1], fine.size[2]])) }
         .map(drop)
         .map_err(dev)?;
-    smooth(gpu, fine, x, b, up, true, false, storage)
+    let last = Ends { from: None, into };
+    smooth(gpu, fine, x, b, up, true, false, storage, last)
 }
 
 #[cfg(test)]

@@ -99,12 +99,28 @@ impl ProjectionSolver {
         }
     }
 
+    /// Whether its GPU solver's multigrid keeps the finest grid's vectors
+    /// with split rows (on by default where the grid allows it;
+    /// `FLOWSCOPE_SPLIT_PRECONDITIONER=0` turns it off); whether it does.
+    pub fn set_split_preconditioner(&mut self, on: bool) -> Result<bool, SolverError> {
+        match &mut self.device {
+            Some(d) => d.set_split_preconditioner(on),
+            None => Ok(false),
+        }
+    }
+
     /// Whether its GPU solver sweeps the first coarse grids from one word a
-    /// cell (off by default; `FLOWSCOPE_PACKED_COARSE=1`).
+    /// cell (on by default; `FLOWSCOPE_PACKED_COARSE=0` turns it off).
     pub fn set_packed_coarse(&mut self, on: bool) {
         if let Some(d) = &mut self.device {
             d.set_packed_coarse(on);
         }
+    }
+
+    /// Whether its GPU solver keeps the finest grid's vectors with split
+    /// rows.
+    pub fn split_rows(&self) -> bool {
+        self.device.as_ref().is_some_and(|d| d.split_rows())
     }
 
     /// How many of its GPU solver's levels are swept from packed words.

@@ -12,8 +12,8 @@ use super::super::flow::{Flow, Kind};
 use super::super::multigrid::{prolong_add, restrict};
 use super::super::poisson::{coords, Face, Operator};
 use super::{
-    cell_bytes, face_bits, odd_periodic_axes, packed_coefficients, packed_links, upward_weights,
-    CellBytes,
+    cell_bytes, face_bits, odd_periodic_axes, packed_coefficients, packed_links, split_order,
+    upward_weights, CellBytes,
 };
 
 /// The harness of `tests/emulation/NAME.cpp`, built once per test run.
@@ -102,6 +102,19 @@ impl Device {
         }
     }
 
+    /// The finest level with its links in split rows
+    /// (`set_split_preconditioner`), as the host puts them.
+    fn split(op: &Operator) -> Device {
+        let links = packed_links(op).expect("the finest grid's links hold its diagonal");
+        Device {
+            op: op.clone(),
+            links: split_order(&links, op.size),
+            weights: None,
+            diag: None,
+            words: None,
+        }
+    }
+
     /// A coarse level with its coefficients packed (`set_packed_coarse`):
     /// smoothing and restriction from the words, prolongation with the
     /// diagonal's array as before.
@@ -122,7 +135,9 @@ impl Device {
 
 /// Runs `mode` (0 residual, 1 smooth, 2 restriction, 3 prolongation, 4
 /// A x with x·A x after it; 5, 6, 7 smooth, restriction, prolongation on x
-/// and b in 16 bits; 8 to_half; 9 b − A x with b·b, r·r and x·x after it) on `fine` (and `coarse`) and returns what
+/// and b in 16 bits; 8 to_half; 9 b − A x with b·b, r·r and x·x after it;
+/// 10, 11, 12 smooth, restriction, prolongation with split rows, x and b
+/// given in natural order) on `fine` (and `coarse`) and returns what
 /// the kernel wrote; `sweeps`: how many, whether in reverse and whether
 /// from x = 0 (x's values unused, as the host's cycles); `words`:
 /// the 16-bit window's two factors (or, for to_half, r·r).
@@ -311,6 +326,17 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 [Face::Wall, Face::Fixed],
             ],
         ),
+        // Periodic axes of odd length across y and z with an even x, for
+        // split rows (a neighbour across those wraps of the cell's own
+        // colour).
+        (
+            [26, 15, 9],
+            [
+                [Face::Wall, Face::Fixed],
+                [Face::Periodic; 2],
+                [Face::Periodic; 2],
+            ],
+        ),
     ];
     for (size, faces) in cases {
         let finest = Operator::new(size, &fluid(size), faces);
@@ -367,38 +393,44 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 &run(0, &level, None, &x, &b, &[], [0; 3], [0; 2]),
                 &r,
             );
-            let checks = |level: &Device, how: &str| {
-                let name = |what: &str| name(&format!("{what}{how}"));
-                for reverse in [false, true] {
-                    let mut smoothed = x.clone();
-                    op.smooth(&mut smoothed, &b, 2, reverse);
-                    let gpu = run(1, level, None, &x, &b, &[], [2, reverse as i32, 0], [0; 2]);
-                    same(
-                        &name(&format!("smooth, reverse {reverse}")),
-                        &gpu,
-                        &smoothed,
-                    );
-                }
-                // From zero: the kernels never read x's values (given as
-                // garbage, inactive cells too).
-                let mut smoothed = vec![0.0; n];
-                op.smooth(&mut smoothed, &b, 2, false);
-                let gpu = run(1, level, None, &garbage, &b, &[], [2, 0, 1], [0; 2]);
-                same(&name("smooth from zero"), &gpu, &smoothed);
+            // modes: smooth, restriction, prolongation.
+            let checks =
+                |level: &Device, how: &str, [smooth, restriction, prolongation]: [i32; 3]| {
+                    let name = |what: &str| name(&format!("{what}{how}"));
+                    for reverse in [false, true] {
+                        let mut smoothed = x.clone();
+                        op.smooth(&mut smoothed, &b, 2, reverse);
+                        let sweeps = [2, reverse as i32, 0];
+                        let gpu = run(smooth, level, None, &x, &b, &[], sweeps, [0; 2]);
+                        same(
+                            &name(&format!("smooth, reverse {reverse}")),
+                            &gpu,
+                            &smoothed,
+                        );
+                    }
+                    // From zero: the kernels never read x's values (given as
+                    // garbage, inactive cells too).
+                    let mut smoothed = vec![0.0; n];
+                    op.smooth(&mut smoothed, &b, 2, false);
+                    let gpu = run(smooth, level, None, &garbage, &b, &[], [2, 0, 1], [0; 2]);
+                    same(&name("smooth from zero"), &gpu, &smoothed);
 
-                let mut coarse_b = vec![0.0; below.cells()];
-                restrict(op, &r, below, &mut coarse_b);
-                let gpu = run(2, level, Some(below), &x, &b, &[], [0; 3], [0; 2]);
-                same(&name("restriction"), &gpu, &coarse_b);
+                    let mut coarse_b = vec![0.0; below.cells()];
+                    restrict(op, &r, below, &mut coarse_b);
+                    let gpu = run(restriction, level, Some(below), &x, &b, &[], [0; 3], [0; 2]);
+                    same(&name("restriction"), &gpu, &coarse_b);
 
-                let mut prolonged = x.clone();
-                prolong_add(below, &e, op, &mut prolonged);
-                let gpu = run(3, level, Some(below), &x, &b, &e, [0; 3], [0; 2]);
-                same(&name("prolongation"), &gpu, &prolonged);
-            };
-            checks(&level, "");
+                    let mut prolonged = x.clone();
+                    prolong_add(below, &e, op, &mut prolonged);
+                    let gpu = run(prolongation, level, Some(below), &x, &b, &e, [0; 3], [0; 2]);
+                    same(&name("prolongation"), &gpu, &prolonged);
+                };
+            checks(&level, "", [1, 2, 3]);
             if depth == 1 {
-                checks(&Device::packed(op), ", coefficients packed");
+                checks(&Device::packed(op), ", coefficients packed", [1, 2, 3]);
+            }
+            if depth == 0 && size[0].is_multiple_of(2) {
+                checks(&Device::split(op), ", split rows", [10, 11, 12]);
             }
 
             // 16 bits: r's own window, one where most of x saturates, one
