@@ -254,8 +254,13 @@ fn split_index(size: [usize; 3], [x, y, z]: [usize; 3]) -> usize {
 /// `values` of a grid of `size` in natural order, put in `Split`'s.
 fn split_order<T: Copy + Default>(values: &[T], size: [usize; 3]) -> Vec<T> {
     let mut out = vec![T::default(); values.len()];
-    for (c, &v) in values.iter().enumerate() {
-        out[split_index(size, super::poisson::coords(size, c))] = v;
+    let mut cells = values.iter();
+    for z in 0..size[2] {
+        for y in 0..size[1] {
+            for x in 0..size[0] {
+                out[split_index(size, [x, y, z])] = *cells.next().expect("a value a cell");
+            }
+        }
     }
     out
 }
@@ -1854,10 +1859,12 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
                 half[0] = half[0].div_ceil(2);
                 // SAFETY: smooth(const u8*, const float*, const float*, int,
                 // int, int, unsigned, T*, const T*, int, unsigned, int, int)
-                // (and, smooth_half, const float*; smooth_packed the words
-                // for the weights, a null diagonal): the level's cells, a
-                // thread per cell of the colour (per pair, `zero`), x and b
-                // in the storage's type.
+                // (and, smooth_half, const float*; smooth_split, r and z,
+                // const float* and float*, the finest grid's cells or null;
+                // smooth_packed the words for the weights, a null
+                // diagonal): the level's cells, a thread per cell of the
+                // colour (per pair, `zero`), x and b in the storage's type
+                // (and, split, the links in its order).
                 unsafe { l.launch(cells_config(half)) }
                     .map(drop)
                     .map_err(dev)?;
@@ -1949,9 +1956,10 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     // SAFETY: restrict_residual(const u8*, const float*, const float*, int,
     // int, int, unsigned, const T*, const T*, const float*, int, int, int,
     // float*) (and, restrict_residual_half, const float*;
-    // restrict_residual_packed the words for the weights, a null diagonal):
-    // the fine level's cells (weights three arrays of cells, or null), the
-    // coarse cells.
+    // restrict_residual_packed the words for the weights, a null diagonal;
+    // restrict_residual_split as restrict_residual, on split rows): the fine
+    // level's cells (weights three arrays of cells, or null), the coarse
+    // cells.
     unsafe { l.launch(cells_config(coarse.size)) }
         .map(drop)
         .map_err(dev)?;
@@ -1990,8 +1998,9 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     storage.push_scale(&mut l);
     // SAFETY: prolong_add(const float*, const float*, int, int, int, const
     // u8*, const float*, int, int, int, unsigned, T*) (and, prolong_add_half,
-    // const float*): coarse and fine cells (the fine diagonal null where its
-    // links hold it), a thread per two fine cells of a row.
+    // const float*; prolong_add_split as prolong_add, on split rows): coarse
+    // and fine cells (the fine diagonal null where its links hold it), a
+    // thread per two fine cells of a row.
     unsafe { l.launch(cells_config([coarse.size[0], fine.size[1], fine.size[2]])) }
         .map(drop)
         .map_err(dev)?;
