@@ -1461,7 +1461,7 @@ fn check_shared_frames(
             )?;
             let buffer = imports.buffer(gpu, &lease).map_err(anyhow::Error::msg)?;
             let volume = Volume::fields(gpu, host.size.map(|n| n as u32));
-            volume.copy_shared(gpu, &mut unpack, &buffer, lease);
+            unpack.copy_shared(gpu, &buffer, lease, &volume);
             let bytes = gpu.read_texture(&volume.texture, 16)?;
             let texels: &[[f32; 4]] = bytemuck::cast_slice(&bytes);
             for (c, &got) in texels.iter().enumerate() {

@@ -1,6 +1,8 @@
 //! Long-lived compute pipelines over field volumes: the derived scalar and its
 //! min/max. Created once; per-call data are uniform writes and bind groups.
 
+use std::sync::Arc;
+
 use wgpu::util::DeviceExt;
 
 use super::derive::PlotType;
@@ -8,6 +10,7 @@ use super::gpu::{Gpu, GpuError};
 use super::gpu_data::{DeriveParams, ReduceParams, UnpackParams};
 use super::shaders;
 use super::volume::Volume;
+use crate::solver::display::SharedLease;
 
 /// A compute pass's unfiltered float texture (3D volumes; 2D pictures).
 pub(crate) fn texture_entry(
@@ -163,6 +166,28 @@ impl UnpackPass {
 
     /// Texels in rows of `row_bytes` from `texels` into `fields`, in batches
     /// of layers within the device's largest storage binding.
+    /// Copies a frame's texels from `buffer` (in the layout of
+    /// [`crate::solver::display::SharedFrame`]) into `fields` within the
+    /// GPU; `lease` is let go of once the copy is done, and the solver may
+    /// write the frame again.
+    pub fn copy_shared(
+        &mut self,
+        gpu: &Gpu,
+        buffer: &wgpu::Buffer,
+        lease: Arc<SharedLease>,
+        fields: &Volume,
+    ) {
+        assert_eq!(
+            lease.size.map(|n| n as u32),
+            fields.size,
+            "a frame of the volume's size"
+        );
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        self.run(gpu, &mut encoder, buffer, lease.row_bytes(), fields);
+        gpu.queue.submit([encoder.finish()]);
+        gpu.queue.on_submitted_work_done(move || drop(lease));
+    }
+
     pub fn run(
         &mut self,
         gpu: &Gpu,

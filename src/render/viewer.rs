@@ -393,7 +393,7 @@ impl Viewer {
         });
         match imported {
             Some((buffer, lease)) => {
-                v.fields.copy_shared(gpu, &mut self.unpack, &buffer, lease);
+                self.unpack.copy_shared(gpu, &buffer, lease, &v.fields);
                 self.shared_uploads += 1;
             }
             None if fields.has_values() => {

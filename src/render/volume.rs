@@ -5,8 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::gpu::{Gpu, GpuError};
-use super::passes::UnpackPass;
-use crate::solver::display::SharedLease;
 use crate::solver::{flags, Fields};
 
 /// One layer of a mapped staging buffer, handed to a worker thread.
@@ -176,28 +174,6 @@ impl Volume {
             },
             extent(self.size),
         );
-    }
-
-    /// Copies a frame's texels from `buffer` (in the layout of
-    /// [`crate::solver::display::SharedFrame`]) within the GPU; `lease` is
-    /// let go of once the copy is done, and the solver may write the frame
-    /// again.
-    pub fn copy_shared(
-        &self,
-        gpu: &Gpu,
-        unpack: &mut UnpackPass,
-        buffer: &wgpu::Buffer,
-        lease: Arc<SharedLease>,
-    ) {
-        assert_eq!(
-            lease.size.map(|n| n as u32),
-            self.size,
-            "a frame of the volume's size"
-        );
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        unpack.run(gpu, &mut encoder, buffer, lease.row_bytes(), self);
-        gpu.queue.submit([encoder.finish()]);
-        gpu.queue.on_submitted_work_done(move || drop(lease));
     }
 
     pub fn write_fields(&self, gpu: &Gpu, f: &Fields) -> Result<(), GpuError> {

@@ -302,7 +302,7 @@ fn shared_frames_are_imported_and_copied_within_the_gpu() {
         UnpackPass::with_binding_limit(&gpu, 2 * 7 * 256),
     ] {
         fields.write_fields(&gpu, &Fields::new(size)).unwrap();
-        fields.copy_shared(&gpu, &mut unpack, &imported, lease.clone());
+        unpack.copy_shared(&gpu, &imported, lease.clone(), &fields);
         for (plot, want) in [(PlotType::Ux, &want.ux), (PlotType::Uy, &want.uy)] {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             pass.run(&gpu, &mut encoder, (&fields, &none), &scalar, plot);
