@@ -6,6 +6,28 @@
 
 static dim3 cells(int nx, int ny, int nz) { return {up(nx, 32), up(ny, 4), (unsigned)nz}; }
 
+// Whether h[11] sweeps from x = 0 (h[13]) start with a pass that zeroes the
+// other colour: not along a periodic axis of odd length (`odd`), where x is
+// zeroed first.
+static bool zero_pass(const std::vector<int>& h, unsigned odd) {
+    return h[13] && odd == 0 && h[11] > 0;
+}
+
+// The colour passes of h[11] sweeps as cuda.rs's `smooth` queues them, the
+// first colour h[12], from x = 0 when h[13]: run(colour, pass, zero, last),
+// `last` for the last sweep's second colour.
+template <class T, class F>
+static void sweeps(const std::vector<int>& h, unsigned odd, std::vector<T>& x, F run) {
+    bool from_zero = zero_pass(h, odd);
+    if (h[13] && !from_zero) std::fill(x.begin(), x.end(), T(0));
+    int passes = __popc(odd);
+    for (int k = 0; k < h[11]; k++)
+        for (int second : {0, 1})
+            for (int pass = 0; pass <= passes; pass++)
+                run(second ? 1 - h[12] : h[12], pass, from_zero && k == 0 && !second,
+                    k + 1 == h[11] && second);
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     if (!read_input(argv[1])) return 3;
@@ -34,24 +56,16 @@ int main(int argc, char** argv) {
             apply(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), 1, out.data());
         });
     } else if (mode == 1) {
-        // h[13]: from x = 0, as cuda.rs's `smooth` (a first pass that zeroes
-        // the other colour, or x zeroed first).
-        bool zero_pass = h[13] && odd == 0 && h[11] > 0;
-        if (h[13] && !zero_pass) std::fill(x.begin(), x.end(), 0.0f);
-        int passes = __popc(odd);
-        for (int s = 0; s < h[11]; s++)
-            for (int colour : {h[12], 1 - h[12]})
-                for (int pass = 0; pass <= passes; pass++) {
-                    int zero = zero_pass && s == 0 && colour == h[12];
-                    launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
-                        if (words)
-                            smooth_packed(links.data(), words, nullptr, nx, ny, nz, faces,
-                                          x.data(), b.data(), colour, odd, pass, zero);
-                        else
-                            smooth(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(),
-                                   colour, odd, pass, zero);
-                    });
-                }
+        sweeps(h, odd, x, [&](int colour, int pass, int zero, bool) {
+            launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
+                if (words)
+                    smooth_packed(links.data(), words, nullptr, nx, ny, nz, faces, x.data(),
+                                  b.data(), colour, odd, pass, zero);
+                else
+                    smooth(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), colour,
+                           odd, pass, zero);
+            });
+        });
         out = x;
     } else if (mode == 2) {
         out.assign(nc, 0.0f);
@@ -112,18 +126,12 @@ int main(int argc, char** argv) {
             bh[i] = s.enc(b[i]);
         }
         if (mode == 5) {
-            bool zero_pass = h[13] && odd == 0 && h[11] > 0;
-            if (h[13] && !zero_pass) std::fill(xh.begin(), xh.end(), 0);
-            int passes = __popc(odd);
-            for (int k = 0; k < h[11]; k++)
-                for (int colour : {h[12], 1 - h[12]})
-                    for (int pass = 0; pass <= passes; pass++) {
-                        int zero = zero_pass && k == 0 && colour == h[12];
-                        launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
-                            smooth_half(links.data(), w, d, nx, ny, nz, faces, xh.data(),
-                                        bh.data(), colour, odd, pass, zero, scale);
-                        });
-                    }
+            sweeps(h, odd, xh, [&](int colour, int pass, int zero, bool) {
+                launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
+                    smooth_half(links.data(), w, d, nx, ny, nz, faces, xh.data(), bh.data(),
+                                colour, odd, pass, zero, scale);
+                });
+            });
         } else if (mode == 6) {
             out.assign(nc, 0.0f);
             launch(cells(cx, cy, cz), {32, 4, 1}, [&] {
@@ -167,27 +175,19 @@ int main(int argc, char** argv) {
         Level l = {{nx, ny, nz}, 0};
         std::vector<float> xs(n), bs(n);
         launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(x.data(), nx, ny, nz, xs.data()); });
-        bool zero_pass = h[13] && odd == 0 && h[11] > 0;
-        if (mode != 10 || !zero_pass)
+        if (mode != 10 || !zero_pass(h, odd))
             launch(cells(nx, ny, nz), {32, 4, 1},
                    [&] { to_split(b.data(), nx, ny, nz, bs.data()); });
         if (mode == 10) {
-            if (h[13] && !zero_pass) std::fill(xs.begin(), xs.end(), 0.0f);
             // Cells the last passes leave unwritten show.
             out.assign(n, -12345.0f);
-            int passes = __popc(odd);
-            for (int k = 0; k < h[11]; k++)
-                for (int second : {0, 1})
-                    for (int pass = 0; pass <= passes; pass++) {
-                        int colour = second ? 1 - h[12] : h[12];
-                        int zero = zero_pass && k == 0 && !second;
-                        float* z = k + 1 == h[11] && second ? out.data() : nullptr;
-                        launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
-                            smooth_split(links.data(), nullptr, nullptr, nx, ny, nz, faces,
-                                         xs.data(), bs.data(), colour, odd, pass, zero,
-                                         zero ? b.data() : nullptr, z);
-                        });
-                    }
+            sweeps(h, odd, xs, [&](int colour, int pass, int zero, bool last) {
+                launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
+                    smooth_split(links.data(), nullptr, nullptr, nx, ny, nz, faces, xs.data(),
+                                 bs.data(), colour, odd, pass, zero, zero ? b.data() : nullptr,
+                                 last ? out.data() : nullptr);
+                });
+            });
         } else if (mode == 11) {
             out.assign(nc, 0.0f);
             launch(cells(cx, cy, cz), {32, 4, 1}, [&] {

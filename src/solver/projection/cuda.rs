@@ -1298,14 +1298,13 @@ impl DeviceFlow {
     }
 
     /// Queues scalars[slot0] = Σ a·b (b none: Σ a over the finest grid's
-    /// active cells), with `second` (c, d, slot1) scalars[slot1] = Σ c·d,
-    /// and with `squares` (e, slot2) scalars[slot2] = Σ e·e.
+    /// active cells) and, with `second` (c, d, slot1), scalars[slot1] =
+    /// Σ c·d.
     fn reduce(
         &mut self,
         a: Vector,
         b: Option<Vector>,
         second: Option<(Vector, Vector, i32)>,
-        squares: Option<(Vector, i32)>,
         slot0: i32,
     ) -> Result<(), SolverError> {
         let n = self.n();
@@ -1322,10 +1321,8 @@ impl DeviceFlow {
             Some((c, d, _)) => l.arg(&v[c as usize]).arg(&v[d as usize]),
             None => l.arg(&null).arg(&null),
         };
-        match squares {
-            Some((e, _)) => l.arg(&v[e as usize]),
-            None => l.arg(&null),
-        };
+        // The kernel's e (Σ e·e): residual_dots sums those squares now.
+        l.arg(&null);
         let finest = &self.mg.levels[0];
         match b {
             None => {
@@ -1341,11 +1338,7 @@ impl DeviceFlow {
         // double*): vectors of n (or null), the finest grid's links and
         // diagonal (or null), 3 × blocks partial sums.
         unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
-        self.finish_three(
-            slot0,
-            second.map_or(-1, |s| s.2),
-            squares.map_or(-1, |s| s.1),
-        )
+        self.finish(slot0, second.map_or(-1, |s| s.2))
     }
 
     /// The reductions' blocks (`reduce` and the passes fused with one), and
@@ -1366,8 +1359,8 @@ impl DeviceFlow {
         self.finish_three(slot0, slot1, -1)
     }
 
-    /// [`DeviceFlow::finish`] with the squares `reduce` sums apart into
-    /// scalars[slot2] (unless negative).
+    /// [`DeviceFlow::finish`] with the third sum `residual_dots` keeps
+    /// apart into scalars[slot2] (unless negative).
     fn finish_three(&mut self, slot0: i32, slot1: i32, slot2: i32) -> Result<(), SolverError> {
         let (blocks, _) = self.reduce_config();
         let (s, k) = (&self.gpu.stream, &self.gpu.k);
@@ -1427,7 +1420,7 @@ impl DeviceFlow {
     /// Subtracts the mean over the active cells from `v` (singular
     /// operators: the part in the null space).
     fn remove_mean(&mut self, v: Vector) -> Result<(), SolverError> {
-        self.reduce(v, None, None, None, SUM)?;
+        self.reduce(v, None, None, SUM)?;
         let n = self.n();
         let count = self.active;
         let finest = &self.mg.levels[0];
@@ -1447,7 +1440,6 @@ impl DeviceFlow {
         Ok(v.try_into().expect("SCALARS values"))
     }
 
-    /// r = rhs − A p on the finest grid.
     /// r = rhs − A p with rhs·rhs, r·r and p·p into the scalars BB, RR
     /// and XX, in one pass.
     fn residual_dots(&mut self) -> Result<(), SolverError> {
@@ -1466,6 +1458,7 @@ impl DeviceFlow {
         self.finish_three(BB, RR, XX)
     }
 
+    /// r = rhs − A p on the finest grid.
     fn residual(&mut self) -> Result<(), SolverError> {
         let [p, rhs, r, ..] = &mut self.vectors;
         apply(&self.gpu, &self.mg.levels[0], p, rhs, true, r)
@@ -1536,7 +1529,7 @@ impl DeviceFlow {
                     self.remove_mean(Vector::P)?;
                 }
                 self.residual()?;
-                self.reduce(Vector::R, Some(Vector::R), None, None, RR)?;
+                self.reduce(Vector::R, Some(Vector::R), None, RR)?;
                 residual = self.scalars()?[RR as usize].sqrt() / norm_b;
             }
             return Ok(Solve {
@@ -1671,10 +1664,10 @@ impl DeviceFlow {
         }
         let cross = Some((Vector::R, Vector::ZOld, RZ_CROSS));
         if singular {
-            self.reduce(Vector::Z, None, None, None, SUM)?;
+            self.reduce(Vector::Z, None, None, SUM)?;
             self.subtract_mean_dots(Vector::Z, (Vector::R, Vector::Z, rz), cross)?;
         } else {
-            self.reduce(Vector::R, Some(Vector::Z), cross, None, rz)?;
+            self.reduce(Vector::R, Some(Vector::Z), cross, rz)?;
         }
         let first = first as i32;
         {
