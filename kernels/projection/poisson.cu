@@ -1057,21 +1057,24 @@ extern "C" __global__ void subtract_mean(float* __restrict__ v,
     v[i] -= mean;
 }
 
-// Flow::predict: the solve's first guess w0 p + w1 p1 + w2 p2 from the
-// pressure p and the two before (history: p1's plane, then p2's), which
-// move back a place; 0 in the cells that take no part (the solve's first
-// step on the CPU, `Pcg::solve`, here without a pass of its own).
+// Flow::predict: the solve's first guess w0 p + w1 p1 + w2 p2 + w3 p3 from
+// the pressure p and the three before (history: three planes in a ring, p1's
+// at `newest`, p2's and p3's after it), p taking p3's plane as the newest;
+// 0 in the cells that take no part (the solve's first step on the CPU,
+// `Pcg::solve`, here without a pass of its own).
 extern "C" __global__ void predict(float* __restrict__ p, float* __restrict__ history, size_t n,
-                                   float w0, float w1, float w2,
+                                   int newest, float w0, float w1, float w2, float w3,
                                    const unsigned char* __restrict__ links,
                                    const float* __restrict__ diag) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float a = p[i], b = history[i], c = history[n + i];
+    const float* p1 = history + (size_t)newest * n;
+    const float* p2 = history + (size_t)((newest + 1) % 3) * n;
+    float* p3 = history + (size_t)((newest + 2) % 3) * n;
+    float a = p[i], b = p1[i], c = p2[i], d = p3[i];
     bool part = diagonal(links, diag, i) > 0.0f;
-    history[n + i] = b;
-    history[i] = a;
-    p[i] = part ? w0 * a + w1 * b + w2 * c : 0.0f;
+    p3[i] = a;
+    p[i] = part ? w0 * a + w1 * b + w2 * c + w3 * d : 0.0f;
 }
 
 // CG's new direction: p = z on the first iteration, else p = z + β p with the

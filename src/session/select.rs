@@ -435,6 +435,7 @@ fn projection(
         cuda::probe().map_err(SelectError::CudaUnavailable)?;
     }
     let (mut solver, geometry) = projection_cpu(scenario, available)?;
+    solver.set_fitted_guess(backend.tuning.fitted_guess);
     let fallback = match cuda {
         Err(why) => Some(why),
         Ok(()) => match solver.move_to_gpu(0) {

@@ -488,9 +488,12 @@ pub struct DeviceFlow {
     eddy: CudaSlice<f32>,
     /// Indexed by [`Vector`].
     vectors: [CudaSlice<f32>; 7],
-    /// The pressures of the two solves before the last (`Flow::history`),
-    /// one plane each.
+    /// The pressures of the three solves before the last (`Flow::history`),
+    /// one plane each, in a ring: `Flow::history[k]` is plane
+    /// `(newest + k) % 3`, so that a solve's first guess writes one plane
+    /// of them, not all.
     history: CudaSlice<f32>,
+    newest: usize,
     mg: Hierarchy,
     /// Active cells of the finest grid.
     active: f64,
@@ -526,10 +529,10 @@ impl Graph {
 
 /// Bytes of GPU memory per cell: the velocities, their explicit terms now
 /// and before, the eddy viscosity, the seven vectors of the pressure solve,
-/// the two pressures before, the flags, the walls' velocities, the
+/// the three pressures before, the flags, the walls' velocities, the
 /// coarser grids (about a seventh more), and the finest grid's x, b and
 /// links with split rows.
-pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 2 + 3 + 2) + 3 + 8 + 9;
+pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 3 + 3 + 2) + 3 + 8 + 9;
 
 /// What the flow kernels read of each cell: its kind (flow.cu's FLUID,
 /// WALL, SLIP, OUTFLOW), its open faces (bit a: the face of component a)
@@ -825,7 +828,8 @@ impl DeviceFlow {
                     vector()?,
                     vector()?,
                 ],
-                history: stream.alloc_zeros(2 * n)?,
+                history: stream.alloc_zeros(3 * n)?,
+                newest: 0,
                 mg: Hierarchy {
                     singular: ops[0].singular,
                     shape: mg.shape(),
@@ -1021,6 +1025,7 @@ impl DeviceFlow {
             .map_err(dev)?;
         s.memcpy_htod(&flow.history.concat(), &mut self.history)
             .map_err(dev)?;
+        self.newest = 0;
         s.memcpy_htod(&wall, &mut self.wall).map_err(dev)?;
         s.synchronize().map_err(dev)
     }
@@ -1041,7 +1046,8 @@ impl DeviceFlow {
         s.memcpy_dtoh(&self.vectors[Vector::P as usize], &mut flow.p)
             .map_err(dev)?;
         for (k, plane) in flow.history.iter_mut().enumerate() {
-            s.memcpy_dtoh(&self.history.slice(k * n..(k + 1) * n), plane)
+            let ring = (self.newest + k) % 3;
+            s.memcpy_dtoh(&self.history.slice(ring * n..(ring + 1) * n), plane)
                 .map_err(dev)?;
         }
         s.synchronize().map_err(dev)
@@ -1219,31 +1225,30 @@ impl DeviceFlow {
     }
 
     /// The solve's first guess, as [`Flow::predict`] (whose history count
-    /// and spans advance on the host).
+    /// and spans advance on the host); the pressure now takes the oldest
+    /// one's plane.
     fn predict(&mut self, flow: &mut Flow, dt: f32) -> Result<(), SolverError> {
-        let len = if flow.extrapolate {
-            flow.history_len
-        } else {
-            0
-        };
-        let [w0, w1, w2] = super::flow::extrapolation(len, flow.spans, dt);
+        let [w0, w1, w2, w3] = super::flow::extrapolation(flow.predictor_len(), flow.spans, dt);
         let n = self.n();
+        let newest = self.newest as i32;
         let finest = &self.mg.levels[0];
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.predict);
         b.arg(&mut self.vectors[Vector::P as usize])
             .arg(&mut self.history)
             .arg(&n)
+            .arg(&newest)
             .arg(&w0)
             .arg(&w1)
             .arg(&w2)
+            .arg(&w3)
             .arg(&finest.links);
         finest.push_diag(&mut b);
-        // SAFETY: predict(float*, float*, size_t, float, float, float, const
-        // u8*, const float*): p n, history 2n, the finest grid's links and
-        // diagonal (or null).
+        // SAFETY: predict(float*, float*, size_t, int, float, float, float,
+        // float, const u8*, const float*): p n, history 3n, its newest plane,
+        // the finest grid's links and diagonal (or null).
         unsafe { b.launch(list_config(n)) }.map(drop).map_err(dev)?;
-        flow.spans = [dt, flow.spans[0]];
-        flow.history_len = (flow.history_len + 1).min(2);
+        self.newest = (self.newest + 2) % 3;
+        flow.advance_history(dt);
         Ok(())
     }
 

@@ -109,6 +109,13 @@ impl ProjectionSolver {
         }
     }
 
+    /// Whether its pressure solves start, once four pressures are known, from
+    /// the quadratic fitted to them by least squares (on by default;
+    /// `FLOWSCOPE_FITTED_GUESS=0` turns it off).
+    pub fn set_fitted_guess(&mut self, on: bool) {
+        self.flow.fit = on;
+    }
+
     /// Whether its GPU solver sweeps the first coarse grids from one word a
     /// cell (on by default; `FLOWSCOPE_PACKED_COARSE=0` turns it off).
     pub fn set_packed_coarse(&mut self, on: bool) {
