@@ -1057,24 +1057,31 @@ extern "C" __global__ void subtract_mean(float* __restrict__ v,
     v[i] -= mean;
 }
 
-// Flow::predict: the solve's first guess w0 p + w1 p1 + w2 p2 + w3 p3 from
-// the pressure p and the three before (history: three planes in a ring, p1's
-// at `newest`, p2's and p3's after it), p taking p3's plane as the newest;
-// 0 in the cells that take no part (the solve's first step on the CPU,
-// `Pcg::solve`, here without a pass of its own).
+// The pressures before that Flow::predict keeps (flow.rs's BEFORE).
+#define BEFORE 5
+
+// Flow::predict: the solve's first guess w0 p + w1 p1 + ... from the
+// pressure p and the `len` newest of the BEFORE before it (history: a ring
+// of planes, p1's at `newest`, each older one's after it), p taking the
+// oldest one's plane as the newest; 0 in the cells that take no part (the
+// solve's first step on the CPU, `Pcg::solve`, here without a pass of its
+// own).
 extern "C" __global__ void predict(float* __restrict__ p, float* __restrict__ history, size_t n,
-                                   int newest, float w0, float w1, float w2, float w3,
-                                   const unsigned char* __restrict__ links,
+                                   int newest, int len, float w0, float w1, float w2, float w3,
+                                   float w4, float w5, const unsigned char* __restrict__ links,
                                    const float* __restrict__ diag) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float* p1 = history + (size_t)newest * n;
-    const float* p2 = history + (size_t)((newest + 1) % 3) * n;
-    float* p3 = history + (size_t)((newest + 2) % 3) * n;
-    float a = p[i], b = p1[i], c = p2[i], d = p3[i];
+    const float w[BEFORE] = {w1, w2, w3, w4, w5};
+    float a = p[i];
+    float sum = w0 * a;
+#pragma unroll
+    for (int k = 0; k < BEFORE; k++) {
+        if (k < len) sum = sum + w[k] * history[(size_t)((newest + k) % BEFORE) * n + i];
+    }
     bool part = diagonal(links, diag, i) > 0.0f;
-    p3[i] = a;
-    p[i] = part ? w0 * a + w1 * b + w2 * c + w3 * d : 0.0f;
+    history[(size_t)((newest + BEFORE - 1) % BEFORE) * n + i] = a;
+    p[i] = part ? sum : 0.0f;
 }
 
 // CG's new direction: p = z on the first iteration, else p = z + β p with the

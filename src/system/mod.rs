@@ -121,10 +121,12 @@ pub struct Tuning {
     /// `FLOWSCOPE_PACKED_COARSE=0` sweeps them from four arrays and the
     /// links (the same values, to compare).
     pub packed_coarse: bool,
-    /// The projection method's pressure solves start, once four pressures
-    /// are known, from the quadratic fitted to them by least squares;
-    /// `FLOWSCOPE_FITTED_GUESS=0` from the one through the last three.
-    pub fitted_guess: bool,
+    /// `FLOWSCOPE_FITTED_GUESS=N`: how many of the last pressures the
+    /// projection method's pressure solves fit their first guess to (a
+    /// quadratic by least squares, once there are more than three; 4 to 6),
+    /// or 0 for the quadratic through the last three; unset, the solver's
+    /// own choice.
+    pub fitted_guess: Option<usize>,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after
     /// the bulk kernel instead of in the bulk kernel's launch.
@@ -166,7 +168,7 @@ impl Default for Tuning {
             half_preconditioner: false,
             split_preconditioner: true,
             packed_coarse: true,
-            fitted_guess: true,
+            fitted_guess: None,
             fuse_near: true,
             step_frames: true,
             concurrent_boundary: true,
@@ -194,7 +196,7 @@ impl Tuning {
             half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").is_some_and(|v| v == "1"),
             split_preconditioner: text("FLOWSCOPE_SPLIT_PRECONDITIONER").is_none_or(|v| v != "0"),
             packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_none_or(|v| v != "0"),
-            fitted_guess: text("FLOWSCOPE_FITTED_GUESS").is_none_or(|v| v != "0"),
+            fitted_guess: text("FLOWSCOPE_FITTED_GUESS").and_then(|v| v.parse().ok()),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
             concurrent_boundary: text("FLOWSCOPE_CONCURRENT_BOUNDARY").is_none_or(|v| v != "0"),
@@ -242,7 +244,7 @@ mod tests {
         assert!(t.half_preconditioner);
         assert!(!t.split_preconditioner);
         assert!(!t.packed_coarse);
-        assert!(!t.fitted_guess);
+        assert_eq!(t.fitted_guess, Some(0));
         assert!(!t.fuse_near);
         assert!(!t.step_frames);
         assert!(!t.concurrent_boundary);

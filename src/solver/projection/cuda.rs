@@ -21,7 +21,7 @@ use cudarc::driver::{
     PushKernelArg, ValidAsZeroBits,
 };
 
-use super::flow::{Carry, Flow, Kind, StepTimes};
+use super::flow::{Carry, Flow, Kind, StepTimes, BEFORE};
 use super::multigrid::{Cycle, Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA};
 use super::poisson::{Face, Operator};
 use crate::solver::lbm::cuda::guarded;
@@ -488,10 +488,10 @@ pub struct DeviceFlow {
     eddy: CudaSlice<f32>,
     /// Indexed by [`Vector`].
     vectors: [CudaSlice<f32>; 7],
-    /// The pressures of the three solves before the last (`Flow::history`),
-    /// one plane each, in a ring: `Flow::history[k]` is plane
-    /// `(newest + k) % 3`, so that a solve's first guess writes one plane
-    /// of them, not all.
+    /// The pressures of the solves before the last (`Flow::history`), one
+    /// plane each, in a ring: `Flow::history[k]` is plane
+    /// `(newest + k) % BEFORE`, so that a solve's first guess writes one
+    /// plane of them, not all.
     history: CudaSlice<f32>,
     newest: usize,
     mg: Hierarchy,
@@ -529,10 +529,10 @@ impl Graph {
 
 /// Bytes of GPU memory per cell: the velocities, their explicit terms now
 /// and before, the eddy viscosity, the seven vectors of the pressure solve,
-/// the three pressures before, the flags, the walls' velocities, the
+/// the five pressures before, the flags, the walls' velocities, the
 /// coarser grids (about a seventh more), and the finest grid's x, b and
 /// links with split rows.
-pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + 3 + 3 + 2) + 3 + 8 + 9;
+pub const DEVICE_BYTES_PER_CELL: usize = 4 * (3 + 3 + 3 + 1 + 7 + BEFORE + 3 + 2) + 3 + 8 + 9;
 
 /// What the flow kernels read of each cell: its kind (flow.cu's FLUID,
 /// WALL, SLIP, OUTFLOW), its open faces (bit a: the face of component a)
@@ -828,7 +828,7 @@ impl DeviceFlow {
                     vector()?,
                     vector()?,
                 ],
-                history: stream.alloc_zeros(3 * n)?,
+                history: stream.alloc_zeros(BEFORE * n)?,
                 newest: 0,
                 mg: Hierarchy {
                     singular: ops[0].singular,
@@ -1046,7 +1046,7 @@ impl DeviceFlow {
         s.memcpy_dtoh(&self.vectors[Vector::P as usize], &mut flow.p)
             .map_err(dev)?;
         for (k, plane) in flow.history.iter_mut().enumerate() {
-            let ring = (self.newest + k) % 3;
+            let ring = (self.newest + k) % BEFORE;
             s.memcpy_dtoh(&self.history.slice(ring * n..(ring + 1) * n), plane)
                 .map_err(dev)?;
         }
@@ -1228,26 +1228,28 @@ impl DeviceFlow {
     /// and spans advance on the host); the pressure now takes the oldest
     /// one's plane.
     fn predict(&mut self, flow: &mut Flow, dt: f32) -> Result<(), SolverError> {
-        let [w0, w1, w2, w3] = super::flow::extrapolation(flow.predictor_len(), flow.spans, dt);
+        let len = flow.predictor_len();
+        let w = super::flow::extrapolation(len, flow.spans, dt);
         let n = self.n();
-        let newest = self.newest as i32;
+        let (newest, len) = (self.newest as i32, len as i32);
         let finest = &self.mg.levels[0];
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.predict);
         b.arg(&mut self.vectors[Vector::P as usize])
             .arg(&mut self.history)
             .arg(&n)
             .arg(&newest)
-            .arg(&w0)
-            .arg(&w1)
-            .arg(&w2)
-            .arg(&w3)
-            .arg(&finest.links);
+            .arg(&len);
+        for w in &w {
+            b.arg(w);
+        }
+        b.arg(&finest.links);
         finest.push_diag(&mut b);
-        // SAFETY: predict(float*, float*, size_t, int, float, float, float,
-        // float, const u8*, const float*): p n, history 3n, its newest plane,
-        // the finest grid's links and diagonal (or null).
+        // SAFETY: predict(float*, float*, size_t, int, int, float × 6, const
+        // u8*, const float*): p n, history BEFORE n, its newest plane, the
+        // planes the guess takes, the weights, the finest grid's links and
+        // diagonal (or null).
         unsafe { b.launch(list_config(n)) }.map(drop).map_err(dev)?;
-        self.newest = (self.newest + 2) % 3;
+        self.newest = (self.newest + BEFORE - 1) % BEFORE;
         flow.advance_history(dt);
         Ok(())
     }

@@ -25,7 +25,12 @@ use crate::solver::Fields;
 
 /// The layouts of [`Flow::state`], the current one first, then those of
 /// older checkpoints, which resume with what they kept.
-const STATES: [StateLayout; 4] = [
+const STATES: [StateLayout; 5] = [
+    StateLayout {
+        before: BEFORE,
+        floor: true,
+    },
+    // Three pressures before (the first fitted guesses, through four).
     StateLayout {
         before: 3,
         floor: true,
@@ -47,6 +52,15 @@ const STATES: [StateLayout; 4] = [
         floor: false,
     },
 ];
+
+/// The pressures before the last one that a flow keeps for the next
+/// solve's first guess ([`Flow::predict`]).
+pub const BEFORE: usize = 5;
+
+/// How many pressures a fitted first guess takes by default
+/// (`Tuning::fitted_guess`): more average the solves' errors better but
+/// lag a pressure that changes fast, as from rest.
+pub const FIT_POINTS: usize = 6;
 
 /// How many pressures before a state holds (a plane and a span each) and
 /// whether the learned f32 floor follows.
@@ -148,22 +162,22 @@ pub struct Flow {
     pub(super) has_previous: bool,
     /// The pressure equation's right-hand side, kept likewise.
     rhs: Vec<f32>,
-    /// The pressures of the three solves before the last one, newest first,
-    /// and how many of them there are (0 to 3): each solve starts from the
+    /// The pressures of the [`BEFORE`] solves before the last one, newest
+    /// first, and how many of them there are: each solve starts from the
     /// pressure extrapolated through them to its time ([`Flow::predict`]).
-    pub(super) history: [Vec<f32>; 3],
+    pub(super) history: [Vec<f32>; BEFORE],
     pub(super) history_len: usize,
     /// The sub-steps from the older pressures to the newer: `spans[0]` from
-    /// `history[0]` to `p`, `spans[1]` from `history[1]` to `history[0]`,
-    /// `spans[2]` from `history[2]` to `history[1]`.
-    pub(super) spans: [f32; 3],
+    /// `history[0]` to `p`, `spans[k]` from `history[k]` to
+    /// `history[k - 1]`.
+    pub(super) spans: [f32; BEFORE],
     /// Whether solves start from the extrapolated pressure (else from the
     /// last one, as the seed's solver did).
     pub(super) extrapolate: bool,
-    /// Whether, once there are three pressures before, the first guess is
-    /// the quadratic fitted to all four by least squares rather than the one
-    /// through the last three ([`extrapolation`]).
-    pub(super) fit: bool,
+    /// How many pressures (4 to [`BEFORE`] + 1) the first guess is fitted
+    /// to by least squares once there are more than three, or 0 to take
+    /// the quadratic through the last three ([`extrapolation`]).
+    pub(super) fit: usize,
     /// The largest wall velocity component (moving lids, inlets).
     fastest_wall: f32,
     pub(super) pcg: Pcg,
@@ -235,11 +249,11 @@ impl Flow {
             previous: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
             has_previous: false,
             rhs: vec![0.0; n],
-            history: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
+            history: std::array::from_fn(|_| vec![0.0; n]),
             history_len: 0,
-            spans: [0.0; 3],
+            spans: [0.0; BEFORE],
             extrapolate: true,
-            fit: true,
+            fit: FIT_POINTS,
             fastest_wall: 0.0,
             pcg,
             time: 0.0,
@@ -690,7 +704,7 @@ impl Flow {
 
     /// Everything the next steps depend on, as FP32 values: the face
     /// velocities, the pressure (the next solve starts from it), the last
-    /// step's explicit terms (Adams–Bashforth), the three pressures before;
+    /// step's explicit terms (Adams–Bashforth), the pressures before;
     /// then whether there are explicit terms, the time (f64) and the
     /// sub-steps taken (u64), as their bits, the pressures before: how
     /// many, and the sub-steps between them; and the f32 floor the solves
@@ -744,7 +758,7 @@ impl Flow {
         self.time = f64::from_bits(word(1));
         self.steps = word(3);
         self.history_len = 0;
-        self.spans = [0.0; 3];
+        self.spans = [0.0; BEFORE];
         if layout.before > 0 {
             self.history_len = (rest[5].to_bits() as usize).min(layout.before);
             self.spans[..layout.before].copy_from_slice(&rest[6..6 + layout.before]);
@@ -761,15 +775,24 @@ impl Flow {
     /// (through the pressures before, as far as there are any), the first
     /// guess of that solve, and shifts the pressures before.
     fn predict(&mut self, dt: f32) {
-        let w = extrapolation(self.predictor_len(), self.spans, dt);
-        let [h0, h1, h2] = &mut self.history;
-        let planes = self.p.iter_mut().zip(h0.iter_mut()).zip(h1.iter_mut());
-        for (((p, h0), h1), h2) in planes.zip(h2.iter_mut()) {
-            let (a, b, c, d) = (*p, *h0, *h1, *h2);
-            *h2 = c;
-            *h1 = b;
-            *h0 = a;
-            *p = w[0] * a + w[1] * b + w[2] * c + w[3] * d;
+        let len = self.predictor_len();
+        let w = extrapolation(len, self.spans, dt);
+        // The oldest plane takes the pressure now, as on the GPU's ring.
+        self.history.rotate_right(1);
+        let [newest, before @ ..] = &mut self.history;
+        for (i, (p, oldest)) in self.p.iter_mut().zip(newest.iter_mut()).enumerate() {
+            let a = *p;
+            let mut sum = w[0] * a;
+            for (k, &w) in w[1..=len].iter().enumerate() {
+                let v = if k < BEFORE - 1 {
+                    before[k][i]
+                } else {
+                    *oldest
+                };
+                sum += w * v;
+            }
+            *oldest = a;
+            *p = sum;
         }
         self.advance_history(dt);
     }
@@ -779,16 +802,17 @@ impl Flow {
     pub(super) fn predictor_len(&self) -> usize {
         match (self.extrapolate, self.fit) {
             (false, _) => 0,
-            (true, false) => self.history_len.min(2),
-            (true, true) => self.history_len,
+            (true, 0) => self.history_len.min(2),
+            (true, points) => self.history_len.min(points - 1),
         }
     }
 
     /// The spans and count of the pressures before, once the pressure now
     /// has joined them.
     pub(super) fn advance_history(&mut self, dt: f32) {
-        self.spans = [dt, self.spans[0], self.spans[1]];
-        self.history_len = (self.history_len + 1).min(3);
+        self.spans.rotate_right(1);
+        self.spans[0] = dt;
+        self.history_len = (self.history_len + 1).min(BEFORE);
     }
 
     /// One step of length `dt`: Adams–Bashforth (Euler on the first), then
@@ -888,11 +912,12 @@ impl Flow {
     }
 }
 
-/// The weights of the pressure now and of the `len` (0 to 3) pressures
-/// before it (`spans` apart, newest first) whose sum extrapolates them to
-/// `dt` later, in double precision, so that the CPU and the GPU take the
-/// same FP32 weights: Lagrange's polynomial through up to three pressures,
-/// and through four the quadratic that fits them best by least squares.
+/// The weights of the pressure now and of the `len` (0 to [`BEFORE`])
+/// pressures before it (`spans` apart, newest first) whose sum extrapolates
+/// them to `dt` later, in double precision, so that the CPU and the GPU
+/// take the same FP32 weights: Lagrange's polynomial through up to three
+/// pressures, through four or more the quadratic that fits them best by
+/// least squares.
 ///
 /// The pressure changes smoothly from sub-step to sub-step, so the
 /// extrapolated pressure leaves a far smaller first residual than the last
@@ -901,33 +926,35 @@ impl Flow {
 /// over steps 10 to 30 (BENCHMARKS.md, 2026-11-26). Each solve ends at the
 /// f32 floor, not at its own error, and the cubic through four pressures
 /// amplifies those errors (weights 4, −6, 4, −1) more than it cuts the
-/// truncation: the fitted quadratic averages them instead (9/4, −3/4,
-/// −5/4, 3/4 for even sub-steps; 2026-11-28).
-pub(super) fn extrapolation(len: usize, spans: [f32; 3], dt: f32) -> [f32; 4] {
+/// truncation; the fitted quadratic averages them instead (9/4, −3/4,
+/// −5/4, 3/4 through four even sub-steps, 3/2, 3/10, −2/5, −3/5, −3/10,
+/// 1/2 through six): on the city block in a 256³ grid 1.5 V-cycles a
+/// solve through six against 2.1 through three (2026-11-28).
+pub(super) fn extrapolation(len: usize, spans: [f32; BEFORE], dt: f32) -> [f32; BEFORE + 1] {
     let (h, h1, h2) = (dt as f64, spans[0] as f64, spans[1] as f64);
-    let w = match len {
-        0 => [1.0, 0.0, 0.0, 0.0],
-        1 => [1.0 + h / h1, -h / h1, 0.0, 0.0],
+    let mut w = [0.0f64; BEFORE + 1];
+    match len {
+        0 => w[0] = 1.0,
+        1 => w[..2].copy_from_slice(&[1.0 + h / h1, -h / h1]),
         2 => {
             let (a, b) = (h + h1, h + h1 + h2);
-            [
+            w[..3].copy_from_slice(&[
                 a * b / (h1 * (h1 + h2)),
                 -h * b / (h1 * h2),
                 h * a / ((h1 + h2) * h2),
-                0.0,
-            ]
+            ]);
         }
         _ => {
             // Times in units of dt, the pressure now at 0.
-            let mut t = [0.0f64; 4];
-            for k in 1..4 {
+            let mut t = [0.0f64; BEFORE + 1];
+            for k in 1..=len {
                 t[k] = t[k - 1] - spans[k - 1] as f64 / h;
             }
             let basis = |t: f64| [1.0, t, t * t];
             // The normal equations' matrix; the weights are the fit's value
             // at 1 through each point: basis(1)ᵀ M⁻¹ basis(tᵢ).
             let mut m = [[0.0f64; 3]; 3];
-            for &ti in &t {
+            for &ti in &t[..=len] {
                 let v = basis(ti);
                 for r in 0..3 {
                     for c in 0..3 {
@@ -936,12 +963,12 @@ pub(super) fn extrapolation(len: usize, spans: [f32; 3], dt: f32) -> [f32; 4] {
                 }
             }
             let g = solve3(m, basis(1.0));
-            t.map(|ti| {
+            for (w, &ti) in w.iter_mut().zip(&t[..=len]) {
                 let v = basis(ti);
-                g[0] * v[0] + g[1] * v[1] + g[2] * v[2]
-            })
+                *w = g[0] * v[0] + g[1] * v[1] + g[2] * v[2];
+            }
         }
-    };
+    }
     w.map(|v| v as f32)
 }
 
@@ -1193,7 +1220,7 @@ mod tests {
     #[test]
     fn extrapolation_reproduces_a_quadratic_in_time_over_uneven_sub_steps() {
         let p = |t: f64| 0.3 - 1.7 * t + 2.9 * t * t;
-        let (spans, dt) = ([0.5f32, 0.25, 0.0], 0.125f32);
+        let (spans, dt) = ([0.5f32, 0.25, 0.0, 0.0, 0.0], 0.125f32);
         let w = extrapolation(2, spans, dt);
         let (t0, t1, t2) = (1.0, 0.5, 0.25);
         let guess = w[0] as f64 * p(t0) + w[1] as f64 * p(t1) + w[2] as f64 * p(t2);
@@ -1207,42 +1234,62 @@ mod tests {
         let w = extrapolation(1, spans, dt);
         let guess = w[0] as f64 * line(1.0) + w[1] as f64 * line(0.5);
         assert!((guess - line(1.125)).abs() < 1e-6 && w[2] == 0.0, "{w:?}");
-        assert_eq!(extrapolation(0, spans, dt), [1.0, 0.0, 0.0, 0.0]);
+        assert_eq!(extrapolation(0, spans, dt), [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
     }
 
     #[test]
-    fn the_fitted_guess_reproduces_a_quadratic_and_averages_four_even_steps() {
+    fn the_fitted_guess_reproduces_a_quadratic_and_averages_even_steps() {
         let p = |t: f64| 0.3 - 1.7 * t + 2.9 * t * t;
-        let (spans, dt) = ([0.5f32, 0.25, 0.375], 0.125f32);
-        let w = extrapolation(3, spans, dt);
-        let times = [1.0, 0.5, 0.25, -0.125];
-        let guess: f64 = w.iter().zip(times).map(|(&w, t)| w as f64 * p(t)).sum();
-        assert!(
-            (guess - p(1.125)).abs() < 1e-5,
-            "{guess} against {}",
-            p(1.125)
-        );
-        let even = extrapolation(3, [0.5; 3], 0.5);
-        for (w, exact) in even.iter().zip([2.25, -0.75, -1.25, 0.75]) {
-            assert!((w - exact).abs() < 1e-6, "{even:?}");
+        let (spans, dt) = ([0.5f32, 0.25, 0.375, 0.125, 0.25], 0.125f32);
+        let times = [1.0, 0.5, 0.25, -0.125, -0.25, -0.5];
+        for len in 3..=BEFORE {
+            let w = extrapolation(len, spans, dt);
+            let guess: f64 = w.iter().zip(times).map(|(&w, t)| w as f64 * p(t)).sum();
+            let exact = p(1.125);
+            assert!(
+                (guess - exact).abs() < 1e-5,
+                "{len}: {guess} against {exact}"
+            );
+            assert!(w[len + 1..].iter().all(|&w| w == 0.0), "{w:?}");
+        }
+        let even = |len| extrapolation(len, [0.5; BEFORE], 0.5);
+        let four = [2.25, -0.75, -1.25, 0.75, 0.0, 0.0];
+        let six = [1.5, 0.3, -0.4, -0.6, -0.3, 0.5];
+        for (w, exact) in even(3).iter().chain(&even(5)).zip(four.iter().chain(&six)) {
+            assert!((w - exact).abs() < 1e-6, "{:?} {:?}", even(3), even(5));
         }
         // Noise of the same size in each pressure grows less than through
-        // the quadratic of the last three (3, -3, 1).
-        let gain = |w: [f32; 4]| w.iter().map(|w| w * w).sum::<f32>();
-        assert!(gain(even) < 0.5 * gain(extrapolation(2, [0.5; 3], 0.5)));
+        // the quadratic of the last three (3, -3, 1), and less the more
+        // pressures the fit takes.
+        let gain = |len| even(len).iter().map(|w| w * w).sum::<f32>();
+        assert!(gain(5) < gain(4) && gain(4) < gain(3) && gain(3) < 0.5 * gain(2));
     }
 
     #[test]
     fn solves_from_the_extrapolated_pressure_take_half_the_v_cycles() {
         // The cavity from rest: the pressure builds up and changes every
         // sub-step. Each solve reaches the tolerance either way.
-        let run = |extrapolate: bool| {
-            v_cycles_from_rest(|flow: &mut Flow| flow.extrapolate = extrapolate).0
+        let run = |extrapolate: bool, fit: usize| {
+            v_cycles_from_rest(|flow: &mut Flow| {
+                flow.extrapolate = extrapolate;
+                flow.fit = fit;
+            })
+            .0
         };
-        let (from_last, extrapolated) = (run(false), run(true));
+        let from_last = run(false, 0);
+        let through_three = run(true, 0);
         assert!(
-            2 * extrapolated <= from_last,
-            "{extrapolated} V-cycles extrapolated against {from_last} from the last pressure"
+            2 * through_three <= from_last,
+            "{through_three} V-cycles extrapolated against {from_last} from the last pressure"
+        );
+        // The fit lags a pressure that changes this fast (457, 199 and 240
+        // when written): it pays off once the flow has developed, where
+        // the solves' own errors dominate the guess's (BENCHMARKS.md,
+        // 2026-11-28).
+        let fitted = run(true, FIT_POINTS);
+        assert!(
+            10 * fitted <= 6 * from_last,
+            "{fitted} V-cycles from the fitted guess against {from_last} from the last pressure"
         );
     }
 
@@ -1287,13 +1334,22 @@ mod tests {
         let state = older_state(&flow.state(), flow.cells(), 2, false);
         resumed.set_state(&state).unwrap();
         assert_eq!(resumed.pcg.floor, None);
+        // Nor does one with three pressures before and the floor (the
+        // first fitted guesses).
+        let state = older_state(&flow.state(), flow.cells(), 3, true);
+        resumed.set_state(&state).unwrap();
+        assert_eq!(resumed.pcg.floor, flow.pcg.floor);
+        assert_eq!(resumed.history_len, 3);
+        assert_eq!(resumed.history[..3], flow.history[..3]);
+        assert_eq!(resumed.spans[..3], flow.spans[..3]);
+        assert_eq!(resumed.spans[3..], [0.0; BEFORE - 3]);
     }
 
     /// `state` (the current layout) as a checkpoint of an older layout kept
     /// it: `before` pressures before, the floor or not.
     fn older_state(state: &[f32], n: usize, before: usize, floor: bool) -> Vec<f32> {
         let mut out = state[..(7 + before) * n].to_vec();
-        let rest = &state[10 * n..];
+        let rest = &state[(7 + BEFORE) * n..];
         out.extend_from_slice(&rest[..5]);
         if before > 0 {
             let len = rest[5].to_bits().min(before as u32);
@@ -1301,7 +1357,7 @@ mod tests {
             out.extend_from_slice(&rest[6..6 + before]);
         }
         if floor {
-            out.extend_from_slice(&rest[9..11]);
+            out.extend_from_slice(&rest[6 + BEFORE..8 + BEFORE]);
         }
         out
     }
@@ -1330,7 +1386,7 @@ mod tests {
         assert_eq!((resumed.history_len, resumed.steps), (2, 5));
         assert_eq!(resumed.history[0], state[7 * n..8 * n]);
         assert_eq!(resumed.history[1], state[8 * n..9 * n]);
-        assert!(resumed.history[2].iter().all(|&v| v == 0.0));
+        assert!(resumed.history[2..].iter().flatten().all(|&v| v == 0.0));
         assert_eq!(resumed.pcg.floor, floor);
         resumed.step(dt);
         assert!(resumed.last_solve.residual <= 1e-5);

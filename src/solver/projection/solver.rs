@@ -109,11 +109,15 @@ impl ProjectionSolver {
         }
     }
 
-    /// Whether its pressure solves start, once four pressures are known, from
-    /// the quadratic fitted to them by least squares (on by default;
-    /// `FLOWSCOPE_FITTED_GUESS=0` turns it off).
-    pub fn set_fitted_guess(&mut self, on: bool) {
-        self.flow.fit = on;
+    /// How many of the last pressures its pressure solves fit their first
+    /// guess to (`Tuning::fitted_guess`): 0 for the quadratic through the
+    /// last three, else 4 to 6; other counts keep the default,
+    /// [`super::flow::FIT_POINTS`].
+    pub fn set_fitted_guess(&mut self, points: Option<usize>) {
+        self.flow.fit = match points {
+            Some(n) if n == 0 || (4..=super::flow::BEFORE + 1).contains(&n) => n,
+            _ => super::flow::FIT_POINTS,
+        };
     }
 
     /// Whether its GPU solver sweeps the first coarse grids from one word a
