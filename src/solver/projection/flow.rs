@@ -1334,8 +1334,8 @@ mod tests {
         let state = older_state(&flow.state(), flow.cells(), 2, false);
         resumed.set_state(&state).unwrap();
         assert_eq!(resumed.pcg.floor, None);
-        // Nor does one with three pressures before and the floor (the
-        // first fitted guesses).
+        // One with three pressures before and the floor (the first fitted
+        // guesses) resumes with both.
         let state = older_state(&flow.state(), flow.cells(), 3, true);
         resumed.set_state(&state).unwrap();
         assert_eq!(resumed.pcg.floor, flow.pcg.floor);
