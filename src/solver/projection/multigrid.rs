@@ -76,6 +76,17 @@ impl Cycle {
         }
     }
 
+    /// A shape of `finest` sweeps before and after the correction on the
+    /// finest grid and `second_grid_visits` of the second grid (the coarser
+    /// grids as always), or None unless each count is 1 or more (the GPU's
+    /// first pass down starts its x from zero).
+    pub(super) fn new(finest: [usize; 2], second_grid_visits: usize) -> Option<Cycle> {
+        (finest.iter().all(|&n| n >= 1) && second_grid_visits >= 1).then_some(Cycle {
+            finest,
+            second_grid_visits,
+        })
+    }
+
     /// Sweeps before and after the correction on level `k` (0: the finest).
     pub(super) fn sweeps(self, k: usize) -> [usize; 2] {
         if k == 0 {
@@ -151,6 +162,11 @@ impl Multigrid {
     /// The cycle's sweeps and visits.
     pub(super) fn shape(&self) -> Cycle {
         self.shape
+    }
+
+    /// Takes another shape than its grid's ([`Cycle::for_grid`]).
+    pub(super) fn set_shape(&mut self, shape: Cycle) {
+        self.shape = shape;
     }
 
     /// The finest grid's operator.
@@ -974,6 +990,22 @@ mod tests {
             let deep = pcg.solve(&b, &mut x);
             assert!(deep.iterations < 20 && deep.residual < 1e-5, "{deep:?}");
         }
+    }
+
+    #[test]
+    fn a_shape_given_by_hand_is_taken_and_counts_of_zero_are_refused() {
+        assert!(Cycle::new([0, 2], 1).is_none() && Cycle::new([1, 2], 0).is_none());
+        let n = 32;
+        let op = Operator::new([n; 3], &vec![true; n * n * n], [[Face::Wall; 2]; 3]);
+        let (_, b) = known(&op);
+        let mut pcg = Pcg::new(op, 1e-5);
+        let shape = Cycle::new([1, 2], 1).expect("counts of 1 or more");
+        assert_ne!(pcg.mg.shape(), shape);
+        pcg.mg.set_shape(shape);
+        assert_eq!(pcg.mg.shape(), shape);
+        let mut x = vec![0.0; n * n * n];
+        let solve = pcg.solve(&b, &mut x);
+        assert!(solve.residual <= 1e-5 && solve.iterations <= 8, "{solve:?}");
     }
 
     #[test]

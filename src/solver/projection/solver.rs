@@ -82,6 +82,29 @@ impl ProjectionSolver {
         Ok(())
     }
 
+    /// The multigrid cycle's shape instead of its grid's (`Tuning::cycle`:
+    /// sweeps down and up on the finest grid, visits of the second grid),
+    /// for the GPU it moves to later as well; an error unless each count is
+    /// 1 or more, or once it is on a GPU.
+    pub fn set_cycle(&mut self, cycle: Option<[usize; 3]>) -> Result<(), SolverError> {
+        let Some([down, up, visits]) = cycle else {
+            return Ok(());
+        };
+        if self.device.is_some() {
+            return Err(SolverError::InvalidParams(
+                "the multigrid cycle's shape is set before the solver moves to the GPU".into(),
+            ));
+        }
+        let shape = super::multigrid::Cycle::new([down, up], visits).ok_or_else(|| {
+            SolverError::InvalidParams(format!(
+                "FLOWSCOPE_CYCLE={down},{up},{visits}: each of the finest grid's sweeps down and \
+                 up and the second grid's visits must be 1 or more"
+            ))
+        })?;
+        self.flow.pcg.mg.set_shape(shape);
+        Ok(())
+    }
+
     /// Whether its GPU solver replays CG iterations as CUDA graphs (on by
     /// default; `FLOWSCOPE_NO_GRAPHS=1`).
     pub fn set_graphs(&mut self, on: bool) {
