@@ -436,7 +436,7 @@ fn projection(
     }
     let (mut solver, geometry) = projection_cpu(scenario, available)?;
     solver.set_fitted_guess(backend.tuning.fitted_guess);
-    solver.set_cycle(backend.tuning.cycle)?;
+    solver.set_cycle(backend.tuning.cycle.as_deref())?;
     let fallback = match cuda {
         Err(why) => Some(why),
         Ok(()) => match solver.move_to_gpu(0) {

@@ -124,8 +124,8 @@ pub struct Tuning {
     /// `FLOWSCOPE_CYCLE=down,up,visits`: the projection method's multigrid
     /// cycle sweeps down and up that many times on the finest grid and
     /// visits the second grid that many times, whatever its grid (to time
-    /// other shapes; each 1 or more).
-    pub cycle: Option<[usize; 3]>,
+    /// other shapes; each 1 or more), as given: the solver reads it.
+    pub cycle: Option<String>,
     /// `FLOWSCOPE_FITTED_GUESS=N`: how many of the last pressures the
     /// projection method's pressure solves fit their first guess to (a
     /// quadratic by least squares, once there are more than three; 4 to 6),
@@ -203,13 +203,7 @@ impl Tuning {
             split_preconditioner: text("FLOWSCOPE_SPLIT_PRECONDITIONER").is_none_or(|v| v != "0"),
             packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_none_or(|v| v != "0"),
             fitted_guess: text("FLOWSCOPE_FITTED_GUESS").and_then(|v| v.parse().ok()),
-            cycle: text("FLOWSCOPE_CYCLE").and_then(|v| {
-                let counts: Vec<usize> = v
-                    .split(',')
-                    .map(|c| c.trim().parse().ok())
-                    .collect::<Option<_>>()?;
-                counts.try_into().ok()
-            }),
+            cycle: text("FLOWSCOPE_CYCLE"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
             concurrent_boundary: text("FLOWSCOPE_CONCURRENT_BOUNDARY").is_none_or(|v| v != "0"),
@@ -259,7 +253,7 @@ mod tests {
         assert!(!t.split_preconditioner);
         assert!(!t.packed_coarse);
         assert_eq!(t.fitted_guess, Some(0));
-        assert_eq!(t.cycle, Some([1, 2, 1]));
+        assert_eq!(t.cycle.as_deref(), Some("1, 2,1"));
         assert!(!t.fuse_near);
         assert!(!t.step_frames);
         assert!(!t.concurrent_boundary);

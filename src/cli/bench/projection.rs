@@ -118,7 +118,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
     let build = |scenario: &Scenario| -> anyhow::Result<ProjectionSolver> {
         let mut solver = select::build_projection(scenario, available)?;
         solver.set_fitted_guess(tuning.fitted_guess);
-        solver.set_cycle(tuning.cycle)?;
+        solver.set_cycle(tuning.cycle.as_deref())?;
         if use_cuda {
             solver.move_to_gpu(0)?;
             solver.set_graphs(tuning.cuda_graphs);

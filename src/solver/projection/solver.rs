@@ -82,12 +82,12 @@ impl ProjectionSolver {
         Ok(())
     }
 
-    /// The multigrid cycle's shape instead of its grid's (`Tuning::cycle`:
-    /// sweeps down and up on the finest grid, visits of the second grid),
-    /// for the GPU it moves to later as well; an error unless each count is
-    /// 1 or more, or once it is on a GPU.
-    pub fn set_cycle(&mut self, cycle: Option<[usize; 3]>) -> Result<(), SolverError> {
-        let Some([down, up, visits]) = cycle else {
+    /// The multigrid cycle's shape instead of its grid's (`Tuning::cycle`,
+    /// "down,up,visits": sweeps down and up on the finest grid, visits of
+    /// the second grid), for the GPU it moves to later as well; an error
+    /// unless it is three counts of 1 or more, or once it is on a GPU.
+    pub fn set_cycle(&mut self, cycle: Option<&str>) -> Result<(), SolverError> {
+        let Some(text) = cycle else {
             return Ok(());
         };
         if self.device.is_some() {
@@ -95,10 +95,15 @@ impl ProjectionSolver {
                 "the multigrid cycle's shape is set before the solver moves to the GPU".into(),
             ));
         }
-        let shape = super::multigrid::Cycle::new([down, up], visits).ok_or_else(|| {
+        let counts: Option<Vec<usize>> = text.split(',').map(|c| c.trim().parse().ok()).collect();
+        let shape = match counts.as_deref() {
+            Some(&[down, up, visits]) => super::multigrid::Cycle::new([down, up], visits),
+            _ => None,
+        };
+        let shape = shape.ok_or_else(|| {
             SolverError::InvalidParams(format!(
-                "FLOWSCOPE_CYCLE={down},{up},{visits}: each of the finest grid's sweeps down and \
-                 up and the second grid's visits must be 1 or more"
+                "FLOWSCOPE_CYCLE={text}: give three counts of 1 or more, the finest grid's \
+                 sweeps down and up and the second grid's visits (e.g. 1,3,1), or unset it"
             ))
         })?;
         self.flow.pcg.mg.set_shape(shape);
