@@ -435,7 +435,7 @@ fn projection(
         cuda::probe().map_err(SelectError::CudaUnavailable)?;
     }
     let (mut solver, geometry) = projection_cpu(scenario, available)?;
-    solver.set_fitted_guess(backend.tuning.fitted_guess);
+    solver.set_fitted_guess(backend.tuning.fitted_guess.as_deref())?;
     solver.set_cycle(backend.tuning.cycle.as_deref())?;
     let fallback = match cuda {
         Err(why) => Some(why),

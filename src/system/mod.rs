@@ -131,7 +131,8 @@ pub struct Tuning {
     /// quadratic by least squares, once there are more than three; 4 to 6),
     /// or 0 for the quadratic through the last three; unset, the solver's
     /// own choice.
-    pub fitted_guess: Option<usize>,
+    /// As given: the solver reads it.
+    pub fitted_guess: Option<String>,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after
     /// the bulk kernel instead of in the bulk kernel's launch.
@@ -202,7 +203,7 @@ impl Tuning {
             half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").is_some_and(|v| v == "1"),
             split_preconditioner: text("FLOWSCOPE_SPLIT_PRECONDITIONER").is_none_or(|v| v != "0"),
             packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_none_or(|v| v != "0"),
-            fitted_guess: text("FLOWSCOPE_FITTED_GUESS").and_then(|v| v.parse().ok()),
+            fitted_guess: text("FLOWSCOPE_FITTED_GUESS"),
             cycle: text("FLOWSCOPE_CYCLE"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
@@ -252,7 +253,7 @@ mod tests {
         assert!(t.half_preconditioner);
         assert!(!t.split_preconditioner);
         assert!(!t.packed_coarse);
-        assert_eq!(t.fitted_guess, Some(0));
+        assert_eq!(t.fitted_guess.as_deref(), Some("0"));
         assert_eq!(t.cycle.as_deref(), Some("1, 2,1"));
         assert!(!t.fuse_near);
         assert!(!t.step_frames);

@@ -117,7 +117,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
     let available = crate::system::available_memory();
     let build = |scenario: &Scenario| -> anyhow::Result<ProjectionSolver> {
         let mut solver = select::build_projection(scenario, available)?;
-        solver.set_fitted_guess(tuning.fitted_guess);
+        solver.set_fitted_guess(tuning.fitted_guess.as_deref())?;
         solver.set_cycle(tuning.cycle.as_deref())?;
         if use_cuda {
             solver.move_to_gpu(0)?;

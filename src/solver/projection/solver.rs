@@ -138,14 +138,23 @@ impl ProjectionSolver {
     }
 
     /// How many of the last pressures its pressure solves fit their first
-    /// guess to (`Tuning::fitted_guess`): 0 for the quadratic through the
-    /// last three, else 4 to 6; other counts keep the default,
-    /// [`super::flow::FIT_POINTS`].
-    pub fn set_fitted_guess(&mut self, points: Option<usize>) {
-        self.flow.fit = match points {
-            Some(n) if n == 0 || (4..=super::flow::BEFORE + 1).contains(&n) => n,
-            _ => super::flow::FIT_POINTS,
+    /// guess to (`Tuning::fitted_guess`, as given): 0 for the quadratic
+    /// through the last three, else 4 to 6; unset, the default,
+    /// [`super::flow::FIT_POINTS`]; an error for anything else.
+    pub fn set_fitted_guess(&mut self, points: Option<&str>) -> Result<(), SolverError> {
+        let Some(text) = points else {
+            return Ok(());
         };
+        self.flow.fit = match text.trim().parse() {
+            Ok(n) if n == 0 || (4..=super::flow::BEFORE + 1).contains(&n) => n,
+            _ => {
+                return Err(SolverError::InvalidParams(format!(
+                    "FLOWSCOPE_FITTED_GUESS={text}: give 4, 5 or 6 pressures to fit the \
+                     first guess to, 0 for the quadratic through the last three, or unset it"
+                )))
+            }
+        };
+        Ok(())
     }
 
     /// Whether its GPU solver sweeps the first coarse grids from one word a
