@@ -366,14 +366,15 @@ struct Ends {
 // cells on the last layer of k of the axes in `odd` (all cells when `odd` is
 // 0 and pass is 0).
 // One thread per cell of the colour: thread i of a row takes x = 2 i or
-// 2 i + 1. `zero`: see below.
+// 2 i + 1. `zero`: see below. Each new value over-relaxed by `omega`
+// (multigrid.rs's `Cycle`), as the CPU's sweep.
 template <class S, class W, class L = Natural, class E = NoEnds>
 __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ links, W weights,
                                           const float* __restrict__ diag, int nx, int ny, int nz,
                                           unsigned faces, typename S::T* __restrict__ x,
                                           const typename S::T* __restrict__ b, int colour,
-                                          unsigned odd, int pass, int zero, S storage,
-                                          L layout = L(), E ends = E()) {
+                                          unsigned odd, int pass, int zero, float omega,
+                                          S storage, L layout = L(), E ends = E()) {
     Level l = {{nx, ny, nz}, faces};
     int p[3];
     p[1] = blockIdx.y * blockDim.y + threadIdx.y;
@@ -403,7 +404,7 @@ __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ link
             bc = storage.ld(b, c);
         }
         float gs = (bc + 0.0f) / d;
-        x[c] = storage.enc(d > 0.0f ? 0.0f + 1.0f * (gs - 0.0f) : 0.0f);
+        x[c] = storage.enc(d > 0.0f ? 0.0f + omega * (gs - 0.0f) : 0.0f);
         return;
     }
     if (p[0] >= nx || p[1] >= ny || p[2] >= nz) return;
@@ -423,7 +424,7 @@ __device__ __forceinline__ void smooth_on(const unsigned char* __restrict__ link
     float gs = (bc + s) / t.d;
     // A cell that takes no part keeps its value, stored back rather than
     // branched around (see `apply`).
-    float out = t.d > 0.0f ? t.own + 1.0f * (gs - t.own) : t.own;
+    float out = t.d > 0.0f ? t.own + omega * (gs - t.own) : t.own;
     if constexpr (E::on) {
         if (ends.z) {
             // The other cell of the pair: the neighbour across x inside it.
@@ -443,12 +444,13 @@ extern "C" __global__ void smooth(const unsigned char* __restrict__ links,
                                   const float* __restrict__ diag, int nx, int ny, int nz,
                                   unsigned faces, float* __restrict__ x,
                                   const float* __restrict__ b, int colour, unsigned odd,
-                                  int pass, int zero) {
+                                  int pass, int zero, float omega) {
     if (!weights && !diag) {
         smooth_on(links, (const float*)nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd,
-                  pass, zero, F32());
+                  pass, zero, omega, F32());
     } else {
-        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, F32());
+        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, omega,
+                  F32());
     }
 }
 
@@ -459,9 +461,9 @@ extern "C" __global__ void smooth_packed(const unsigned char* __restrict__ links
                                          const float* __restrict__ unused, int nx, int ny,
                                          int nz, unsigned faces, float* __restrict__ x,
                                          const float* __restrict__ b, int colour, unsigned odd,
-                                         int pass, int zero) {
+                                         int pass, int zero, float omega) {
     smooth_on(links, Packed{words}, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass, zero,
-              F32());
+              omega, F32());
 }
 
 // `smooth` on the finest grid's x and b with split rows (`Split`; its
@@ -473,9 +475,10 @@ extern "C" __global__ void smooth_split(const unsigned char* __restrict__ links,
                                         const float* __restrict__ diag, int nx, int ny, int nz,
                                         unsigned faces, float* __restrict__ x, float* b,
                                         int colour, unsigned odd, int pass, int zero,
-                                        const float* __restrict__ r, float* __restrict__ z) {
+                                        float omega, const float* __restrict__ r,
+                                        float* __restrict__ z) {
     smooth_on(links, (const float*)nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd, pass,
-              zero, F32(), Split(), Ends{r, b, z});
+              zero, omega, F32(), Split(), Ends{r, b, z});
 }
 
 // `smooth` on x and b in 16 bits (`Half`), the window in `scale`
@@ -485,14 +488,15 @@ extern "C" __global__ void smooth_half(const unsigned char* __restrict__ links,
                                        const float* __restrict__ diag, int nx, int ny, int nz,
                                        unsigned faces, unsigned short* __restrict__ x,
                                        const unsigned short* __restrict__ b, int colour,
-                                       unsigned odd, int pass, int zero,
+                                       unsigned odd, int pass, int zero, float omega,
                                        const float* __restrict__ scale) {
     Half h = {scale[0], scale[1]};
     if (!weights && !diag) {
         smooth_on(links, (const float*)nullptr, nullptr, nx, ny, nz, faces, x, b, colour, odd,
-                  pass, zero, h);
+                  pass, zero, omega, h);
     } else {
-        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, h);
+        smooth_on(links, weights, diag, nx, ny, nz, faces, x, b, colour, odd, pass, zero, omega,
+                  h);
     }
 }
 

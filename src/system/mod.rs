@@ -121,10 +121,11 @@ pub struct Tuning {
     /// `FLOWSCOPE_PACKED_COARSE=0` sweeps them from four arrays and the
     /// links (the same values, to compare).
     pub packed_coarse: bool,
-    /// `FLOWSCOPE_CYCLE=down,up,visits`: the projection method's multigrid
-    /// cycle sweeps down and up that many times on the finest grid and
-    /// visits the second grid that many times, whatever its grid (to time
-    /// other shapes; each 1 or more), as given: the solver reads it.
+    /// `FLOWSCOPE_CYCLE=down,up,visits[,omega]`: the projection method's
+    /// multigrid cycle sweeps down and up that many times on the finest grid
+    /// and visits the second grid that many times, its sweeps over-relaxed
+    /// by omega (1 if left out), whatever its grid (to time other shapes;
+    /// each count 1 or more), as given: the solver reads it.
     pub cycle: Option<String>,
     /// `FLOWSCOPE_FITTED_GUESS=N`: how many of the last pressures the
     /// projection method's pressure solves fit their first guess to (a

@@ -31,9 +31,12 @@ static void sweeps(const std::vector<int>& h, unsigned odd, std::vector<T>& x, F
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     if (!read_input(argv[1])) return 3;
-    auto h = take<int>(16);
+    auto h = take<int>(17);
     int mode = h[0], nx = h[1], ny = h[2], nz = h[3], cx = h[8], cy = h[9], cz = h[10];
     unsigned faces = h[4], odd = h[5];
+    // The sweeps' over-relaxation.
+    float omega;
+    std::memcpy(&omega, &h[16], 4);
     size_t n = (size_t)nx * ny * nz, nc = (size_t)cx * cy * cz;
     auto links = take<unsigned char>(n);
     // h[6]: 1 three arrays of couplings, 2 the packed words (`Packed`).
@@ -60,10 +63,10 @@ int main(int argc, char** argv) {
             launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
                 if (words)
                     smooth_packed(links.data(), words, nullptr, nx, ny, nz, faces, x.data(),
-                                  b.data(), colour, odd, pass, zero);
+                                  b.data(), colour, odd, pass, zero, omega);
                 else
                     smooth(links.data(), w, d, nx, ny, nz, faces, x.data(), b.data(), colour,
-                           odd, pass, zero);
+                           odd, pass, zero, omega);
             });
         });
         out = x;
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
             sweeps(h, odd, xh, [&](int colour, int pass, int zero, bool) {
                 launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
                     smooth_half(links.data(), w, d, nx, ny, nz, faces, xh.data(), bh.data(),
-                                colour, odd, pass, zero, scale);
+                                colour, odd, pass, zero, omega, scale);
                 });
             });
         } else if (mode == 6) {
@@ -184,8 +187,8 @@ int main(int argc, char** argv) {
             sweeps(h, odd, xs, [&](int colour, int pass, int zero, bool last) {
                 launch(cells(up(nx, 2), ny, nz), {32, 4, 1}, [&] {
                     smooth_split(links.data(), nullptr, nullptr, nx, ny, nz, faces, xs.data(),
-                                 bs.data(), colour, odd, pass, zero, zero ? b.data() : nullptr,
-                                 last ? out.data() : nullptr);
+                                 bs.data(), colour, odd, pass, zero, omega,
+                                 zero ? b.data() : nullptr, last ? out.data() : nullptr);
                 });
             });
         } else if (mode == 11) {

@@ -1801,10 +1801,11 @@ fn apply(
         .map_err(dev)
 }
 
-/// `count` red-black Gauss–Seidel sweeps on `level`, the colours in the
-/// opposite order when `reverse`; from x = 0 when `from_zero` (x's values
-/// on entry unused: the first pass zeroes the other colour's cells, or,
-/// along a periodic axis of odd length, x is zeroed first).
+/// `count` red-black Gauss–Seidel sweeps on `level`, over-relaxed by
+/// `omega`, the colours in the opposite order when `reverse`; from x = 0
+/// when `from_zero` (x's values on entry unused: the first pass zeroes the
+/// other colour's cells, or, along a periodic axis of odd length, x is
+/// zeroed first).
 #[allow(clippy::too_many_arguments)]
 fn smooth<T: DeviceRepr + ValidAsZeroBits>(
     gpu: &Gpu,
@@ -1813,6 +1814,7 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
     b: &CudaSlice<T>,
     count: usize,
     reverse: bool,
+    omega: f32,
     from_zero: bool,
     storage: Storage,
     mut ends: Ends,
@@ -1843,7 +1845,8 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
                     .arg(&colour)
                     .arg(&level.odd)
                     .arg(&pass)
-                    .arg(&zero);
+                    .arg(&zero)
+                    .arg(&omega);
                 storage.push_scale(&mut l);
                 if split {
                     match ends.from {
@@ -1858,7 +1861,8 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
                 let mut half = level.size;
                 half[0] = half[0].div_ceil(2);
                 // SAFETY: smooth(const u8*, const float*, const float*, int,
-                // int, int, unsigned, T*, const T*, int, unsigned, int, int)
+                // int, int, unsigned, T*, const T*, int, unsigned, int, int,
+                // float)
                 // (and, smooth_half, const float*; smooth_split, r and z,
                 // const float* and float*, the finest grid's cells or null;
                 // smooth_packed the words for the weights, a null
@@ -1935,7 +1939,10 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     let [down, up] = shape.sweeps(depth);
     let Ends { from, into } = ends;
     let first = Ends { from, into: None };
-    smooth(gpu, fine, x, b, down, false, from_zero, storage, first)?;
+    let omega = shape.omega();
+    smooth(
+        gpu, fine, x, b, down, false, omega, from_zero, storage, first,
+    )?;
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
@@ -2005,7 +2012,7 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
         .map(drop)
         .map_err(dev)?;
     let last = Ends { from: None, into };
-    smooth(gpu, fine, x, b, up, true, false, storage, last)
+    smooth(gpu, fine, x, b, up, true, omega, false, storage, last)
 }
 
 #[cfg(test)]

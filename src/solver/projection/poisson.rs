@@ -24,9 +24,6 @@ pub enum Face {
     Fixed,
 }
 
-/// Over-relaxation of the Gauss–Seidel sweeps.
-const OMEGA: f32 = 1.0;
-
 /// Directions of the six neighbours: −x, +x, −y, +y, −z, +z.
 const DIRECTIONS: usize = 6;
 
@@ -282,9 +279,10 @@ impl Operator {
     /// `sweeps` red-black Gauss–Seidel sweeps on A x = b: the cells with
     /// x + y + z even first (odd first when `reverse`: the adjoint of the
     /// forward sweep, which keeps a V-cycle symmetric), then the others,
-    /// each from its neighbours' newest values.
-    pub fn smooth(&self, x: &mut [f32], b: &[f32], sweeps: usize, reverse: bool) {
-        self.smooth_stored(x, b, sweeps, reverse, |v| v);
+    /// each from its neighbours' newest values, over-relaxed by `omega`
+    /// (1: plain Gauss–Seidel).
+    pub fn smooth(&self, x: &mut [f32], b: &[f32], sweeps: usize, reverse: bool, omega: f32) {
+        self.smooth_stored(x, b, sweeps, reverse, omega, |v| v);
     }
 
     /// [`Operator::smooth`] with each new value passed through `store`
@@ -296,6 +294,7 @@ impl Operator {
         b: &[f32],
         sweeps: usize,
         reverse: bool,
+        omega: f32,
         store: impl Fn(f32) -> f32 + Sync,
     ) {
         let plane = self.plane();
@@ -323,7 +322,7 @@ impl Operator {
                             if self.active(c) {
                                 let s = self.neighbour_sum(x, c, [xi, y, z]);
                                 let gs = (b[c] + s) / self.diag[c];
-                                x[c] = store(x[c] + OMEGA * (gs - x[c]));
+                                x[c] = store(x[c] + omega * (gs - x[c]));
                             }
                         }
                     }
@@ -546,7 +545,7 @@ mod tests {
             dot(r, r).sqrt()
         };
         let before = norm(&x, &mut r);
-        a.smooth(&mut x, &b, 2, false);
+        a.smooth(&mut x, &b, 2, false, 1.0);
         let after = norm(&x, &mut r);
         assert!(after < 0.1 * before, "{before} → {after}");
     }

@@ -95,15 +95,24 @@ impl ProjectionSolver {
                 "the multigrid cycle's shape is set before the solver moves to the GPU".into(),
             ));
         }
-        let counts: Option<Vec<usize>> = text.split(',').map(|c| c.trim().parse().ok()).collect();
-        let shape = match counts.as_deref() {
-            Some(&[down, up, visits]) => super::multigrid::Cycle::new([down, up], visits),
+        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let count = |i: usize| fields.get(i).and_then(|c| c.parse::<usize>().ok());
+        let omega = match fields.get(3) {
+            Some(w) => w.parse::<f32>().ok(),
+            None => Some(1.0),
+        };
+        let shape = match (fields.len(), count(0), count(1), count(2), omega) {
+            (3 | 4, Some(down), Some(up), Some(visits), Some(omega)) => {
+                super::multigrid::Cycle::new([down, up], visits, omega)
+            }
             _ => None,
         };
         let shape = shape.ok_or_else(|| {
             SolverError::InvalidParams(format!(
                 "FLOWSCOPE_CYCLE={text}: give three counts of 1 or more, the finest grid's \
-                 sweeps down and up and the second grid's visits (e.g. 1,3,1), or unset it"
+                 sweeps down and up and the second grid's visits, and optionally the \
+                 sweeps' over-relaxation between 0 and 2 (e.g. 1,3,1 or 2,4,2,1.3), or \
+                 unset it"
             ))
         })?;
         self.flow.pcg.mg.set_shape(shape);
@@ -582,5 +591,41 @@ mod tests {
         assert_eq!(s.substeps(0.9), 2 * half, "{half}");
         assert!(half >= 2);
         assert!(s.describe().contains("CFL 0.25"));
+    }
+
+    #[test]
+    fn a_cycle_given_by_hand_takes_an_over_relaxation_between_0_and_2() {
+        let grid = Grid {
+            size: [8, 8, 4],
+            periodic: [true; 3],
+        };
+        let mut s = ProjectionSolver::new(
+            grid,
+            vec![0; grid.cells()],
+            Params::new(0.6, Collision::Bgk),
+            Initial::Uniform([0.0; 3]),
+        )
+        .unwrap();
+        s.set_cycle(Some("2, 4,2,1.3")).unwrap();
+        let shape = s.flow.pcg.mg.shape();
+        assert_eq!(shape.sweeps(0), [2, 4]);
+        assert_eq!((shape.visits(0), shape.omega()), (2, 1.3));
+        s.set_cycle(Some("1,3,1")).unwrap();
+        assert_eq!(s.flow.pcg.mg.shape().omega(), 1.0);
+        for bad in [
+            "1,3,1,2",
+            "1,3,1,0",
+            "1,3,1,x",
+            "1,3",
+            "1,3,1,1.2,5",
+            "0,3,1",
+        ] {
+            match s.set_cycle(Some(bad)) {
+                Err(SolverError::InvalidParams(m)) => {
+                    assert!(m.contains(bad) && m.contains("between 0 and 2"), "{m}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 }
