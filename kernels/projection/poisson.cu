@@ -884,7 +884,8 @@ struct Walk {
     }
 };
 
-// out = A x on the finest grid (0 in cells that take no part), and Σ x·out.
+// out = A x on the finest grid (0 in cells that take no part; out null: not
+// stored), and Σ x·out.
 __device__ __forceinline__ void apply_dot_on(const unsigned char* __restrict__ links,
                                              const float* __restrict__ weights,
                                              const float* __restrict__ diag, int nx, int ny, int nz,
@@ -899,7 +900,7 @@ __device__ __forceinline__ void apply_dot_on(const unsigned char* __restrict__ l
         Stencil t = stencil(l, links, weights, diag, x, w.c, w.p);
         float ax = differences_of(t);
         ax = t.d > 0.0f ? ax : 0.0f;
-        out[w.c] = ax;
+        if (out) out[w.c] = ax;
         t0 += (double)t.own * (double)ax;
     }
     block_sums(s0, s1, t0, 0.0);
@@ -1002,6 +1003,76 @@ extern "C" __global__ void cg_update_sum(float* __restrict__ x, float* __restric
     if (threadIdx.x == 0) {
         partial[2 * blockIdx.x] = s0[0];
         partial[2 * blockIdx.x + 1] = s1[0];
+    }
+}
+
+// CG's update with the check of its true residual in the same pass, where
+// `cg_update_sum` and a later `residual_dots` took two
+// (`FLOWSCOPE_FUSED_CHECK=1`): x + α d into x_new (not x, whose neighbours
+// other threads read: the host then swaps the two), r = rhs − A x_new (the
+// true residual) stored in r, and Σ (r − α A d)² (the recurrence's, which
+// decides when to look at the true one), Σ r_new² and Σ x_new² over every
+// cell, as `reduce` sums them. α = rz / pq as in cg_update_sum (no change
+// where pq is not positive). The new x at the neighbours is worked out from
+// x and d there, rounded as it is stored.
+__device__ __forceinline__ void cg_update_check_on(
+    const unsigned char* __restrict__ links, const float* __restrict__ weights,
+    const float* __restrict__ diag, int nx, int ny, int nz, unsigned faces,
+    const float* __restrict__ x, const float* __restrict__ d, const float* __restrict__ rhs,
+    float* __restrict__ r, float* __restrict__ x_new, const double* __restrict__ scalars, int rz,
+    int pq, double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256], s2[256];
+    Level l = {{nx, ny, nz}, faces};
+    unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
+    double dq = scalars[pq];
+    bool update = dq > 0.0;
+    float alpha = update ? (float)(scalars[rz] / dq) : 0.0f;
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
+    for (Walk w(nx, ny); w.c < n; w.next()) {
+        Stencil td = stencil(l, links, weights, diag, d, w.c, w.p);
+        Stencil tx = stencil(l, links, weights, diag, x, w.c, w.p);
+        float rc = r[w.c], bc = rhs[w.c];
+        float q = differences_of(td);
+        q = td.d > 0.0f ? q : 0.0f;
+        float recurrence = update ? rc + -alpha * q : rc;
+        if (update) {
+            tx.own = tx.own + alpha * td.own;
+#pragma unroll
+            for (int dir = 0; dir < 6; dir++) {
+                tx.around[dir] = tx.around[dir] + alpha * td.around[dir];
+            }
+        }
+        float ax = differences_of(tx);
+        float rt = tx.d > 0.0f ? bc - ax : 0.0f;
+        x_new[w.c] = tx.own;
+        r[w.c] = rt;
+        t0 += (double)recurrence * (double)recurrence;
+        t1 += (double)rt * (double)rt;
+        t2 += (double)tx.own * (double)tx.own;
+    }
+    block_sums(s0, s1, t0, t1, s2, t2);
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+        partial[2 * gridDim.x + blockIdx.x] = s2[0];
+    }
+}
+
+extern "C" __global__ void cg_update_check(const unsigned char* __restrict__ links,
+                                           const float* __restrict__ weights,
+                                           const float* __restrict__ diag, int nx, int ny,
+                                           int nz, unsigned faces, const float* __restrict__ x,
+                                           const float* __restrict__ d,
+                                           const float* __restrict__ rhs, float* __restrict__ r,
+                                           float* __restrict__ x_new,
+                                           const double* __restrict__ scalars, int rz, int pq,
+                                           double* __restrict__ partial) {
+    if (!weights && !diag) {
+        cg_update_check_on(links, nullptr, nullptr, nx, ny, nz, faces, x, d, rhs, r, x_new,
+                           scalars, rz, pq, partial);
+    } else {
+        cg_update_check_on(links, weights, diag, nx, ny, nz, faces, x, d, rhs, r, x_new, scalars,
+                           rz, pq, partial);
     }
 }
 

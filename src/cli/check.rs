@@ -371,7 +371,7 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         let ok = if args.projection_validation {
             validate_projection(&args, tuning)?
         } else if args.projection_only {
-            check_projection(&args)?
+            check_projection(&args, tuning)?
         } else {
             check_contaminants(&args, tuning)?
         };
@@ -767,7 +767,7 @@ pub fn check(args: CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     all_ok &= check_mesh_voxels()?;
     if !args.lbm_only {
         all_ok &= check_contaminants(&args, tuning)?;
-        all_ok &= check_projection(&args)?;
+        all_ok &= check_projection(&args, tuning)?;
     }
     println!(
         "{}",
@@ -904,7 +904,7 @@ fn left_frame_differences(gpu: &mut crate::solver::lbm::cuda::CudaSolver) -> any
 /// The projection method's CUDA solver against its CPU solver on every
 /// shipped scenario it runs (scaled down), and a checkpoint resumed on the
 /// GPU bit for bit.
-fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
+fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
     use crate::solver::projection::ProjectionSolver;
     let mut ok = true;
     let steps = args.projection_steps;
@@ -934,6 +934,9 @@ fn check_projection(args: &CheckArgs) -> anyhow::Result<bool> {
             }
         };
         let mut gpu = select::build_projection(&scenario, None)?;
+        // CPU and GPU take the same iteration (FLOWSCOPE_FUSED_CHECK).
+        cpu.set_fused_check(tuning.fused_check);
+        gpu.set_fused_check(tuning.fused_check);
         if let Err(e) = gpu.move_to_gpu(0) {
             // A grid the GPU solver declines is skipped; a GPU that fails
             // (kernels that do not load, a device error) fails the check.

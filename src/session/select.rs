@@ -437,6 +437,7 @@ fn projection(
     let (mut solver, geometry) = projection_cpu(scenario, available)?;
     solver.set_fitted_guess(backend.tuning.fitted_guess.as_deref())?;
     solver.set_cycle(backend.tuning.cycle.as_deref())?;
+    solver.set_fused_check(backend.tuning.fused_check);
     let fallback = match cuda {
         Err(why) => Some(why),
         Ok(()) => match solver.move_to_gpu(0) {

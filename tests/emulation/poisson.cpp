@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     auto x = take<float>(n);
     auto b = take<float>(n);
     auto coarse_diag = take<float>(mode >= 2 ? nc : 0);
-    auto e = take<float>(mode == 3 || mode == 7 || mode == 12 ? nc : 0);
+    auto e = take<float>(mode == 3 || mode == 7 || mode == 12 ? nc : mode == 13 ? 2 * n : 0);
     const float* w = h[6] ? weights.data() : nullptr;
     // Packed words (smooth_packed and restrict_residual_packed) stand for
     // the couplings and the diagonal; prolongation still takes the
@@ -99,6 +99,28 @@ int main(int argc, char** argv) {
         double dot = 0.0;
         for (unsigned i = 0; i < blocks; i++) dot += partial[2 * i];
         out[n] = (float)dot;
+    } else if (mode == 13) {
+        // cg_update_check, three blocks as mode 4: e holds d, then r; α's
+        // bits in h[14] (the scalars α and 1). out: the new x, the new r,
+        // then the sums of the recurrence's r², the new r² and x².
+        float alpha;
+        std::memcpy(&alpha, &h[14], 4);
+        std::vector<double> scalars = {(double)alpha, 1.0};
+        unsigned blocks = 3;
+        std::vector<double> partial(3 * blocks);
+        std::vector<float> r(e.begin() + n, e.end()), moved(n);
+        launch({blocks, 1, 1}, {256, 1, 1}, [&] {
+            cg_update_check(links.data(), w, d, nx, ny, nz, faces, x.data(), e.data(), b.data(),
+                            r.data(), moved.data(), scalars.data(), 0, 1, partial.data());
+        });
+        out = moved;
+        out.insert(out.end(), r.begin(), r.end());
+        for (int k = 0; k < 3; k++) {
+            double sum = 0.0;
+            for (unsigned i = 0; i < blocks; i++)
+                sum += k < 2 ? partial[2 * i + k] : partial[2 * blocks + i];
+            out.push_back((float)sum);
+        }
     } else if (mode == 9) {
         // residual_dots, three blocks as mode 4; out: r, then Σ b·b, Σ r·r,
         // Σ x·x.

@@ -119,6 +119,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
         let mut solver = select::build_projection(scenario, available)?;
         solver.set_fitted_guess(tuning.fitted_guess.as_deref())?;
         solver.set_cycle(tuning.cycle.as_deref())?;
+        solver.set_fused_check(tuning.fused_check);
         if use_cuda {
             solver.move_to_gpu(0)?;
             solver.set_graphs(tuning.cuda_graphs);

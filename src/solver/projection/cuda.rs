@@ -42,7 +42,9 @@ const RR: i32 = 4;
 const SUM: i32 = 5;
 const BB: i32 = 6;
 const XX: i32 = 7;
-const SCALARS: usize = 8;
+/// The true residual's r·r from `cg_update_check` (RR: the recurrence's).
+const RR_TRUE: i32 = 8;
+const SCALARS: usize = 9;
 
 fn dev(e: impl std::fmt::Display) -> SolverError {
     SolverError::Device(format!("projection method on the GPU: {e}"))
@@ -124,6 +126,7 @@ struct Kernels {
     predict: CudaFunction,
     apply_dot: CudaFunction,
     cg_update_sum: CudaFunction,
+    cg_update_check: CudaFunction,
     subtract_mean_dots: CudaFunction,
 }
 
@@ -462,6 +465,8 @@ pub struct Settings {
     pub jacobi: bool,
     pub max_iterations: usize,
     pub max_sweeps: usize,
+    /// [`super::multigrid::Pcg::fused_check`].
+    pub fused_check: bool,
 }
 
 /// The flow's arrays on the GPU and the kernels that step them.
@@ -504,11 +509,14 @@ pub struct DeviceFlow {
     /// (the GPU is waited for at each part's end).
     pub spent: StepTimes,
     pub timed: bool,
-    /// One CG iteration captured per arrangement: whether z and the last z
-    /// have traded places (`swapped`), the parity of the iteration (its r·z
-    /// slots) and whether it is a solve's first.
-    graphs: [Option<Graph>; 8],
+    /// One CG iteration captured per arrangement: whether its update takes
+    /// the check ([`Settings::fused_check`]), whether the pressure and q
+    /// have traded places (`p_swapped`), whether z and the last z have
+    /// (`swapped`), the parity of the iteration (its r·z slots) and whether
+    /// it is a solve's first.
+    graphs: [Option<Graph>; 32],
     swapped: bool,
+    p_swapped: bool,
     /// Whether to capture graphs (off where the driver cannot, or by
     /// [`DeviceFlow::set_graphs`]).
     capture: bool,
@@ -685,6 +693,7 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             predict: g("predict")?,
             apply_dot: g("apply_dot")?,
             cg_update_sum: g("cg_update_sum")?,
+            cg_update_check: g("cg_update_check")?,
             subtract_mean_dots: g("subtract_mean_dots")?,
         })
     })
@@ -852,6 +861,7 @@ impl DeviceFlow {
                 timed: false,
                 graphs: Default::default(),
                 swapped: false,
+                p_swapped: false,
                 capture: true,
                 gpu: Gpu {
                     stream: stream.clone(),
@@ -1196,6 +1206,7 @@ impl DeviceFlow {
             jacobi: flow.pcg.jacobi,
             max_iterations: flow.pcg.max_iterations,
             max_sweeps: flow.pcg.max_sweeps,
+            fused_check: flow.pcg.fused_check,
         };
         self.predict(flow, dt)?;
         let solve = self.project(dt, settings, &mut flow.pcg.floor)?;
@@ -1546,18 +1557,27 @@ impl DeviceFlow {
         }
         let mut iterations = 0;
         let mut floor = Floor::new(residual);
+        let fused = settings.fused_check && !singular;
         while residual > settings.tolerance && iterations < settings.max_iterations {
             // r·z of this iteration and of the last, in alternate slots.
             let (rz, rz_old) = (RZ[iterations % 2], RZ[(iterations + 1) % 2]);
             let first = iterations == 0;
-            let key = 4 * self.swapped as usize + 2 * (iterations % 2) + first as usize;
+            let key = 16 * fused as usize
+                + 8 * self.p_swapped as usize
+                + 4 * self.swapped as usize
+                + 2 * (iterations % 2)
+                + first as usize;
+            let how = (rz, rz_old, first, fused);
             match &self.graphs[key] {
                 Some(graph) => {
                     graph.launch().map_err(dev)?;
                     self.swap_z();
+                    if fused {
+                        self.swap_p();
+                    }
                 }
-                None if self.capture => self.capture_iteration(key, rz, rz_old, first)?,
-                None => self.queue_iteration(rz, rz_old, first)?,
+                None if self.capture => self.capture_iteration(key, how)?,
+                None => self.queue_iteration(how)?,
             }
             let s = self.scalars()?;
             if !(s[PQ as usize] > 0.0) {
@@ -1569,11 +1589,17 @@ impl DeviceFlow {
             let estimate = s[RR as usize].sqrt() / norm_b;
             let mut checked = None;
             residual = if estimate <= check_at {
-                self.residual_dots()?;
-                let s = self.scalars()?;
+                // The update left the true residual's sums (fused).
+                let (s, rr) = match fused {
+                    true => (s, RR_TRUE),
+                    false => {
+                        self.residual_dots()?;
+                        (self.scalars()?, RR)
+                    }
+                };
                 xx = s[XX as usize];
                 checked = Some(Floor::target(settings.tolerance, *learned, xx, norm_b));
-                s[RR as usize].sqrt() / norm_b
+                s[rr as usize].sqrt() / norm_b
             } else {
                 estimate
             };
@@ -1595,10 +1621,24 @@ impl DeviceFlow {
         self.swapped = !self.swapped;
     }
 
+    /// The pressure and q trade places: `cg_update_check` writes the new
+    /// pressure into q's vector (as [`DeviceFlow::swap_z`]).
+    fn swap_p(&mut self) {
+        self.vectors.swap(Vector::P as usize, Vector::Q as usize);
+        self.p_swapped = !self.p_swapped;
+    }
+
     /// Queues one iteration of preconditioned CG up to the new r·r (the
     /// host reads the scalars after it): z = M⁻¹ r by a V-cycle, the new
     /// direction, q = A d, then p, r and r·r.
-    fn queue_iteration(&mut self, rz: i32, rz_old: i32, first: bool) -> Result<(), SolverError> {
+    /// `(rz, rz_old, first, fused)`: the slots of this iteration's r·z and
+    /// the last's, whether it is a solve's first, and whether the update
+    /// takes the check ([`Settings::fused_check`]: x into q's vector, then
+    /// [`DeviceFlow::swap_p`]).
+    fn queue_iteration(
+        &mut self,
+        (rz, rz_old, first, fused): (i32, i32, bool, bool),
+    ) -> Result<(), SolverError> {
         let n = self.n();
         let singular = self.mg.singular;
         {
@@ -1696,18 +1736,50 @@ impl DeviceFlow {
         self.swap_z();
         let (_, cfg) = self.reduce_config();
         {
-            // q = A d and d·q in one pass.
+            // q = A d and d·q in one pass (fused: d·q alone, q's vector
+            // left for the new pressure).
             let finest = &self.mg.levels[0];
             let [_, _, _, _, _, direction, q] = &mut self.vectors;
             let mut l = self.gpu.stream.launch_builder(&self.gpu.k.apply_dot);
             finest.push(&mut l);
-            l.arg(&*direction).arg(q).arg(&mut self.partial);
+            l.arg(&*direction);
+            match fused {
+                true => l.arg(&NULL),
+                false => l.arg(q),
+            };
+            l.arg(&mut self.partial);
             // SAFETY: apply_dot(const u8*, const float*, const float*, int,
             // int, int, unsigned, const float*, float*, double*): the finest
             // grid's cells, 2 × blocks partial sums.
             unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
         }
         self.finish(PQ, -1)?;
+        if fused {
+            {
+                let finest = &self.mg.levels[0];
+                let [p, rhs, r, _, _, direction, q] = &mut self.vectors;
+                let mut l = self.gpu.stream.launch_builder(&self.gpu.k.cg_update_check);
+                finest.push(&mut l);
+                l.arg(&*p)
+                    .arg(&*direction)
+                    .arg(&*rhs)
+                    .arg(r)
+                    .arg(q)
+                    .arg(&self.scalars)
+                    .arg(&rz)
+                    .arg(&PQ)
+                    .arg(&mut self.partial);
+                // SAFETY: cg_update_check(const u8*, const float*, const
+                // float*, int, int, int, unsigned, const float*, const
+                // float*, const float*, float*, float*, const double*, int,
+                // int, double*): the finest grid's cells, x_new (q's
+                // vector) apart from x, slots below SCALARS, 3 × blocks
+                // partial sums.
+                unsafe { l.launch(cfg) }.map(drop).map_err(dev)?;
+            }
+            self.swap_p();
+            return self.finish_three(RR, RR_TRUE, XX);
+        }
         {
             // x and r updated, then r·r, or (singular) Σ r for its mean.
             let squares = !singular as i32;
@@ -1747,18 +1819,16 @@ impl DeviceFlow {
     fn capture_iteration(
         &mut self,
         key: usize,
-        rz: i32,
-        rz_old: i32,
-        first: bool,
+        how: (i32, i32, bool, bool),
     ) -> Result<(), SolverError> {
         let stream = self.gpu.stream.clone();
         let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         if stream.begin_capture(mode).is_err() {
             self.capture = false;
-            return self.queue_iteration(rz, rz_old, first);
+            return self.queue_iteration(how);
         }
-        let swapped = self.swapped;
-        let queued = self.queue_iteration(rz, rz_old, first);
+        let (swapped, p_swapped) = (self.swapped, self.p_swapped);
+        let queued = self.queue_iteration(how);
         let flags = cudarc::driver::sys::CUgraphInstantiate_flags(0);
         let graph = stream.end_capture(flags);
         match (queued, graph) {
@@ -1774,7 +1844,10 @@ impl DeviceFlow {
                 if self.swapped != swapped {
                     self.swap_z();
                 }
-                self.queue_iteration(rz, rz_old, first)
+                if self.p_swapped != p_swapped {
+                    self.swap_p();
+                }
+                self.queue_iteration(how)
             }
         }
     }

@@ -65,11 +65,13 @@ pub(super) struct Cycle {
     finest: [usize; 2],
     second_grid_visits: usize,
     omega: f32,
+    coarser: [usize; 2],
 }
 
 impl Cycle {
     /// Every coarser grid sweeps three times each way and takes its next
-    /// grid's correction once.
+    /// grid's correction once (two before and three after keep the
+    /// stronger cycle's tenfold: BENCHMARKS.md, thirty-sixth session).
     const COARSER: [usize; 2] = [3, 3];
 
     /// The over-relaxation of the stronger cycle's sweeps.
@@ -83,28 +85,42 @@ impl Cycle {
                 finest: [2, 4],
                 second_grid_visits: 2,
                 omega: Self::OMEGA_AROUND_OBSTACLES,
+                coarser: Self::COARSER,
             }
         } else {
             Cycle {
                 finest: [1, 3],
                 second_grid_visits: 1,
                 omega: 1.0,
+                coarser: Self::COARSER,
             }
         }
     }
 
     /// A shape of `finest` sweeps before and after the correction on the
-    /// finest grid and `second_grid_visits` of the second grid (the coarser
-    /// grids as always), every sweep over-relaxed by `omega`, or None unless
-    /// each count is 1 or more (the GPU's first pass down starts its x from
-    /// zero) and 0 < ω < 2 (where Gauss–Seidel converges).
-    pub(super) fn new(finest: [usize; 2], second_grid_visits: usize, omega: f32) -> Option<Cycle> {
-        (finest.iter().all(|&n| n >= 1) && second_grid_visits >= 1 && omega > 0.0 && omega < 2.0)
-            .then_some(Cycle {
-                finest,
-                second_grid_visits,
-                omega,
-            })
+    /// finest grid, `second_grid_visits` of the second grid and `coarser`
+    /// sweeps on each coarser grid, every sweep over-relaxed by `omega`, or
+    /// None unless each count is 1 or more (the GPU's first pass down
+    /// starts its x from zero) and 0 < ω < 2 (where Gauss–Seidel
+    /// converges).
+    pub(super) fn new(
+        finest: [usize; 2],
+        second_grid_visits: usize,
+        omega: f32,
+        coarser: [usize; 2],
+    ) -> Option<Cycle> {
+        let counts = finest.iter().chain(&coarser).chain([&second_grid_visits]);
+        (counts.into_iter().all(|&n| n >= 1) && omega > 0.0 && omega < 2.0).then_some(Cycle {
+            finest,
+            second_grid_visits,
+            omega,
+            coarser,
+        })
+    }
+
+    /// The coarser grids' sweeps of the cycle a grid takes by default.
+    pub(super) fn default_coarser() -> [usize; 2] {
+        Self::COARSER
     }
 
     /// The over-relaxation of every grid's Gauss–Seidel sweeps.
@@ -117,7 +133,7 @@ impl Cycle {
         if k == 0 {
             self.finest
         } else {
-            Self::COARSER
+            self.coarser
         }
     }
 
@@ -675,6 +691,12 @@ pub struct Pcg {
     /// The f32 floor the last solve that ran into it found, per unit
     /// ‖x‖ / ‖b‖ ([`Floor`]).
     pub floor: Option<f64>,
+    /// Each iteration of a nonsingular solve leaves the true residual
+    /// b − A x in r, not CG's recurrence r − α A p (whose norm still decides
+    /// when to look at the true one): what the GPU's update does in the pass
+    /// that updates x, instead of a pass of its own for the check
+    /// (`FLOWSCOPE_FUSED_CHECK=1`, off by default).
+    pub fused_check: bool,
     r: Vec<f32>,
     z: Vec<f32>,
     z_old: Vec<f32>,
@@ -692,6 +714,7 @@ impl Pcg {
             tolerance,
             max_iterations: 200,
             floor: None,
+            fused_check: false,
             r: vec![0.0; n],
             z: vec![0.0; n],
             z_old: vec![0.0; n],
@@ -786,22 +809,41 @@ impl Pcg {
             }
             let alpha = (rz / pq) as f32;
             axpy(alpha, &self.p, x);
-            axpy(-alpha, &self.q, &mut self.r);
-            if singular {
-                // Rounding leaves r a mean that A x can never cancel.
-                op.remove_mean(&mut self.r);
-            }
+            let fused = self.fused_check && !singular;
+            let estimate = if fused {
+                // The recurrence's norm alone; r becomes the true residual.
+                let recurrence: f64 = (self.r.par_iter().zip(self.q.par_iter()))
+                    .map(|(&r, &q)| {
+                        let v = r + -alpha * q;
+                        v as f64 * v as f64
+                    })
+                    .sum();
+                op.residual(x, b, &mut self.r);
+                xx = dot(x, x);
+                recurrence.sqrt() / norm_b
+            } else {
+                axpy(-alpha, &self.q, &mut self.r);
+                if singular {
+                    // Rounding leaves r a mean that A x can never cancel.
+                    op.remove_mean(&mut self.r);
+                }
+                dot(&self.r, &self.r).sqrt() / norm_b
+            };
             iterations += 1;
             // The recurrence drifts from the true residual in f32: check
             // the true one before stopping.
-            let estimate = dot(&self.r, &self.r).sqrt() / norm_b;
             let mut checked = None;
             if estimate <= check_at {
-                op.residual(x, b, &mut self.r);
-                xx = dot(x, x);
+                if !fused {
+                    op.residual(x, b, &mut self.r);
+                    xx = dot(x, x);
+                }
                 checked = Some(Floor::target(self.tolerance, self.floor, xx, norm_b));
             }
-            residual = dot(&self.r, &self.r).sqrt() / norm_b;
+            residual = match (fused, checked) {
+                (true, None) => estimate,
+                _ => dot(&self.r, &self.r).sqrt() / norm_b,
+            };
             if let Some(end) = floor.reached(residual, checked, self.tolerance) {
                 self.floor = Floor::learn(self.floor, end, residual, xx, norm_b);
                 break;
@@ -972,6 +1014,49 @@ mod tests {
     }
 
     #[test]
+    fn the_fused_check_leaves_the_true_residual_and_solves_as_the_recurrence_does() {
+        let n = 48;
+        let fluid: Vec<bool> = (0..n * n * n)
+            .map(|c| {
+                let [x, y, z] = coords([n; 3], c);
+                !((14..26).contains(&x) && (8..38).contains(&y) && z < 30)
+            })
+            .collect();
+        let faces = [[Face::Wall, Face::Fixed], [Face::Wall; 2], [Face::Wall; 2]];
+        let op = Operator::new([n; 3], &fluid, faces);
+        let (_, b) = known(&op);
+        let mut solved = Vec::new();
+        for fused in [false, true] {
+            let mut pcg = Pcg::new(op.clone(), 1e-5);
+            pcg.fused_check = fused;
+            let mut x = vec![0.0; n * n * n];
+            let solve = pcg.solve(&b, &mut x);
+            assert!(solve.residual <= 1e-5, "fused {fused}: {solve:?}");
+            if fused {
+                // r is b − A x to the bit, not the recurrence's.
+                let mut r = vec![0.0; n * n * n];
+                op.residual(&x, &b, &mut r);
+                let differ = r
+                    .iter()
+                    .zip(&pcg.r)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits());
+                assert_eq!(differ.count(), 0);
+            }
+            solved.push((solve.iterations, x));
+        }
+        let (plain, fused) = (&solved[0], &solved[1]);
+        assert!(
+            plain.0.abs_diff(fused.0) <= 1,
+            "{} against {}",
+            plain.0,
+            fused.0
+        );
+        let most = plain.1.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let apart = (plain.1.iter().zip(&fused.1)).fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(apart <= 1e-4 * most, "{apart} of {most}");
+    }
+
+    #[test]
     fn cg_with_multigrid_solves_to_the_tolerance_and_starts_from_the_last_solution() {
         let n = 64;
         let fluid: Vec<bool> = (0..n * n * n)
@@ -1020,13 +1105,17 @@ mod tests {
 
     #[test]
     fn a_shape_given_by_hand_is_taken_and_counts_of_zero_are_refused() {
-        assert!(Cycle::new([0, 2], 1, 1.0).is_none() && Cycle::new([1, 2], 0, 1.0).is_none());
-        assert!(Cycle::new([1, 2], 1, 0.0).is_none() && Cycle::new([1, 2], 1, 2.0).is_none());
+        let three = [3, 3];
+        assert!(Cycle::new([0, 2], 1, 1.0, three).is_none());
+        assert!(Cycle::new([1, 2], 0, 1.0, three).is_none());
+        assert!(Cycle::new([1, 2], 1, 1.0, [0, 3]).is_none());
+        assert!(Cycle::new([1, 2], 1, 0.0, three).is_none());
+        assert!(Cycle::new([1, 2], 1, 2.0, three).is_none());
         let n = 32;
         let op = Operator::new([n; 3], &vec![true; n * n * n], [[Face::Wall; 2]; 3]);
         let (_, b) = known(&op);
         let mut pcg = Pcg::new(op, 1e-5);
-        let shape = Cycle::new([1, 2], 1, 1.2).expect("counts of 1 or more, 0 < ω < 2");
+        let shape = Cycle::new([1, 2], 1, 1.2, [2, 3]).expect("counts of 1 or more, 0 < ω < 2");
         assert_ne!(pcg.mg.shape(), shape);
         pcg.mg.set_shape(shape);
         assert_eq!(pcg.mg.shape(), shape);

@@ -95,24 +95,29 @@ impl ProjectionSolver {
                 "the multigrid cycle's shape is set before the solver moves to the GPU".into(),
             ));
         }
+        use super::multigrid::Cycle;
         let fields: Vec<&str> = text.split(',').map(str::trim).collect();
         let count = |i: usize| fields.get(i).and_then(|c| c.parse::<usize>().ok());
         let omega = match fields.get(3) {
             Some(w) => w.parse::<f32>().ok(),
             None => Some(1.0),
         };
-        let shape = match (fields.len(), count(0), count(1), count(2), omega) {
-            (3 | 4, Some(down), Some(up), Some(visits), Some(omega)) => {
-                super::multigrid::Cycle::new([down, up], visits, omega)
+        let coarser = match fields.len() {
+            6 => count(4).zip(count(5)).map(|(down, up)| [down, up]),
+            _ => Some(Cycle::default_coarser()),
+        };
+        let shape = match (fields.len(), count(0), count(1), count(2), omega, coarser) {
+            (3 | 4 | 6, Some(down), Some(up), Some(visits), Some(omega), Some(coarser)) => {
+                Cycle::new([down, up], visits, omega, coarser)
             }
             _ => None,
         };
         let shape = shape.ok_or_else(|| {
             SolverError::InvalidParams(format!(
                 "FLOWSCOPE_CYCLE={text}: give three counts of 1 or more, the finest grid's \
-                 sweeps down and up and the second grid's visits, and optionally the \
-                 sweeps' over-relaxation between 0 and 2 (e.g. 1,3,1 or 2,4,2,1.3), or \
-                 unset it"
+                 sweeps down and up and the second grid's visits, optionally the sweeps' \
+                 over-relaxation between 0 and 2 and then the coarser grids' sweeps down \
+                 and up (e.g. 1,3,1 or 2,4,2,1.3 or 2,4,2,1.3,2,3), or unset it"
             ))
         })?;
         self.flow.pcg.mg.set_shape(shape);
@@ -164,6 +169,13 @@ impl ProjectionSolver {
             }
         };
         Ok(())
+    }
+
+    /// Whether its CG iterations leave the true residual in r, the GPU's
+    /// computed in the pass that updates the pressure
+    /// ([`super::multigrid::Pcg::fused_check`]; `FLOWSCOPE_FUSED_CHECK=1`).
+    pub fn set_fused_check(&mut self, on: bool) {
+        self.flow.pcg.fused_check = on;
     }
 
     /// Whether its GPU solver sweeps the first coarse grids from one word a
@@ -594,7 +606,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cycle_given_by_hand_takes_an_over_relaxation_between_0_and_2() {
+    fn a_cycle_given_by_hand_takes_an_over_relaxation_between_0_and_2_and_coarser_sweeps() {
         let grid = Grid {
             size: [8, 8, 4],
             periodic: [true; 3],
@@ -610,8 +622,11 @@ mod tests {
         let shape = s.flow.pcg.mg.shape();
         assert_eq!(shape.sweeps(0), [2, 4]);
         assert_eq!((shape.visits(0), shape.omega()), (2, 1.3));
+        assert_eq!(shape.sweeps(1), [3, 3]);
         s.set_cycle(Some("1,3,1")).unwrap();
         assert_eq!(s.flow.pcg.mg.shape().omega(), 1.0);
+        s.set_cycle(Some("2,4,2,1.3,2,3")).unwrap();
+        assert_eq!(s.flow.pcg.mg.shape().sweeps(2), [2, 3]);
         for bad in [
             "1,3,1,2",
             "1,3,1,0",
@@ -619,6 +634,8 @@ mod tests {
             "1,3",
             "1,3,1,1.2,5",
             "0,3,1",
+            "1,3,1,1,0,3",
+            "1,3,1,1,2,3,4",
         ] {
             match s.set_cycle(Some(bad)) {
                 Err(SolverError::InvalidParams(m)) => {

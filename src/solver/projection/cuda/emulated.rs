@@ -390,6 +390,42 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 );
             }
 
+            // CG's update with its check (cg_update_check): x + α d, the
+            // true residual of it, and the recurrence's sums.
+            let mut d = values(n, 4);
+            op.clear_inactive(&mut d);
+            let alpha = 0.37f32;
+            let mut ad = vec![0.0; n];
+            op.apply(&d, &mut ad);
+            let mut moved = x.clone();
+            super::super::poisson::axpy(alpha, &d, &mut moved);
+            let mut r_new = vec![0.0; n];
+            op.residual(&moved, &b, &mut r_new);
+            let recurrence: f64 = (r.iter().zip(&ad))
+                .map(|(&r, &q)| {
+                    let v = r + -alpha * q;
+                    v as f64 * v as f64
+                })
+                .sum();
+            let words = [alpha.to_bits(), 0];
+            let input = [d.as_slice(), r.as_slice()].concat();
+            let mut gpu = run(13, &level, None, &x, &b, &input, [0; 3], words);
+            let sums = gpu.split_off(2 * n);
+            let gpu_r = gpu.split_off(n);
+            same(&name("x updated apart"), &gpu, &moved);
+            same(&name("the true residual of the update"), &gpu_r, &r_new);
+            for (k, cpu) in [recurrence, dot(&r_new, &r_new), dot(&moved, &moved)]
+                .into_iter()
+                .enumerate()
+            {
+                let gpu = sums[k] as f64;
+                assert!(
+                    (gpu - cpu).abs() <= 1e-6 * cpu.abs(),
+                    "{}: {gpu} against {cpu}",
+                    name(&format!("cg_update_check's sum {k}"))
+                );
+            }
+
             // The level kernels of every level, with the coefficients as
             // arrays and, on the first coarse grid, packed.
             let garbage = values(n, 7);
