@@ -822,6 +822,19 @@ __device__ void block_sums(double* s0, double* s1, double t0, double t1, double*
     }
 }
 
+// The block's three sums as `reduce` leaves them: t0 and t1 into
+// partial[2 block + k], t2 into partial[2 blocks + block].
+__device__ __forceinline__ void three_partials(double t0, double t1, double t2,
+                                               double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256], s2[256];
+    block_sums(s0, s1, t0, t1, s2, t2);
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+        partial[2 * gridDim.x + blockIdx.x] = s2[0];
+    }
+}
+
 // Reductions, first pass: per block, Σ a·b (b null: Σ a) and, where c is
 // given, Σ c·d, over the cells where the diagonal (`links`, `mask` as in
 // `diagonal`) is positive or everywhere (links null), in double precision;
@@ -934,7 +947,6 @@ __device__ __forceinline__ void residual_dots_on(const unsigned char* __restrict
                                                  const float* __restrict__ b,
                                                  float* __restrict__ out,
                                                  double* __restrict__ partial) {
-    __shared__ double s0[256], s1[256], s2[256];
     Level l = {{nx, ny, nz}, faces};
     unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
     double t0 = 0.0, t1 = 0.0, t2 = 0.0;
@@ -948,12 +960,7 @@ __device__ __forceinline__ void residual_dots_on(const unsigned char* __restrict
         t1 += (double)r * (double)r;
         t2 += (double)t.own * (double)t.own;
     }
-    block_sums(s0, s1, t0, t1, s2, t2);
-    if (threadIdx.x == 0) {
-        partial[2 * blockIdx.x] = s0[0];
-        partial[2 * blockIdx.x + 1] = s1[0];
-        partial[2 * gridDim.x + blockIdx.x] = s2[0];
-    }
+    three_partials(t0, t1, t2, partial);
 }
 
 extern "C" __global__ void residual_dots(const unsigned char* __restrict__ links,
@@ -1021,7 +1028,6 @@ __device__ __forceinline__ void cg_update_check_on(
     const float* __restrict__ x, const float* __restrict__ d, const float* __restrict__ rhs,
     float* __restrict__ r, float* __restrict__ x_new, const double* __restrict__ scalars, int rz,
     int pq, double* __restrict__ partial) {
-    __shared__ double s0[256], s1[256], s2[256];
     Level l = {{nx, ny, nz}, faces};
     unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
     double dq = scalars[pq];
@@ -1050,12 +1056,7 @@ __device__ __forceinline__ void cg_update_check_on(
         t1 += (double)rt * (double)rt;
         t2 += (double)tx.own * (double)tx.own;
     }
-    block_sums(s0, s1, t0, t1, s2, t2);
-    if (threadIdx.x == 0) {
-        partial[2 * blockIdx.x] = s0[0];
-        partial[2 * blockIdx.x + 1] = s1[0];
-        partial[2 * gridDim.x + blockIdx.x] = s2[0];
-    }
+    three_partials(t0, t1, t2, partial);
 }
 
 extern "C" __global__ void cg_update_check(const unsigned char* __restrict__ links,
