@@ -994,6 +994,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             let mid = gpu.populations()?;
             gpu.step(20)?;
             let mut again: ProjectionSolver = select::build_projection(&scenario, None)?;
+            again.set_fused_check(tuning.fused_check);
             again.move_to_gpu(0)?;
             again.set_populations(steps, &mid)?;
             again.step(20)?;
@@ -1009,6 +1010,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // another order: the same steps, to the bit.
             let on = again.split_rows();
             let mut natural: ProjectionSolver = select::build_projection(&scenario, None)?;
+            natural.set_fused_check(tuning.fused_check);
             natural.move_to_gpu(0)?;
             natural.set_populations(steps, &mid)?;
             natural.set_split_preconditioner(false)?;
@@ -1028,6 +1030,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // values: the same steps from the same state, to the bit.
             let levels = again.packed_levels();
             let mut arrays: ProjectionSolver = select::build_projection(&scenario, None)?;
+            arrays.set_fused_check(tuning.fused_check);
             arrays.move_to_gpu(0)?;
             arrays.set_populations(steps, &mid)?;
             arrays.set_packed_coarse(false);
