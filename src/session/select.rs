@@ -435,9 +435,7 @@ fn projection(
         cuda::probe().map_err(SelectError::CudaUnavailable)?;
     }
     let (mut solver, geometry) = projection_cpu(scenario, available)?;
-    solver.set_fitted_guess(backend.tuning.fitted_guess.as_deref())?;
-    solver.set_cycle(backend.tuning.cycle.as_deref())?;
-    solver.set_fused_check(backend.tuning.fused_check);
+    tune_projection(&mut solver, &backend.tuning)?;
     let fallback = match cuda {
         Err(why) => Some(why),
         Ok(()) => match solver.move_to_gpu(0) {
@@ -461,6 +459,15 @@ fn projection(
         reason,
         geometry,
     })
+}
+
+/// The knobs a projection solver takes before it moves to a GPU (its first
+/// guess, its cycle's shape, the fused check), as `run` and `bench` set them.
+pub fn tune_projection(solver: &mut ProjectionSolver, tuning: &Tuning) -> Result<(), SolverError> {
+    solver.set_fitted_guess(tuning.fitted_guess.as_deref())?;
+    solver.set_cycle(tuning.cycle.as_deref())?;
+    solver.set_fused_check(tuning.fused_check);
+    Ok(())
 }
 
 /// The projection method's CPU solver for a scenario, as `[run]` sets it up,

@@ -117,9 +117,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
     let available = crate::system::available_memory();
     let build = |scenario: &Scenario| -> anyhow::Result<ProjectionSolver> {
         let mut solver = select::build_projection(scenario, available)?;
-        solver.set_fitted_guess(tuning.fitted_guess.as_deref())?;
-        solver.set_cycle(tuning.cycle.as_deref())?;
-        solver.set_fused_check(tuning.fused_check);
+        select::tune_projection(&mut solver, tuning)?;
         if use_cuda {
             solver.move_to_gpu(0)?;
             solver.set_graphs(tuning.cuda_graphs);

@@ -819,7 +819,6 @@ impl Pcg {
                     })
                     .sum();
                 op.residual(x, b, &mut self.r);
-                xx = dot(x, x);
                 recurrence.sqrt() / norm_b
             } else {
                 axpy(-alpha, &self.q, &mut self.r);
@@ -833,17 +832,15 @@ impl Pcg {
             // The recurrence drifts from the true residual in f32: check
             // the true one before stopping.
             let mut checked = None;
+            residual = estimate;
             if estimate <= check_at {
                 if !fused {
                     op.residual(x, b, &mut self.r);
-                    xx = dot(x, x);
                 }
+                xx = dot(x, x);
                 checked = Some(Floor::target(self.tolerance, self.floor, xx, norm_b));
+                residual = dot(&self.r, &self.r).sqrt() / norm_b;
             }
-            residual = match (fused, checked) {
-                (true, None) => estimate,
-                _ => dot(&self.r, &self.r).sqrt() / norm_b,
-            };
             if let Some(end) = floor.reached(residual, checked, self.tolerance) {
                 self.floor = Floor::learn(self.floor, end, residual, xx, norm_b);
                 break;

@@ -83,9 +83,11 @@ impl ProjectionSolver {
     }
 
     /// The multigrid cycle's shape instead of its grid's (`Tuning::cycle`,
-    /// "down,up,visits": sweeps down and up on the finest grid, visits of
-    /// the second grid), for the GPU it moves to later as well; an error
-    /// unless it is three counts of 1 or more, or once it is on a GPU.
+    /// "down,up,visits[,omega[,down,up]]": sweeps down and up on the finest
+    /// grid, visits of the second grid, the sweeps' over-relaxation, the
+    /// coarser grids' sweeps), for the GPU it moves to later as well; an
+    /// error for counts below 1, ω outside (0, 2), another number of
+    /// fields, or once it is on a GPU.
     pub fn set_cycle(&mut self, cycle: Option<&str>) -> Result<(), SolverError> {
         let Some(text) = cycle else {
             return Ok(());
