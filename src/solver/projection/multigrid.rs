@@ -70,8 +70,13 @@ pub(super) struct Cycle {
 
 impl Cycle {
     /// Every coarser grid sweeps three times each way and takes its next
-    /// grid's correction once (two before and three after keep the
-    /// stronger cycle's tenfold: BENCHMARKS.md, thirty-sixth session).
+    /// grid's correction once. Two before and three after on the stronger
+    /// cycle keep its 128³ rates tenfold (0.091 / 0.055) and made the city
+    /// block's sub-step 3% faster on the H200 (1.14 ms against 1.17–1.18),
+    /// but with them `check-cuda --projection-only` failed on the duct with
+    /// a parabolic inlet (the GPU's solve, half of its steps with the 16-bit
+    /// preconditioner, stalled at a residual of 4.4 where the CPU's reached
+    /// 4e-5) and the urban log inlet (1.1e-5; thirty-seventh session).
     const COARSER: [usize; 2] = [3, 3];
 
     /// The over-relaxation of the stronger cycle's sweeps.
@@ -118,9 +123,9 @@ impl Cycle {
         })
     }
 
-    /// The coarser grids' sweeps of the cycle a grid takes by default.
-    pub(super) fn default_coarser() -> [usize; 2] {
-        Self::COARSER
+    /// The coarser grids' sweeps down and up.
+    pub(super) fn coarser(self) -> [usize; 2] {
+        self.coarser
     }
 
     /// The over-relaxation of every grid's Gauss–Seidel sweeps.
@@ -694,8 +699,10 @@ pub struct Pcg {
     /// Each iteration of a nonsingular solve leaves the true residual
     /// b − A x in r, not CG's recurrence r − α A p (whose norm still decides
     /// when to look at the true one): what the GPU's update does in the pass
-    /// that updates x, instead of a pass of its own for the check
-    /// (`FLOWSCOPE_FUSED_CHECK=1`, off by default).
+    /// that updates x, instead of a pass of its own for the check (on by
+    /// default; `FLOWSCOPE_FUSED_CHECK=0`). On the H200 the city block's
+    /// sub-step takes 1.12–1.13 ms against 1.17–1.18, in a 256³ grid
+    /// 3.77–3.79 against 3.90–3.94 (thirty-seventh session).
     pub fused_check: bool,
     r: Vec<f32>,
     z: Vec<f32>,
@@ -714,7 +721,7 @@ impl Pcg {
             tolerance,
             max_iterations: 200,
             floor: None,
-            fused_check: false,
+            fused_check: true,
             r: vec![0.0; n],
             z: vec![0.0; n],
             z_old: vec![0.0; n],

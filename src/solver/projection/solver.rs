@@ -106,7 +106,7 @@ impl ProjectionSolver {
         };
         let coarser = match fields.len() {
             6 => count(4).zip(count(5)).map(|(down, up)| [down, up]),
-            _ => Some(Cycle::default_coarser()),
+            _ => Some(self.flow.pcg.mg.shape().coarser()),
         };
         let shape = match (fields.len(), count(0), count(1), count(2), omega, coarser) {
             (3 | 4 | 6, Some(down), Some(up), Some(visits), Some(omega), Some(coarser)) => {
@@ -175,7 +175,8 @@ impl ProjectionSolver {
 
     /// Whether its CG iterations leave the true residual in r, the GPU's
     /// computed in the pass that updates the pressure
-    /// ([`super::multigrid::Pcg::fused_check`]; `FLOWSCOPE_FUSED_CHECK=1`).
+    /// ([`super::multigrid::Pcg::fused_check`]; on by default,
+    /// `FLOWSCOPE_FUSED_CHECK=0` turns it off).
     pub fn set_fused_check(&mut self, on: bool) {
         self.flow.pcg.fused_check = on;
     }
