@@ -934,9 +934,12 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             }
         };
         let mut gpu = select::build_projection(&scenario, None)?;
-        // CPU and GPU take the same iteration (FLOWSCOPE_FUSED_CHECK).
+        // CPU and GPU take the same iterations (FLOWSCOPE_FUSED_CHECK,
+        // FLOWSCOPE_CG_RESTARTS).
         cpu.set_fused_check(tuning.fused_check);
+        cpu.set_cg_restarts(tuning.cg_restarts);
         gpu.set_fused_check(tuning.fused_check);
+        gpu.set_cg_restarts(tuning.cg_restarts);
         if let Err(e) = gpu.move_to_gpu(0) {
             // A grid the GPU solver declines is skipped; a GPU that fails
             // (kernels that do not load, a device error) fails the check.
@@ -995,6 +998,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             gpu.step(20)?;
             let mut again: ProjectionSolver = select::build_projection(&scenario, None)?;
             again.set_fused_check(tuning.fused_check);
+            again.set_cg_restarts(tuning.cg_restarts);
             again.move_to_gpu(0)?;
             again.set_populations(steps, &mid)?;
             again.step(20)?;
@@ -1011,6 +1015,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             let on = again.split_rows();
             let mut natural: ProjectionSolver = select::build_projection(&scenario, None)?;
             natural.set_fused_check(tuning.fused_check);
+            natural.set_cg_restarts(tuning.cg_restarts);
             natural.move_to_gpu(0)?;
             natural.set_populations(steps, &mid)?;
             natural.set_split_preconditioner(false)?;
@@ -1031,6 +1036,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             let levels = again.packed_levels();
             let mut arrays: ProjectionSolver = select::build_projection(&scenario, None)?;
             arrays.set_fused_check(tuning.fused_check);
+            arrays.set_cg_restarts(tuning.cg_restarts);
             arrays.move_to_gpu(0)?;
             arrays.set_populations(steps, &mid)?;
             arrays.set_packed_coarse(false);

@@ -467,6 +467,7 @@ pub fn tune_projection(solver: &mut ProjectionSolver, tuning: &Tuning) -> Result
     solver.set_fitted_guess(tuning.fitted_guess.as_deref())?;
     solver.set_cycle(tuning.cycle.as_deref())?;
     solver.set_fused_check(tuning.fused_check);
+    solver.set_cg_restarts(tuning.cg_restarts);
     Ok(())
 }
 

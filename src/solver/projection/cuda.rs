@@ -22,7 +22,7 @@ use cudarc::driver::{
 };
 
 use super::flow::{Carry, Flow, Kind, StepTimes, BEFORE};
-use super::multigrid::{Cycle, Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA};
+use super::multigrid::{restart, Cycle, Floor, Solve, JACOBI_CHECK, JACOBI_OMEGA};
 use super::poisson::{Face, Operator};
 use crate::solver::lbm::cuda::guarded;
 use crate::solver::SolverError;
@@ -467,6 +467,8 @@ pub struct Settings {
     pub max_sweeps: usize,
     /// [`super::multigrid::Pcg::fused_check`].
     pub fused_check: bool,
+    /// [`super::multigrid::Pcg::restarts`].
+    pub restarts: usize,
 }
 
 /// The flow's arrays on the GPU and the kernels that step them.
@@ -1207,6 +1209,7 @@ impl DeviceFlow {
             max_iterations: flow.pcg.max_iterations,
             max_sweeps: flow.pcg.max_sweeps,
             fused_check: flow.pcg.fused_check,
+            restarts: flow.pcg.restarts,
         };
         self.predict(flow, dt)?;
         let solve = self.project(dt, settings, &mut flow.pcg.floor)?;
@@ -1558,10 +1561,13 @@ impl DeviceFlow {
         let mut iterations = 0;
         let mut floor = Floor::new(residual);
         let fused = settings.fused_check && !singular;
+        // Iterations since CG (re)started, and restarts taken (as the CPU's).
+        let (mut since, mut restarts) = (0, 0);
+        let allowed = if singular { 0 } else { settings.restarts };
         while residual > settings.tolerance && iterations < settings.max_iterations {
             // r·z of this iteration and of the last, in alternate slots.
             let (rz, rz_old) = (RZ[iterations % 2], RZ[(iterations + 1) % 2]);
-            let first = iterations == 0;
+            let first = since == 0;
             let key = 16 * fused as usize
                 + 8 * self.p_swapped as usize
                 + 4 * self.swapped as usize
@@ -1584,6 +1590,7 @@ impl DeviceFlow {
                 break;
             }
             iterations += 1;
+            since += 1;
             // The recurrence drifts from the true residual in f32: check
             // the true one before stopping.
             let estimate = s[RR as usize].sqrt() / norm_b;
@@ -1604,6 +1611,15 @@ impl DeviceFlow {
                 estimate
             };
             if let Some(end) = floor.reached(residual, checked, settings.tolerance) {
+                if restart(end, residual, settings.tolerance, &mut restarts, allowed) {
+                    // From the true residual of x (the fused update left it).
+                    if !fused {
+                        self.residual_dots()?;
+                        residual = self.scalars()?[RR as usize].sqrt() / norm_b;
+                    }
+                    (since, floor) = (0, Floor::new(residual));
+                    continue;
+                }
                 *learned = Floor::learn(*learned, end, residual, xx, norm_b);
                 break;
             }

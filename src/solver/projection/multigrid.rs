@@ -155,6 +155,25 @@ impl Cycle {
 /// CG stops after this many iterations without a real gain.
 const STALLED: usize = 3;
 
+/// A stall above this many times the tolerance is not f32's floor: CG
+/// restarts there (where [`Pcg::restarts`] allows) instead of stopping.
+const RESTART_ABOVE: f64 = 100.0;
+
+/// Whether a solve that ended as `end` at `residual` restarts CG from its
+/// x (the next direction the preconditioned residual alone), counting the
+/// restart in `done` against the `allowed` ones.
+pub(super) fn restart(
+    end: End,
+    residual: f64,
+    tolerance: f64,
+    done: &mut usize,
+    allowed: usize,
+) -> bool {
+    let again = end == End::Plain && residual > RESTART_ABOVE * tolerance && *done < allowed;
+    *done += again as usize;
+    again
+}
+
 /// One grid of the hierarchy and its work vectors.
 struct Level {
     op: Operator,
@@ -704,6 +723,16 @@ pub struct Pcg {
     /// sub-step takes 1.12–1.13 ms against 1.17–1.18, in a 256³ grid
     /// 3.77–3.79 against 3.90–3.94 (thirty-seventh session).
     pub fused_check: bool,
+    /// How many times a solve may restart CG from its x where it stalls
+    /// far above the tolerance (off by default, pending a run on a GPU;
+    /// `FLOWSCOPE_CG_RESTARTS=N`). Flexible CG with the over-relaxed,
+    /// unequal sweeps of the multigrid cycle can lose its directions: the
+    /// seed's city block with a release, scaled to 300 000 cells, stalled
+    /// at relative residuals of 5e-2 and 4e-2 in its fourth and seventh
+    /// steps from rest (CPU, ω = 1 alike); three restarts took every one
+    /// of its first 20 solves below 1e-5, in 159 iterations against 205
+    /// (thirty-seventh session).
+    pub restarts: usize,
     r: Vec<f32>,
     z: Vec<f32>,
     z_old: Vec<f32>,
@@ -722,6 +751,7 @@ impl Pcg {
             max_iterations: 200,
             floor: None,
             fused_check: true,
+            restarts: 0,
             r: vec![0.0; n],
             z: vec![0.0; n],
             z_old: vec![0.0; n],
@@ -789,13 +819,15 @@ impl Pcg {
         let mut iterations = 0;
         let mut rz = 0.0;
         let mut floor = Floor::new(residual);
+        // Iterations since CG (re)started, and restarts taken.
+        let (mut since, mut restarts) = (0, 0);
         while residual > self.tolerance && iterations < self.max_iterations {
             self.mg.cycle(&self.r, &mut self.z);
             if singular {
                 self.mg.operator().remove_mean(&mut self.z);
             }
             let rz_new = dot(&self.r, &self.z);
-            if iterations == 0 {
+            if since == 0 {
                 self.p.copy_from_slice(&self.z);
             } else {
                 // Flexible (Polak–Ribière) β: r·(z − z_old) instead of r·z,
@@ -836,6 +868,7 @@ impl Pcg {
                 dot(&self.r, &self.r).sqrt() / norm_b
             };
             iterations += 1;
+            since += 1;
             // The recurrence drifts from the true residual in f32: check
             // the true one before stopping.
             let mut checked = None;
@@ -849,6 +882,16 @@ impl Pcg {
                 residual = dot(&self.r, &self.r).sqrt() / norm_b;
             }
             if let Some(end) = floor.reached(residual, checked, self.tolerance) {
+                let allowed = if singular { 0 } else { self.restarts };
+                if restart(end, residual, self.tolerance, &mut restarts, allowed) {
+                    // From the true residual of x.
+                    if !fused {
+                        op.residual(x, b, &mut self.r);
+                        residual = dot(&self.r, &self.r).sqrt() / norm_b;
+                    }
+                    (since, floor) = (0, Floor::new(residual));
+                    continue;
+                }
                 self.floor = Floor::learn(self.floor, end, residual, xx, norm_b);
                 break;
             }

@@ -181,6 +181,13 @@ impl ProjectionSolver {
         self.flow.pcg.fused_check = on;
     }
 
+    /// How many times its pressure solves may restart CG where they stall
+    /// far above their tolerance ([`super::multigrid::Pcg::restarts`];
+    /// `FLOWSCOPE_CG_RESTARTS=N`, 0 by default).
+    pub fn set_cg_restarts(&mut self, restarts: usize) {
+        self.flow.pcg.restarts = restarts;
+    }
+
     /// Whether its GPU solver sweeps the first coarse grids from one word a
     /// cell (on by default; `FLOWSCOPE_PACKED_COARSE=0` turns it off).
     pub fn set_packed_coarse(&mut self, on: bool) {
@@ -585,6 +592,31 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn cg_restarts_where_a_solve_stalls_far_above_its_tolerance() {
+        // The city block with a release, scaled as check-cuda scales it
+        // (114 × 92 × 29): from rest its fourth and seventh solves stall.
+        let cases = crate::cli::check::cases(std::path::Path::new("assets/scenarios"), 300_000);
+        let case = cases
+            .unwrap()
+            .into_iter()
+            .find(|c| c.name == "urban-release");
+        let case = case.expect("the shipped urban-release scenario");
+        let mut scenario = crate::scenario::Scenario::load(&case.path, &case.overrides).unwrap();
+        scenario.run.method = crate::scenario::Method::Projection;
+        let worst = |restarts: usize| {
+            let mut s = crate::session::select::build_projection(&scenario, None).unwrap();
+            s.set_cg_restarts(restarts);
+            (0..8).fold(0.0f64, |worst, _| {
+                s.step(1).unwrap();
+                worst.max(s.last_solve().residual)
+            })
+        };
+        let (stalled, restarted) = (worst(0), worst(3));
+        assert!(stalled > 1e-2, "{stalled:e}");
+        assert!(restarted < 1e-4, "{restarted:e}");
     }
 
     #[test]
