@@ -937,9 +937,9 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         // CPU and GPU take the same iterations (FLOWSCOPE_FUSED_CHECK,
         // FLOWSCOPE_CG_RESTARTS).
         cpu.set_fused_check(tuning.fused_check);
-        cpu.set_cg_restarts(tuning.cg_restarts);
+        cpu.set_cg_restarts(tuning.cg_restarts.as_deref())?;
         gpu.set_fused_check(tuning.fused_check);
-        gpu.set_cg_restarts(tuning.cg_restarts);
+        gpu.set_cg_restarts(tuning.cg_restarts.as_deref())?;
         if let Err(e) = gpu.move_to_gpu(0) {
             // A grid the GPU solver declines is skipped; a GPU that fails
             // (kernels that do not load, a device error) fails the check.
@@ -998,7 +998,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             gpu.step(20)?;
             let mut again: ProjectionSolver = select::build_projection(&scenario, None)?;
             again.set_fused_check(tuning.fused_check);
-            again.set_cg_restarts(tuning.cg_restarts);
+            again.set_cg_restarts(tuning.cg_restarts.as_deref())?;
             again.move_to_gpu(0)?;
             again.set_populations(steps, &mid)?;
             again.step(20)?;
@@ -1015,7 +1015,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             let on = again.split_rows();
             let mut natural: ProjectionSolver = select::build_projection(&scenario, None)?;
             natural.set_fused_check(tuning.fused_check);
-            natural.set_cg_restarts(tuning.cg_restarts);
+            natural.set_cg_restarts(tuning.cg_restarts.as_deref())?;
             natural.move_to_gpu(0)?;
             natural.set_populations(steps, &mid)?;
             natural.set_split_preconditioner(false)?;
@@ -1036,7 +1036,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             let levels = again.packed_levels();
             let mut arrays: ProjectionSolver = select::build_projection(&scenario, None)?;
             arrays.set_fused_check(tuning.fused_check);
-            arrays.set_cg_restarts(tuning.cg_restarts);
+            arrays.set_cg_restarts(tuning.cg_restarts.as_deref())?;
             arrays.move_to_gpu(0)?;
             arrays.set_populations(steps, &mid)?;
             arrays.set_packed_coarse(false);

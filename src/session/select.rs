@@ -462,12 +462,13 @@ fn projection(
 }
 
 /// The knobs a projection solver takes before it moves to a GPU (its first
-/// guess, its cycle's shape, the fused check), as `run` and `bench` set them.
+/// guess, its cycle's shape, the fused check, CG's restarts), as `run` and
+/// `bench` set them.
 pub fn tune_projection(solver: &mut ProjectionSolver, tuning: &Tuning) -> Result<(), SolverError> {
     solver.set_fitted_guess(tuning.fitted_guess.as_deref())?;
     solver.set_cycle(tuning.cycle.as_deref())?;
     solver.set_fused_check(tuning.fused_check);
-    solver.set_cg_restarts(tuning.cg_restarts);
+    solver.set_cg_restarts(tuning.cg_restarts.as_deref())?;
     Ok(())
 }
 

@@ -142,8 +142,9 @@ pub struct Tuning {
     pub fused_check: bool,
     /// `FLOWSCOPE_CG_RESTARTS=N`: how many times the projection method's
     /// pressure solves may restart CG where they stall far above their
-    /// tolerance (CPU and GPU alike; 0, off, by default).
-    pub cg_restarts: usize,
+    /// tolerance (CPU and GPU alike; 0, off, by default). As given: the
+    /// solver reads it.
+    pub cg_restarts: Option<String>,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after
     /// the bulk kernel instead of in the bulk kernel's launch.
@@ -187,7 +188,7 @@ impl Default for Tuning {
             packed_coarse: true,
             fitted_guess: None,
             fused_check: true,
-            cg_restarts: 0,
+            cg_restarts: None,
             cycle: None,
             fuse_near: true,
             step_frames: true,
@@ -218,9 +219,7 @@ impl Tuning {
             packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_none_or(|v| v != "0"),
             fitted_guess: text("FLOWSCOPE_FITTED_GUESS"),
             fused_check: text("FLOWSCOPE_FUSED_CHECK").is_none_or(|v| v != "0"),
-            cg_restarts: text("FLOWSCOPE_CG_RESTARTS")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0),
+            cg_restarts: text("FLOWSCOPE_CG_RESTARTS"),
             cycle: text("FLOWSCOPE_CYCLE"),
             fuse_near: text("FLOWSCOPE_SEPARATE_BOUNDARY").is_none_or(|v| v != "1"),
             step_frames: text("FLOWSCOPE_STEP_FRAMES").is_none_or(|v| v != "0"),
@@ -274,7 +273,7 @@ mod tests {
         assert!(!t.packed_coarse);
         assert_eq!(t.fitted_guess.as_deref(), Some("0"));
         assert!(!t.fused_check);
-        assert_eq!(t.cg_restarts, 3);
+        assert_eq!(t.cg_restarts.as_deref(), Some("3"));
         assert_eq!(t.cycle.as_deref(), Some("1, 2,1"));
         assert!(!t.fuse_near);
         assert!(!t.step_frames);

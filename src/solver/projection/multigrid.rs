@@ -725,8 +725,8 @@ pub struct Pcg {
     pub fused_check: bool,
     /// How many times a solve may restart CG from its x where it stalls
     /// far above the tolerance (off by default, pending a run on a GPU;
-    /// `FLOWSCOPE_CG_RESTARTS=N`). Flexible CG with the over-relaxed,
-    /// unequal sweeps of the multigrid cycle can lose its directions: the
+    /// `FLOWSCOPE_CG_RESTARTS=N`). Flexible CG with the multigrid cycle
+    /// (unequal sweeps down and up) can lose its directions: the
     /// seed's city block with a release, scaled to 300 000 cells, stalled
     /// at relative residuals of 5e-2 and 4e-2 in its fourth and seventh
     /// steps from rest (CPU, ω = 1 alike); three restarts took every one

@@ -183,9 +183,21 @@ impl ProjectionSolver {
 
     /// How many times its pressure solves may restart CG where they stall
     /// far above their tolerance ([`super::multigrid::Pcg::restarts`];
-    /// `FLOWSCOPE_CG_RESTARTS=N`, 0 by default).
-    pub fn set_cg_restarts(&mut self, restarts: usize) {
-        self.flow.pcg.restarts = restarts;
+    /// `FLOWSCOPE_CG_RESTARTS=N`, 0 by default; None leaves it).
+    pub fn set_cg_restarts(&mut self, restarts: Option<&str>) -> Result<(), SolverError> {
+        let Some(text) = restarts else {
+            return Ok(());
+        };
+        match text.trim().parse::<usize>() {
+            Ok(n) if n <= 100 => {
+                self.flow.pcg.restarts = n;
+                Ok(())
+            }
+            _ => Err(SolverError::InvalidParams(format!(
+                "FLOWSCOPE_CG_RESTARTS={text}: give how many times a pressure solve may \
+                 restart, 0 to 100 (e.g. 3), or unset it"
+            ))),
+        }
     }
 
     /// Whether its GPU solver sweeps the first coarse grids from one word a
@@ -606,17 +618,20 @@ mod tests {
         let case = case.expect("the shipped urban-release scenario");
         let mut scenario = crate::scenario::Scenario::load(&case.path, &case.overrides).unwrap();
         scenario.run.method = crate::scenario::Method::Projection;
-        let worst = |restarts: usize| {
+        let worst = |restarts: &str| {
             let mut s = crate::session::select::build_projection(&scenario, None).unwrap();
-            s.set_cg_restarts(restarts);
+            s.set_cg_restarts(Some(restarts)).unwrap();
             (0..8).fold(0.0f64, |worst, _| {
                 s.step(1).unwrap();
                 worst.max(s.last_solve().residual)
             })
         };
-        let (stalled, restarted) = (worst(0), worst(3));
+        let (stalled, restarted) = (worst("0"), worst("3"));
         assert!(stalled > 1e-2, "{stalled:e}");
         assert!(restarted < 1e-4, "{restarted:e}");
+        let mut s = crate::session::select::build_projection(&scenario, None).unwrap();
+        let refused = s.set_cg_restarts(Some("three")).unwrap_err().to_string();
+        assert!(refused.contains("FLOWSCOPE_CG_RESTARTS=three"), "{refused}");
     }
 
     #[test]
