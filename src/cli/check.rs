@@ -934,12 +934,9 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             }
         };
         let mut gpu = select::build_projection(&scenario, None)?;
-        // CPU and GPU take the same iterations (FLOWSCOPE_FUSED_CHECK,
-        // FLOWSCOPE_CG_RESTARTS).
-        cpu.set_fused_check(tuning.fused_check);
-        cpu.set_cg_restarts(tuning.cg_restarts.as_deref())?;
-        gpu.set_fused_check(tuning.fused_check);
-        gpu.set_cg_restarts(tuning.cg_restarts.as_deref())?;
+        // CPU and GPU take the same knobs, so the same iterations.
+        select::tune_projection(&mut cpu, tuning)?;
+        select::tune_projection(&mut gpu, tuning)?;
         if let Err(e) = gpu.move_to_gpu(0) {
             // A grid the GPU solver declines is skipped; a GPU that fails
             // (kernels that do not load, a device error) fails the check.
@@ -997,8 +994,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             let mid = gpu.populations()?;
             gpu.step(20)?;
             let mut again: ProjectionSolver = select::build_projection(&scenario, None)?;
-            again.set_fused_check(tuning.fused_check);
-            again.set_cg_restarts(tuning.cg_restarts.as_deref())?;
+            select::tune_projection(&mut again, tuning)?;
             again.move_to_gpu(0)?;
             again.set_populations(steps, &mid)?;
             again.step(20)?;
@@ -1014,8 +1010,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // another order: the same steps, to the bit.
             let on = again.split_rows();
             let mut natural: ProjectionSolver = select::build_projection(&scenario, None)?;
-            natural.set_fused_check(tuning.fused_check);
-            natural.set_cg_restarts(tuning.cg_restarts.as_deref())?;
+            select::tune_projection(&mut natural, tuning)?;
             natural.move_to_gpu(0)?;
             natural.set_populations(steps, &mid)?;
             natural.set_split_preconditioner(false)?;
@@ -1035,8 +1030,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // values: the same steps from the same state, to the bit.
             let levels = again.packed_levels();
             let mut arrays: ProjectionSolver = select::build_projection(&scenario, None)?;
-            arrays.set_fused_check(tuning.fused_check);
-            arrays.set_cg_restarts(tuning.cg_restarts.as_deref())?;
+            select::tune_projection(&mut arrays, tuning)?;
             arrays.move_to_gpu(0)?;
             arrays.set_populations(steps, &mid)?;
             arrays.set_packed_coarse(false);

@@ -462,8 +462,8 @@ fn projection(
 }
 
 /// The knobs a projection solver takes before it moves to a GPU (its first
-/// guess, its cycle's shape, the fused check, CG's restarts), as `run` and
-/// `bench` set them.
+/// guess, its cycle's shape, the fused check, CG's restarts), as `run`,
+/// `bench` and `check-cuda` set them.
 pub fn tune_projection(solver: &mut ProjectionSolver, tuning: &Tuning) -> Result<(), SolverError> {
     solver.set_fitted_guess(tuning.fitted_guess.as_deref())?;
     solver.set_cycle(tuning.cycle.as_deref())?;
