@@ -590,6 +590,16 @@ impl Flow {
         self.pcg.jacobi = on;
     }
 
+    /// Solves as `old` did: its pressure solver and that solver's knobs,
+    /// its first guess's fit, its share of upwind advection (a reset's new
+    /// flow, built from the scenario, takes what was set on the old one).
+    pub fn keep_settings(&mut self, old: &Flow) {
+        self.pcg.keep_settings(&old.pcg);
+        self.fit = old.fit;
+        self.extrapolate = old.extrapolate;
+        self.upwind = old.upwind;
+    }
+
     /// The force per unit density the fluid exerts on the walls, summed into
     /// `group(wall cell)` of `groups` (`None`: not counted): the momentum the
     /// scheme itself takes out at the walls, so that at rest it balances

@@ -724,14 +724,15 @@ pub struct Pcg {
     /// 3.77–3.79 against 3.90–3.94 (thirty-seventh session).
     pub fused_check: bool,
     /// How many times a solve may restart CG from its x where it stalls
-    /// far above the tolerance (off by default, pending a run on a GPU;
-    /// `FLOWSCOPE_CG_RESTARTS=N`). Flexible CG with the multigrid cycle
+    /// far above the tolerance (3 by default; `FLOWSCOPE_CG_RESTARTS=N`,
+    /// 0 turns it off). Flexible CG with the multigrid cycle
     /// (unequal sweeps down and up) can lose its directions: the
     /// seed's city block with a release, scaled to 300 000 cells, stalled
     /// at relative residuals of 5e-2 and 4e-2 in its fourth and seventh
     /// steps from rest (CPU, ω = 1 alike); three restarts took every one
     /// of its first 20 solves below 1e-5, in 159 iterations against 205
-    /// (thirty-seventh session).
+    /// (thirty-seventh session). On the H200 `check-cuda --projection-only`
+    /// passes with it and the timings do not move (thirty-eighth session).
     pub restarts: usize,
     r: Vec<f32>,
     z: Vec<f32>,
@@ -741,6 +742,18 @@ pub struct Pcg {
 }
 
 impl Pcg {
+    /// Takes `old`'s settings (not what its solves learned): for the same
+    /// operator, rebuilt.
+    pub fn keep_settings(&mut self, old: &Pcg) {
+        self.mg.set_shape(old.mg.shape());
+        self.jacobi = old.jacobi;
+        self.max_sweeps = old.max_sweeps;
+        self.tolerance = old.tolerance;
+        self.max_iterations = old.max_iterations;
+        self.fused_check = old.fused_check;
+        self.restarts = old.restarts;
+    }
+
     pub fn new(op: Operator, tolerance: f64) -> Pcg {
         let n = op.cells();
         Pcg {
@@ -751,7 +764,7 @@ impl Pcg {
             max_iterations: 200,
             floor: None,
             fused_check: true,
-            restarts: 0,
+            restarts: 3,
             r: vec![0.0; n],
             z: vec![0.0; n],
             z_old: vec![0.0; n],

@@ -34,6 +34,11 @@ pub struct ProjectionSolver {
     params: Params,
     initial: Initial,
     flow: Flow,
+    /// The velocity the flow starts from, until its first projection:
+    /// deferred to the first use of the flow so that it solves as every
+    /// later projection does, with the tolerance, pressure solver and knobs
+    /// set after [`ProjectionSolver::new`].
+    unstarted: Option<[f32; 3]>,
     step: u64,
     /// The fields and step of the last steadiness check.
     snapshot: Option<(Fields, u64)>,
@@ -53,13 +58,14 @@ impl ProjectionSolver {
         params: Params,
         initial: Initial,
     ) -> Result<ProjectionSolver, SolverError> {
-        let flow = Self::flow(&grid, &flags, &params, &initial)?;
+        let (flow, velocity) = Self::flow(&grid, &flags, &params, &initial)?;
         Ok(ProjectionSolver {
             grid,
             flags,
             params,
             initial,
             flow,
+            unstarted: Some(velocity),
             step: 0,
             snapshot: None,
             cfl: CFL,
@@ -183,7 +189,7 @@ impl ProjectionSolver {
 
     /// How many times its pressure solves may restart CG where they stall
     /// far above their tolerance ([`super::multigrid::Pcg::restarts`];
-    /// `FLOWSCOPE_CG_RESTARTS=N`, 0 by default; None leaves it).
+    /// `FLOWSCOPE_CG_RESTARTS=N`, 3 by default; None leaves it).
     pub fn set_cg_restarts(&mut self, restarts: Option<&str>) -> Result<(), SolverError> {
         let Some(text) = restarts else {
             return Ok(());
@@ -253,6 +259,7 @@ impl ProjectionSolver {
 
     /// The host's flow, current.
     fn host(&mut self) -> Result<&mut Flow, SolverError> {
+        self.start();
         if !self.pulled {
             if let Some(d) = &self.device {
                 d.pull(&mut self.flow)?;
@@ -263,6 +270,13 @@ impl ProjectionSolver {
     }
 
     /// Uploads the host's flow after a change there.
+    /// Projects the starting velocity if that is still to do.
+    fn start(&mut self) {
+        if let Some(velocity) = self.unstarted.take() {
+            self.flow.start_uniform(velocity);
+        }
+    }
+
     fn push(&mut self) -> Result<(), SolverError> {
         if let Some(d) = &mut self.device {
             d.push(&self.flow)?;
@@ -290,12 +304,14 @@ impl ProjectionSolver {
         ProjectionSolver { pressure, ..self }
     }
 
+    /// The flow of these cells, and the velocity it starts from (uniform,
+    /// to be projected: [`Flow::start_uniform`]).
     fn flow(
         grid: &Grid,
         cell_flags: &[u8],
         params: &Params,
         initial: &Initial,
-    ) -> Result<Flow, SolverError> {
+    ) -> Result<(Flow, [f32; 3]), SolverError> {
         let kinds: Vec<Kind> = cell_flags
             .iter()
             .map(|&f| match CellType::of(f) {
@@ -325,8 +341,7 @@ impl ProjectionSolver {
                 return Err(unsupported("starting from given fields"));
             }
         };
-        flow.start_uniform(velocity);
-        Ok(flow)
+        Ok((flow, velocity))
     }
 
     /// The sub-steps per lattice time unit the flow needs at its largest
@@ -406,6 +421,7 @@ impl Solver for ProjectionSolver {
     }
 
     fn step(&mut self, n: u64) -> Result<(), SolverError> {
+        self.start();
         for _ in 0..n {
             // A blow-up would otherwise ask for ever more sub-steps.
             let speed = match &mut self.device {
@@ -440,11 +456,12 @@ impl Solver for ProjectionSolver {
     }
 
     fn reset(&mut self) -> Result<(), SolverError> {
-        let upwind = self.flow.upwind;
-        self.flow = Self::flow(&self.grid, &self.flags, &self.params, &self.initial)?;
-        self.flow
-            .set_jacobi(self.pressure == PressureSolver::Jacobi);
-        self.flow.upwind = upwind;
+        let (mut flow, velocity) =
+            Self::flow(&self.grid, &self.flags, &self.params, &self.initial)?;
+        flow.keep_settings(&self.flow);
+        self.flow = flow;
+        self.unstarted = Some(velocity);
+        self.start();
         self.step = 0;
         self.snapshot = None;
         self.pulled = true;
@@ -618,20 +635,69 @@ mod tests {
         let case = case.expect("the shipped urban-release scenario");
         let mut scenario = crate::scenario::Scenario::load(&case.path, &case.overrides).unwrap();
         scenario.run.method = crate::scenario::Method::Projection;
-        let worst = |restarts: &str| {
+        let worst = |restarts: Option<&str>| {
             let mut s = crate::session::select::build_projection(&scenario, None).unwrap();
-            s.set_cg_restarts(Some(restarts)).unwrap();
+            s.set_cg_restarts(restarts).unwrap();
             (0..8).fold(0.0f64, |worst, _| {
                 s.step(1).unwrap();
                 worst.max(s.last_solve().residual)
             })
         };
-        let (stalled, restarted) = (worst("0"), worst("3"));
+        let (stalled, restarted) = (worst(Some("0")), worst(Some("3")));
         assert!(stalled > 1e-2, "{stalled:e}");
         assert!(restarted < 1e-4, "{restarted:e}");
+        // As shipped the solver restarts, three times.
+        assert_eq!(worst(None), restarted);
         let mut s = crate::session::select::build_projection(&scenario, None).unwrap();
         let refused = s.set_cg_restarts(Some("three")).unwrap_err().to_string();
         assert!(refused.contains("FLOWSCOPE_CG_RESTARTS=three"), "{refused}");
+    }
+
+    #[test]
+    fn the_first_projection_and_a_reset_solve_with_what_was_set_after_new() {
+        // A uniform stream past a block in a periodic box: the first
+        // projection has work to do.
+        let grid = Grid {
+            size: [16, 12, 8],
+            periodic: [true; 3],
+        };
+        let mut flags = vec![0; grid.cells()];
+        for (c, f) in flags.iter_mut().enumerate() {
+            let [x, y, _] = grid.coords(c);
+            if (6..10).contains(&x) && (4..8).contains(&y) {
+                *f = crate::solver::flags::make(CellType::Wall, 0);
+            }
+        }
+        let build = |tolerance| {
+            ProjectionSolver::new(
+                grid,
+                flags.clone(),
+                Params::new(0.6, Collision::Bgk),
+                Initial::Uniform([0.05, 0.0, 0.0]),
+            )
+            .unwrap()
+            .with_tolerance(tolerance)
+            .with_upwind(0.25)
+        };
+        let (mut loose, mut tight) = (build(1e-2), build(1e-6));
+        for s in [&mut loose, &mut tight] {
+            s.set_cg_restarts(Some("0")).unwrap();
+            s.set_cycle(Some("1,3,1")).unwrap();
+        }
+        let first = |s: &mut ProjectionSolver| {
+            s.fields().unwrap();
+            s.last_solve()
+        };
+        let (l, t) = (first(&mut loose), first(&mut tight));
+        assert!(t.iterations > l.iterations, "{l:?} {t:?}");
+        assert!(l.residual <= 1e-2 && t.residual <= 1e-6, "{l:?} {t:?}");
+        loose.step(2).unwrap();
+        loose.reset().unwrap();
+        let pcg = &loose.flow.pcg;
+        assert_eq!((pcg.tolerance, pcg.restarts), (1e-2, 0));
+        assert_eq!(pcg.mg.shape().sweeps(0), [1, 3]);
+        assert_eq!(loose.flow.upwind, 0.25);
+        assert_eq!(loose.last_solve().iterations, l.iterations);
     }
 
     #[test]
