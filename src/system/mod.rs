@@ -142,8 +142,8 @@ pub struct Tuning {
     pub fused_check: bool,
     /// `FLOWSCOPE_CG_RESTARTS=N`: how many times the projection method's
     /// pressure solves may restart CG where they stall far above their
-    /// tolerance (CPU and GPU alike; 3 by default, 0 turns it off). As given: the
-    /// solver reads it.
+    /// tolerance (CPU and GPU alike; 3 by default, 0 turns it off). As
+    /// given: the solver reads it.
     pub cg_restarts: Option<String>,
     /// `FLOWSCOPE_SEPARATE_BOUNDARY=1`: the LBM's CUDA step updates the
     /// cells next to walls, inlets and outlets in a launch of its own after

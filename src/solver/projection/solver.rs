@@ -701,7 +701,13 @@ mod tests {
         assert_eq!((pcg.tolerance, pcg.restarts), (1e-2, 0));
         assert_eq!(pcg.mg.shape().sweeps(0), [1, 3]);
         assert_eq!(loose.flow.upwind, 0.25);
-        assert_eq!(loose.last_solve().iterations, l.iterations);
+        // Its first projection to 1e-2 again (by bound: rayon's sums vary
+        // from run to run).
+        let again = loose.last_solve();
+        assert!(
+            again.iterations < t.iterations && again.residual <= 1e-2,
+            "{again:?}"
+        );
     }
 
     #[test]
