@@ -446,6 +446,7 @@ fn projection(
                 solver.set_half_preconditioner(backend.tuning.half_preconditioner)?;
                 solver.set_packed_coarse(backend.tuning.packed_coarse);
                 solver.set_split_preconditioner(backend.tuning.split_preconditioner)?;
+                solver.set_quad_sweeps(backend.tuning.quad_sweeps);
                 None
             }
             Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),

@@ -116,6 +116,10 @@ pub struct Tuning {
     /// `FLOWSCOPE_SPLIT_PRECONDITIONER=0` keeps them in the natural order
     /// (the same values, to compare).
     pub split_preconditioner: bool,
+    /// With split rows on a grid whose length along x is a multiple of 8,
+    /// each thread of the finest grid's colour passes takes four cells;
+    /// `FLOWSCOPE_QUAD_SWEEPS=0` takes one (the same values, to compare).
+    pub quad_sweeps: bool,
     /// The projection method's CUDA multigrid sweeps its first coarse grids
     /// from one word a cell holding their couplings and diagonal;
     /// `FLOWSCOPE_PACKED_COARSE=0` sweeps them from four arrays and the
@@ -185,6 +189,7 @@ impl Default for Tuning {
             cuda_graphs: true,
             half_preconditioner: false,
             split_preconditioner: true,
+            quad_sweeps: true,
             packed_coarse: true,
             fitted_guess: None,
             fused_check: true,
@@ -216,6 +221,7 @@ impl Tuning {
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
             half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").is_some_and(|v| v == "1"),
             split_preconditioner: text("FLOWSCOPE_SPLIT_PRECONDITIONER").is_none_or(|v| v != "0"),
+            quad_sweeps: text("FLOWSCOPE_QUAD_SWEEPS").is_none_or(|v| v != "0"),
             packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_none_or(|v| v != "0"),
             fitted_guess: text("FLOWSCOPE_FITTED_GUESS"),
             fused_check: text("FLOWSCOPE_FUSED_CHECK").is_none_or(|v| v != "0"),
@@ -252,6 +258,7 @@ mod tests {
                     "FLOWSCOPE_HALF_PRECONDITIONER" => "1",
                     "FLOWSCOPE_SPLIT_PRECONDITIONER" => "0",
                     "FLOWSCOPE_PACKED_COARSE" => "0",
+                    "FLOWSCOPE_QUAD_SWEEPS" => "0",
                     "FLOWSCOPE_FITTED_GUESS" => "0",
                     "FLOWSCOPE_FUSED_CHECK" => "0",
                     "FLOWSCOPE_CG_RESTARTS" => "3",
@@ -271,6 +278,7 @@ mod tests {
         assert!(t.half_preconditioner);
         assert!(!t.split_preconditioner);
         assert!(!t.packed_coarse);
+        assert!(!t.quad_sweeps);
         assert_eq!(t.fitted_guess.as_deref(), Some("0"));
         assert!(!t.fused_check);
         assert_eq!(t.cg_restarts.as_deref(), Some("3"));

@@ -190,6 +190,22 @@ int main(int argc, char** argv) {
                [&] { from_half(xh.data(), n, scale, out.data()); });
         out[n] = scale[0];
         out[n + 1] = scale[1];
+    } else if (mode == 14) {
+        // smooth_split4 as mode 10 (x's length a multiple of 8, no periodic
+        // axis of odd length), a thread per four cells of the colour.
+        if (nx % 8 != 0 || odd != 0) return 6;
+        std::vector<float> xs(n), bs(n);
+        launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(x.data(), nx, ny, nz, xs.data()); });
+        if (!zero_pass(h, odd))
+            launch(cells(nx, ny, nz), {32, 4, 1},
+                   [&] { to_split(b.data(), nx, ny, nz, bs.data()); });
+        out.assign(n, -12345.0f);
+        sweeps(h, odd, xs, [&](int colour, int, int zero, bool last) {
+            launch(cells(nx / 8, ny, nz), {32, 4, 1}, [&] {
+                smooth_split4(links.data(), nx, ny, nz, faces, xs.data(), bs.data(), colour, zero,
+                              omega, zero ? b.data() : nullptr, last ? out.data() : nullptr);
+            });
+        });
     } else if (mode >= 10 && mode <= 12) {
         // The kernels on split rows (10 smooth, 11 restriction, 12
         // prolongation), x and b given in the natural order: the links come

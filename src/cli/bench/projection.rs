@@ -124,6 +124,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
             solver.set_half_preconditioner(tuning.half_preconditioner)?;
             solver.set_packed_coarse(tuning.packed_coarse);
             solver.set_split_preconditioner(tuning.split_preconditioner)?;
+            solver.set_quad_sweeps(tuning.quad_sweeps);
         }
         Ok(solver)
     };

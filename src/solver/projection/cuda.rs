@@ -113,6 +113,7 @@ struct Kernels {
     to_half: CudaFunction,
     from_half: CudaFunction,
     smooth_split: CudaFunction,
+    smooth_split4: CudaFunction,
     restrict_residual_split: CudaFunction,
     prolong_add_split: CudaFunction,
     to_split: CudaFunction,
@@ -348,6 +349,9 @@ struct SplitFinest {
     x: CudaSlice<f32>,
     b: CudaSlice<f32>,
     links: CudaSlice<u8>,
+    /// The colour passes four cells a thread (`smooth_split4`): where the
+    /// length along x is a multiple of 8 ([`DeviceFlow::set_quad_sweeps`]).
+    quad: bool,
 }
 
 /// The kernels of a level whose x and b are of one storage: f32, or (the
@@ -360,6 +364,8 @@ struct Storage<'a> {
     prolong: &'a CudaFunction,
     scale: Option<&'a CudaSlice<f32>>,
     links: Option<&'a CudaSlice<u8>>,
+    /// Split rows' colour passes four cells a thread, where a level allows.
+    quad: Option<&'a CudaFunction>,
 }
 
 impl<'a> Storage<'a> {
@@ -370,6 +376,7 @@ impl<'a> Storage<'a> {
             prolong: &k.prolong_add,
             scale: None,
             links: None,
+            quad: None,
         }
     }
 
@@ -380,16 +387,18 @@ impl<'a> Storage<'a> {
             prolong: &k.prolong_add_half,
             scale: Some(scale),
             links: None,
+            quad: None,
         }
     }
 
-    fn split(k: &'a Kernels, links: &'a CudaSlice<u8>) -> Storage<'a> {
+    fn split(k: &'a Kernels, links: &'a CudaSlice<u8>, quad: bool) -> Storage<'a> {
         Storage {
             smooth: &k.smooth_split,
             restrict: &k.restrict_residual_split,
             prolong: &k.prolong_add_split,
             scale: None,
             links: Some(links),
+            quad: quad.then_some(&k.smooth_split4),
         }
     }
 
@@ -682,6 +691,7 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             to_half: g("to_half")?,
             from_half: g("from_half")?,
             smooth_split: g("smooth_split")?,
+            smooth_split4: g("smooth_split4")?,
             restrict_residual_split: g("restrict_residual_split")?,
             prolong_add_split: g("prolong_add_split")?,
             to_split: g("to_split")?,
@@ -988,6 +998,7 @@ impl DeviceFlow {
                         x: stream.alloc_zeros(n)?,
                         b: stream.alloc_zeros(n)?,
                         links: stream.clone_htod(&links)?,
+                        quad: size[0].is_multiple_of(8),
                     })
                 })
                 .map_err(SolverError::Device)?,
@@ -996,6 +1007,25 @@ impl DeviceFlow {
         // Graphs captured before hold the other storage's launches.
         self.graphs = Default::default();
         Ok(self.mg.split.is_some())
+    }
+
+    /// Whether split rows' colour passes on the finest grid take four cells
+    /// a thread (the default; `Tuning::quad_sweeps`) or one: the same
+    /// values, so the same results to the bit. Only where the length along
+    /// x is a multiple of 8 and no periodic axis has an odd length; returns
+    /// whether they do.
+    pub fn set_quad_sweeps(&mut self, on: bool) -> bool {
+        let fits = self.mg.levels[0].size[0].is_multiple_of(8);
+        let odd = self.mg.levels[0].odd != 0;
+        match &mut self.mg.split {
+            Some(split) => {
+                split.quad = on && fits;
+                // Graphs captured before hold the other kernel.
+                self.graphs = Default::default();
+                split.quad && !odd
+            }
+            None => false,
+        }
     }
 
     /// Whether the coarse levels whose couplings and diagonal fit one word
@@ -1690,7 +1720,7 @@ impl DeviceFlow {
                         }
                     };
                     let (x, b) = (&mut split.x, &split.b);
-                    let storage = Storage::split(&gpu.k, &split.links);
+                    let storage = Storage::split(&gpu.k, &split.links, split.quad);
                     let ends = Ends {
                         from,
                         into: Some(z),
@@ -1918,6 +1948,15 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
         "split rows: r for the pass from zero alone, z for the last passes"
     );
     let passes = level.odd.count_ones() as i32;
+    let quad = storage
+        .quad
+        .filter(|_| level.odd == 0 && level.size[0].is_multiple_of(8));
+    if let Some(kernel) = quad {
+        let links = storage.links.expect("four cells a thread on split rows");
+        return smooth_quad(
+            gpu, level, kernel, links, x, b, count, reverse, omega, zero_pass, ends,
+        );
+    }
     for sweep in 0..count {
         for (k, colour) in [reverse as i32, !reverse as i32].into_iter().enumerate() {
             for pass in 0..=passes {
@@ -1962,6 +2001,64 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
                     .map(drop)
                     .map_err(dev)?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// [`smooth`]'s colour passes on split rows four cells a thread
+/// (`smooth_split4`; the level's length along x a multiple of 8, no
+/// periodic axis of odd length).
+#[allow(clippy::too_many_arguments)]
+fn smooth_quad<T: DeviceRepr>(
+    gpu: &Gpu,
+    level: &Level,
+    kernel: &CudaFunction,
+    links: &CudaSlice<u8>,
+    x: &mut CudaSlice<T>,
+    b: &CudaSlice<T>,
+    count: usize,
+    reverse: bool,
+    omega: f32,
+    zero_pass: bool,
+    mut ends: Ends,
+) -> Result<(), SolverError> {
+    let [nx, ny, nz] = level.size.map(|s| s as u32);
+    let config = LaunchConfig {
+        grid_dim: ((nx / 8).div_ceil(32), ny.div_ceil(4), nz),
+        block_dim: (32, 4, 1),
+        shared_mem_bytes: 0,
+    };
+    for sweep in 0..count {
+        for (k, colour) in [reverse as i32, !reverse as i32].into_iter().enumerate() {
+            let zero = (zero_pass && sweep == 0 && k == 0) as i32;
+            let last = sweep + 1 == count && k == 1;
+            let mut l = gpu.stream.launch_builder(kernel);
+            l.arg(links)
+                .arg(&level.dims[0])
+                .arg(&level.dims[1])
+                .arg(&level.dims[2])
+                .arg(&level.faces)
+                .arg(&mut *x)
+                .arg(b)
+                .arg(&colour)
+                .arg(&zero)
+                .arg(&omega);
+            match ends.from {
+                Some(r) if zero == 1 => l.arg(r),
+                _ => l.arg(&NULL),
+            };
+            match &mut ends.into {
+                Some(z) if last => l.arg(&mut **z),
+                _ => l.arg(&NULL),
+            };
+            // SAFETY: smooth_split4(const u8*, int, int, int, unsigned,
+            // float*, float*, int, int, float, const float*, float*): the
+            // finest grid's split links, x and b, r and z in the natural
+            // order or null; a thread per four cells of the colour, each
+            // array's base 16-byte aligned (allocations) and each thread's
+            // four cells a 16-byte word (x's length a multiple of 8).
+            unsafe { l.launch(config) }.map(drop).map_err(dev)?;
         }
     }
     Ok(())

@@ -159,6 +159,16 @@ impl ProjectionSolver {
         }
     }
 
+    /// Whether its GPU solver's colour passes on split rows take four cells
+    /// a thread (on by default where the grid allows it;
+    /// `FLOWSCOPE_QUAD_SWEEPS=0` turns it off); whether they do.
+    pub fn set_quad_sweeps(&mut self, on: bool) -> bool {
+        match &mut self.device {
+            Some(d) => d.set_quad_sweeps(on),
+            None => false,
+        }
+    }
+
     /// How many of the last pressures its pressure solves fit their first
     /// guess to (`Tuning::fitted_guess`, as given): 0 for the quadratic
     /// through the last three, else 4 to 6; unset, the default,

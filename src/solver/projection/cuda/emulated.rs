@@ -141,7 +141,8 @@ impl Device {
 /// A x with x·A x after it; 5, 6, 7 smooth, restriction, prolongation on x
 /// and b in 16 bits; 8 to_half; 9 b − A x with b·b, r·r and x·x after it;
 /// 10, 11, 12 smooth, restriction, prolongation with split rows, x and b
-/// given in natural order) on `fine` (and `coarse`) and returns what
+/// given in natural order; 14 smooth with split rows four cells a thread)
+/// on `fine` (and `coarse`) and returns what
 /// the kernel wrote; `sweeps`: how many, whether in reverse and whether
 /// from x = 0 (x's values unused, as the host's cycles); `words`:
 /// the 16-bit window's two factors (or, for to_half, r·r).
@@ -331,6 +332,17 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 [Face::Wall, Face::Fixed],
             ],
         ),
+        // Walls across x (a multiple of 8: split rows' colour passes four
+        // cells a thread) and the fixed-pressure part of the diagonal
+        // beside them.
+        (
+            [16, 6, 5],
+            [
+                [Face::Fixed, Face::Wall],
+                [Face::Periodic; 2],
+                [Face::Wall; 2],
+            ],
+        ),
         // Periodic axes of odd length across y and z with an even x, for
         // split rows (a neighbour across those wraps of the cell's own
         // colour).
@@ -469,6 +481,10 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
             }
             if depth == 0 && size[0].is_multiple_of(2) {
                 checks(&Device::split(op), ", split rows", [10, 11, 12]);
+            }
+            if depth == 0 && size[0].is_multiple_of(8) && odd_periodic_axes(op) == 0 {
+                let how = ", split rows four cells a thread";
+                checks(&Device::split(op), how, [14, 11, 12]);
             }
 
             // 16 bits: r's own window, one where most of x saturates, one
