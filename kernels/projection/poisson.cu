@@ -1023,7 +1023,9 @@ struct Walk {
 // took 105 µs a pass with it against 133; `apply_dot` (107 against 95)
 // and `cg_update_check` (251 against 177, two stencils a cell) were slower,
 // their registers for two cells costing more occupancy than the second
-// cell's loads gained, and walk one at a time.
+// cell's loads gained. Where the length along x is a multiple of 4 all
+// three take four cells a thread instead (`quad_stencils`); elsewhere
+// `residual_dots` walks two at a time and the others one.
 template <class Load, class Use>
 __device__ __forceinline__ void walk_two(int nx, int ny, unsigned n, Load load, Use use) {
     for (Walk w(nx, ny); w.c < n;) {
@@ -1037,6 +1039,53 @@ __device__ __forceinline__ void walk_two(int nx, int ny, unsigned n, Load load, 
         if (second) use(v, b);
         w = v;
         w.next();
+    }
+}
+
+// Four cells along x a thread for the finest grid's operator passes (its
+// length along x a multiple of 4, its couplings all 1 and its diagonal in
+// the links byte): a walk over groups of four cells, each group's x, links
+// and neighbours across y and z read as 16-byte words, those along x from
+// the group's own word and one cell beyond each end. One cell a thread,
+// `apply_dot` and `residual_dots` waited on memory latency at 1.0–1.7
+// TB/s (H200, thirty-eighth session). The group's stencils are the ones
+// `stencil` gives its cells, so each cell's values are the same to the
+// bit; the sums take the cells in another order.
+__device__ __forceinline__ void quad_stencils(const Level& l, const unsigned char* links,
+                                              const float* x, unsigned c, const int p[3],
+                                              Stencil t[4]) {
+    unsigned nb[6];
+    neighbours(l, p, c, nb);
+    unsigned after = p[0] + 4 < l.n[0] ? c + 4 : c + 4 - (unsigned)l.n[0];
+    uchar4 lk = *reinterpret_cast<const uchar4*>(links + c);
+    float4 own = *reinterpret_cast<const float4*>(x + c);
+    float4 across[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) across[k] = *reinterpret_cast<const float4*>(x + nb[2 + k]);
+    float before = x[nb[0]], beyond = x[after];
+    const unsigned bits[4] = {lk.x, lk.y, lk.z, lk.w};
+    const float* o = &own.x;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        t[j].bits = bits[j];
+        t[j].d = (float)(__popc(bits[j] & 63u) + (bits[j] >> 6));
+        t[j].own = o[j];
+        t[j].around[0] = j > 0 ? o[j - 1] : before;
+        t[j].around[1] = j < 3 ? o[j + 1] : beyond;
+#pragma unroll
+        for (int k = 0; k < 4; k++) t[j].around[2 + k] = (&across[k].x)[j];
+#pragma unroll
+        for (int dir = 0; dir < 6; dir++) t[j].w[dir] = 1.0f;
+    }
+}
+
+// A walk over the groups of four cells along x (`quad_stencils`): `use`
+// takes each group's first cell and its coordinates.
+template <class Use>
+__device__ __forceinline__ void walk_quads(int nx, int ny, unsigned n, Use use) {
+    for (Walk w(nx / 4, ny); w.c < n / 4; w.next()) {
+        int p[3] = {4 * w.p[0], w.p[1], w.p[2]};
+        use(4 * w.c, p);
     }
 }
 
@@ -1066,12 +1115,44 @@ __device__ __forceinline__ void apply_dot_on(const unsigned char* __restrict__ l
     }
 }
 
+// `apply_dot_on` four cells a thread (`quad_stencils`).
+__device__ __forceinline__ void apply_dot_quad(const unsigned char* __restrict__ links, int nx,
+                                               int ny, int nz, unsigned faces,
+                                               const float* __restrict__ x,
+                                               float* __restrict__ out,
+                                               double* __restrict__ partial) {
+    __shared__ double s0[256], s1[256];
+    Level l = {{nx, ny, nz}, faces};
+    unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
+    double t0 = 0.0;
+    walk_quads(nx, ny, n, [&](unsigned c, const int p[3]) {
+        Stencil t[4];
+        quad_stencils(l, links, x, c, p, t);
+        float4 q;
+        float* qa = &q.x;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float ax = differences_of(t[j]);
+            qa[j] = t[j].d > 0.0f ? ax : 0.0f;
+            t0 += (double)t[j].own * (double)qa[j];
+        }
+        if (out) *reinterpret_cast<float4*>(out + c) = q;
+    });
+    block_sums(s0, s1, t0, 0.0);
+    if (threadIdx.x == 0) {
+        partial[2 * blockIdx.x] = s0[0];
+        partial[2 * blockIdx.x + 1] = s1[0];
+    }
+}
+
 extern "C" __global__ void apply_dot(const unsigned char* __restrict__ links,
                                      const float* __restrict__ weights,
                                      const float* __restrict__ diag, int nx, int ny, int nz,
                                      unsigned faces, const float* __restrict__ x,
                                      float* __restrict__ out, double* __restrict__ partial) {
-    if (!weights && !diag) {
+    if (!weights && !diag && (nx & 3) == 0) {
+        apply_dot_quad(links, nx, ny, nz, faces, x, out, partial);
+    } else if (!weights && !diag) {
         apply_dot_on(links, nullptr, nullptr, nx, ny, nz, faces, x, out, partial);
     } else {
         apply_dot_on(links, weights, diag, nx, ny, nz, faces, x, out, partial);
@@ -1113,13 +1194,45 @@ __device__ __forceinline__ void residual_dots_on(const unsigned char* __restrict
     three_partials(t0, t1, t2, partial);
 }
 
+// `residual_dots_on` four cells a thread (`quad_stencils`).
+__device__ __forceinline__ void residual_dots_quad(const unsigned char* __restrict__ links,
+                                                   int nx, int ny, int nz, unsigned faces,
+                                                   const float* __restrict__ x,
+                                                   const float* __restrict__ b,
+                                                   float* __restrict__ out,
+                                                   double* __restrict__ partial) {
+    Level l = {{nx, ny, nz}, faces};
+    unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
+    walk_quads(nx, ny, n, [&](unsigned c, const int p[3]) {
+        Stencil t[4];
+        quad_stencils(l, links, x, c, p, t);
+        float4 b4 = *reinterpret_cast<const float4*>(b + c);
+        const float* bw = &b4.x;
+        float4 r;
+        float* ra = &r.x;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float ax = differences_of(t[j]);
+            ra[j] = t[j].d > 0.0f ? bw[j] - ax : 0.0f;
+            t0 += (double)bw[j] * (double)bw[j];
+            t1 += (double)ra[j] * (double)ra[j];
+            t2 += (double)t[j].own * (double)t[j].own;
+        }
+        *reinterpret_cast<float4*>(out + c) = r;
+    });
+    three_partials(t0, t1, t2, partial);
+}
+
 extern "C" __global__ void residual_dots(const unsigned char* __restrict__ links,
                                          const float* __restrict__ weights,
                                          const float* __restrict__ diag, int nx, int ny, int nz,
                                          unsigned faces, const float* __restrict__ x,
                                          const float* __restrict__ b, float* __restrict__ out,
                                          double* __restrict__ partial) {
-    if (!weights && !diag) {
+    if (!weights && !diag && (nx & 3) == 0) {
+        residual_dots_quad(links, nx, ny, nz, faces, x, b, out, partial);
+    } else if (!weights && !diag) {
         residual_dots_on(links, nullptr, nullptr, nx, ny, nz, faces, x, b, out, partial);
     } else {
         residual_dots_on(links, weights, diag, nx, ny, nz, faces, x, b, out, partial);
@@ -1209,6 +1322,54 @@ __device__ __forceinline__ void cg_update_check_on(
     three_partials(t0, t1, t2, partial);
 }
 
+// `cg_update_check_on` four cells a thread (`quad_stencils`).
+__device__ __forceinline__ void cg_update_check_quad(
+    const unsigned char* __restrict__ links, int nx, int ny, int nz, unsigned faces,
+    const float* __restrict__ x, const float* __restrict__ d, const float* __restrict__ rhs,
+    float* __restrict__ r, float* __restrict__ x_new, const double* __restrict__ scalars, int rz,
+    int pq, double* __restrict__ partial) {
+    Level l = {{nx, ny, nz}, faces};
+    unsigned n = (unsigned)nx * (unsigned)ny * (unsigned)nz;
+    double dq = scalars[pq];
+    bool update = dq > 0.0;
+    float alpha = update ? (float)(scalars[rz] / dq) : 0.0f;
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
+    walk_quads(nx, ny, n, [&](unsigned c, const int p[3]) {
+        Stencil td[4], tx[4];
+        quad_stencils(l, links, d, c, p, td);
+        quad_stencils(l, links, x, c, p, tx);
+        float4 r4 = *reinterpret_cast<const float4*>(r + c);
+        float4 b4 = *reinterpret_cast<const float4*>(rhs + c);
+        const float* rw = &r4.x;
+        const float* bw = &b4.x;
+        float4 xn, rn;
+        float* xa = &xn.x;
+        float* ra = &rn.x;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float q = differences_of(td[j]);
+            q = td[j].d > 0.0f ? q : 0.0f;
+            float recurrence = update ? rw[j] + -alpha * q : rw[j];
+            if (update) {
+                tx[j].own = tx[j].own + alpha * td[j].own;
+#pragma unroll
+                for (int dir = 0; dir < 6; dir++) {
+                    tx[j].around[dir] = tx[j].around[dir] + alpha * td[j].around[dir];
+                }
+            }
+            float ax = differences_of(tx[j]);
+            ra[j] = tx[j].d > 0.0f ? bw[j] - ax : 0.0f;
+            xa[j] = tx[j].own;
+            t0 += (double)recurrence * (double)recurrence;
+            t1 += (double)ra[j] * (double)ra[j];
+            t2 += (double)xa[j] * (double)xa[j];
+        }
+        *reinterpret_cast<float4*>(x_new + c) = xn;
+        *reinterpret_cast<float4*>(r + c) = rn;
+    });
+    three_partials(t0, t1, t2, partial);
+}
+
 extern "C" __global__ void cg_update_check(const unsigned char* __restrict__ links,
                                            const float* __restrict__ weights,
                                            const float* __restrict__ diag, int nx, int ny,
@@ -1218,7 +1379,10 @@ extern "C" __global__ void cg_update_check(const unsigned char* __restrict__ lin
                                            float* __restrict__ x_new,
                                            const double* __restrict__ scalars, int rz, int pq,
                                            double* __restrict__ partial) {
-    if (!weights && !diag) {
+    if (!weights && !diag && (nx & 3) == 0) {
+        cg_update_check_quad(links, nx, ny, nz, faces, x, d, rhs, r, x_new, scalars, rz, pq,
+                             partial);
+    } else if (!weights && !diag) {
         cg_update_check_on(links, nullptr, nullptr, nx, ny, nz, faces, x, d, rhs, r, x_new,
                            scalars, rz, pq, partial);
     } else {
