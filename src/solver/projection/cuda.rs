@@ -1774,10 +1774,14 @@ impl DeviceFlow {
                 .arg(&rz)
                 .arg(&RZ_CROSS)
                 .arg(&rz_old);
+            // A thread per four cells where n is a multiple of 4.
+            let threads = if n.is_multiple_of(4) { n / 4 } else { n };
             // SAFETY: direction(float*, const float*, size_t, const
-            // double*, int, int, int, int): vectors of n, slots below
-            // SCALARS.
-            unsafe { l.launch(list_config(n)) }.map(drop).map_err(dev)?;
+            // double*, int, int, int, int): vectors of n (16-byte aligned
+            // allocations), slots below SCALARS.
+            unsafe { l.launch(list_config(threads)) }
+                .map(drop)
+                .map_err(dev)?;
         }
         self.swap_z();
         let (_, cfg) = self.reduce_config();
