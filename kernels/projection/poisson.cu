@@ -497,9 +497,10 @@ extern "C" __global__ void smooth_split(const unsigned char* __restrict__ links,
 // rows around, those along x the four in its own row's and one beyond.
 // A thread a cell (`smooth_split`) issued 9 loads a cell and worked out
 // each index itself: bound by instruction issue (IPC 2.9, the SM 69%
-// busy, 2.5 TB/s; H200, thirty-eighth session). The same values as it, so
-// the same results to the bit: each cell's sum in the same order (see
-// `relaxed`).
+// busy, 2.5 TB/s; H200, thirty-eighth session): 54.7 µs a pass against
+// this kernel's 41.6 on the 256³ grid, half the instructions (thirty-ninth
+// session). The same values as it, so the same results to the bit: each
+// cell's sum in the same order (see `relaxed`).
 extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links, int nx, int ny,
                                          int nz, unsigned faces, float* __restrict__ x,
                                          float* __restrict__ b, int colour, int zero, float omega,
@@ -1483,8 +1484,8 @@ extern "C" __global__ void predict(float* __restrict__ p, float* __restrict__ hi
 // CG's new direction: p = z on the first iteration, else p = z + β p with the
 // flexible β = (r·z − r·z_old) / rz_old from the scalars.
 // Where n is a multiple of 4 a thread takes four cells, a 16-byte word of
-// each vector (the host launches a quarter of the threads): 46 µs a pass
-// against 63 (H200, 256³).
+// each vector (the host launches a quarter of the threads): 42 µs a pass
+// against 63 (H200, 256³, thirty-ninth session).
 extern "C" __global__ void direction(float* __restrict__ p, const float* __restrict__ z, size_t n,
                                      const double* __restrict__ scalars, int first, int rz_new,
                                      int rz_cross, int rz_old) {
