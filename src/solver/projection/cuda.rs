@@ -428,6 +428,21 @@ struct Ends<'a> {
 }
 
 impl Ends<'_> {
+    /// The split kernels' last two arguments: r for the pass from zero, z
+    /// for the last pass, null in the others.
+    fn push<'b>(&'b mut self, l: &mut LaunchArgs<'b>, zero: bool, last: bool) {
+        match self.from {
+            Some(r) if zero => l.arg(r),
+            _ => l.arg(&NULL),
+        };
+        match &mut self.into {
+            Some(z) if last => l.arg(&mut **z),
+            _ => l.arg(&NULL),
+        };
+    }
+}
+
+impl Ends<'_> {
     fn none() -> Self {
         Ends {
             from: None,
@@ -1981,14 +1996,7 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
                     .arg(&omega);
                 storage.push_scale(&mut l);
                 if split {
-                    match ends.from {
-                        Some(r) if zero == 1 => l.arg(r),
-                        _ => l.arg(&NULL),
-                    };
-                    match &mut ends.into {
-                        Some(z) if last => l.arg(&mut **z),
-                        _ => l.arg(&NULL),
-                    };
+                    ends.push(&mut l, zero == 1, last);
                 }
                 let mut half = level.size;
                 half[0] = half[0].div_ceil(2);
@@ -2048,14 +2056,7 @@ fn smooth_quad<T: DeviceRepr>(
                 .arg(&colour)
                 .arg(&zero)
                 .arg(&omega);
-            match ends.from {
-                Some(r) if zero == 1 => l.arg(r),
-                _ => l.arg(&NULL),
-            };
-            match &mut ends.into {
-                Some(z) if last => l.arg(&mut **z),
-                _ => l.arg(&NULL),
-            };
+            ends.push(&mut l, zero == 1, last);
             // SAFETY: smooth_split4(const u8*, int, int, int, unsigned,
             // float*, float*, int, int, float, const float*, float*): the
             // finest grid's split links, x and b, r and z in the natural
