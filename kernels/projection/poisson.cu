@@ -549,7 +549,7 @@ extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links
     unsigned nb[6];
     layout.around(l, p, c, nb);
     // Along x: the other colour's cells at places i to i + 3, and the one
-    // before them (colour 0 of the row's parity: x even) or after them,
+    // before them (where this colour's cells have even x) or after them,
     // wrapped at the row's ends as `Split::around`.
     unsigned beyond = par ? (i + 4 < h ? other + 4 : other - i) : nb[0];
     float4 own = *reinterpret_cast<const float4*>(x + c);

@@ -440,9 +440,7 @@ impl Ends<'_> {
             _ => l.arg(&NULL),
         };
     }
-}
 
-impl Ends<'_> {
     fn none() -> Self {
         Ends {
             from: None,
