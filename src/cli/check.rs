@@ -905,7 +905,6 @@ fn left_frame_differences(gpu: &mut crate::solver::lbm::cuda::CudaSolver) -> any
 /// shipped scenario it runs (scaled down), and a checkpoint resumed on the
 /// GPU bit for bit.
 fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
-    use crate::solver::projection::ProjectionSolver;
     let mut ok = true;
     let steps = args.projection_steps;
     println!(
@@ -1013,16 +1012,12 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             let mid = gpu.populations()?;
             let mut pair = Vec::new();
             for quad in [true, false] {
-                let mut s: ProjectionSolver = select::build_projection(&scenario, None)?;
-                select::tune_projection(&mut s, tuning)?;
-                s.move_to_gpu(0)?;
-                s.set_populations(steps, &mid)?;
+                let mut s = resumed_on_gpu(&scenario, tuning, steps, &mid)?;
                 s.set_quad_sweeps(quad);
                 s.step(20)?;
                 pair.push(s.populations()?);
             }
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            let same = bits(&pair[0]) == bits(&pair[1]);
+            let same = first_difference(&pair[0], &pair[1]).is_none();
             ok &= same;
             println!(
                 "projection split rows four cells a thread against one on the GPU ({}): {}",
@@ -1035,10 +1030,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // A checkpoint taken on the GPU resumes there bit for bit.
             let mid = gpu.populations()?;
             gpu.step(20)?;
-            let mut again: ProjectionSolver = select::build_projection(&scenario, None)?;
-            select::tune_projection(&mut again, tuning)?;
-            again.move_to_gpu(0)?;
-            again.set_populations(steps, &mid)?;
+            let mut again = resumed_on_gpu(&scenario, tuning, steps, &mid)?;
             again.step(20)?;
             let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
             let same = bits(gpu.populations()?) == bits(again.populations()?);
@@ -1051,10 +1043,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // Split rows (the default) hold the natural order's values in
             // another order: the same steps, to the bit.
             let on = again.split_rows();
-            let mut natural: ProjectionSolver = select::build_projection(&scenario, None)?;
-            select::tune_projection(&mut natural, tuning)?;
-            natural.move_to_gpu(0)?;
-            natural.set_populations(steps, &mid)?;
+            let mut natural = resumed_on_gpu(&scenario, tuning, steps, &mid)?;
             natural.set_split_preconditioner(false)?;
             natural.step(20)?;
             let same = on && bits(natural.populations()?) == bits(again.populations()?);
@@ -1071,10 +1060,7 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
             // The packed coarse coefficients (the default) are the arrays'
             // values: the same steps from the same state, to the bit.
             let levels = again.packed_levels();
-            let mut arrays: ProjectionSolver = select::build_projection(&scenario, None)?;
-            select::tune_projection(&mut arrays, tuning)?;
-            arrays.move_to_gpu(0)?;
-            arrays.set_populations(steps, &mid)?;
+            let mut arrays = resumed_on_gpu(&scenario, tuning, steps, &mid)?;
             arrays.set_packed_coarse(false);
             arrays.step(20)?;
             // No level packed would compare nothing.
@@ -1096,6 +1082,21 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         println!("projection split rows four cells a thread: FAIL: no case took them");
     }
     Ok(ok && quad_compared)
+}
+
+/// A projection solver for `scenario` on the GPU, with the knobs, resumed
+/// from `state` taken after `steps` steps.
+fn resumed_on_gpu(
+    scenario: &Scenario,
+    tuning: &Tuning,
+    steps: u64,
+    state: &[f32],
+) -> anyhow::Result<crate::solver::projection::ProjectionSolver> {
+    let mut solver = select::build_projection(scenario, None)?;
+    select::tune_projection(&mut solver, tuning)?;
+    solver.move_to_gpu(0)?;
+    solver.set_populations(steps, state)?;
+    Ok(solver)
 }
 
 /// Steps `solver` in pieces of `piece` until its velocity changes by less
