@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     auto x = take<float>(n);
     auto b = take<float>(n);
     auto coarse_diag = take<float>(mode >= 2 ? nc : 0);
-    auto e = take<float>(mode == 3 || mode == 7 || mode == 12 ? nc : mode == 13 ? 2 * n : 0);
+    auto e = take<float>(mode == 3 || mode == 7 || mode == 12 || mode == 16 ? nc : mode == 13 ? 2 * n : 0);
     const float* w = h[6] ? weights.data() : nullptr;
     // Packed words (smooth_packed and restrict_residual_packed) stand for
     // the couplings and the diagonal; prolongation still takes the
@@ -206,6 +206,34 @@ int main(int argc, char** argv) {
                               omega, zero ? b.data() : nullptr, last ? out.data() : nullptr);
             });
         });
+    } else if (mode == 15) {
+        // restrict_residual_split4 as mode 11 (x's length a multiple of 8).
+        if (nx % 8 != 0) return 6;
+        std::vector<float> xs(n), bs(n);
+        launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(x.data(), nx, ny, nz, xs.data()); });
+        launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(b.data(), nx, ny, nz, bs.data()); });
+        out.assign(nc, 0.0f);
+        launch(cells(cx / 4, cy, cz), {32, 4, 1}, [&] {
+            restrict_residual_split4(links.data(), nullptr, nullptr, nx, ny, nz, faces, xs.data(),
+                                     bs.data(), coarse_diag.data(), cx, cy, cz, out.data());
+        });
+    } else if (mode == 16) {
+        // prolong_add_split4 as mode 12 (x's length a multiple of 8).
+        if (nx % 8 != 0) return 6;
+        Level l = {{nx, ny, nz}, 0};
+        std::vector<float> xs(n);
+        launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(x.data(), nx, ny, nz, xs.data()); });
+        launch(cells(cx / 4, ny, nz), {32, 4, 1}, [&] {
+            prolong_add_split4(e.data(), coarse_diag.data(), cx, cy, cz, links.data(), nullptr,
+                               nx, ny, nz, faces, xs.data());
+        });
+        out.assign(n, 0.0f);
+        for (int z = 0; z < nz; z++)
+            for (int y = 0; y < ny; y++)
+                for (int x0 = 0; x0 < nx; x0++) {
+                    int p[3] = {x0, y, z};
+                    out[index_of(l, p)] = xs[Split().at(l, p)];
+                }
     } else if (mode >= 10 && mode <= 12) {
         // The kernels on split rows (10 smooth, 11 restriction, 12
         // prolongation), x and b given in the natural order: the links come

@@ -115,7 +115,9 @@ struct Kernels {
     smooth_split: CudaFunction,
     smooth_split4: CudaFunction,
     restrict_residual_split: CudaFunction,
+    restrict_residual_split4: CudaFunction,
     prolong_add_split: CudaFunction,
+    prolong_add_split4: CudaFunction,
     to_split: CudaFunction,
     coarsest_gather: CudaFunction,
     coarsest_solve: CudaFunction,
@@ -355,6 +357,14 @@ struct SplitFinest {
 }
 
 /// The kernels of a level whose x and b are of one storage: f32, or (the
+/// The kernels that take four cells a thread on split rows.
+#[derive(Clone, Copy)]
+struct Quad<'a> {
+    smooth: &'a CudaFunction,
+    restrict: &'a CudaFunction,
+    prolong: &'a CudaFunction,
+}
+
 /// finest grid's) 16 bits with its window, or f32 with split rows and the
 /// links in that order.
 #[derive(Clone, Copy)]
@@ -364,8 +374,10 @@ struct Storage<'a> {
     prolong: &'a CudaFunction,
     scale: Option<&'a CudaSlice<f32>>,
     links: Option<&'a CudaSlice<u8>>,
-    /// Split rows' colour passes four cells a thread, where a level allows.
-    quad: Option<&'a CudaFunction>,
+    /// Split rows' colour passes four cells a thread, their restriction
+    /// and prolongation four coarse cells (columns) a thread, where a level
+    /// allows.
+    quad: Option<Quad<'a>>,
 }
 
 impl<'a> Storage<'a> {
@@ -398,7 +410,11 @@ impl<'a> Storage<'a> {
             prolong: &k.prolong_add_split,
             scale: None,
             links: Some(links),
-            quad: quad.then_some(&k.smooth_split4),
+            quad: quad.then_some(Quad {
+                smooth: &k.smooth_split4,
+                restrict: &k.restrict_residual_split4,
+                prolong: &k.prolong_add_split4,
+            }),
         }
     }
 
@@ -706,7 +722,9 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             smooth_split: g("smooth_split")?,
             smooth_split4: g("smooth_split4")?,
             restrict_residual_split: g("restrict_residual_split")?,
+            restrict_residual_split4: g("restrict_residual_split4")?,
             prolong_add_split: g("prolong_add_split")?,
+            prolong_add_split4: g("prolong_add_split4")?,
             to_split: g("to_split")?,
             coarsest_gather: g("coarsest_gather")?,
             coarsest_solve: g("coarsest_solve")?,
@@ -1968,7 +1986,7 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
     let quad = storage
         .quad
         .filter(|_| level.odd == 0 && level.size[0].is_multiple_of(8));
-    if let Some(kernel) = quad {
+    if let Some(Quad { smooth: kernel, .. }) = quad {
         let links = storage.links.expect("four cells a thread on split rows");
         return smooth_quad(
             gpu, level, kernel, links, x, b, count, reverse, omega, zero_pass, ends,
@@ -2135,9 +2153,23 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     let ((cx, cb), deeper) = coarser.split_first_mut().expect("a coarser grid");
     let [fx, fy, fz] = fine.size.map(|v| v as i32);
     let [nx, ny, nz] = coarse.size.map(|v| v as i32);
-    let kernel = match fine.use_words {
-        true => &gpu.k.restrict_residual_packed,
-        false => storage.restrict,
+    // Split rows four coarse cells a thread where the fine length along x
+    // is a multiple of 8.
+    let quad = storage
+        .quad
+        .filter(|_| !fine.use_words && fine.size[0].is_multiple_of(8));
+    let (kernel, config) = match (fine.use_words, quad) {
+        (true, _) => (&gpu.k.restrict_residual_packed, cells_config(coarse.size)),
+        (false, Some(Quad { restrict: four, .. })) => {
+            let [cx, cy, cz] = coarse.size.map(|v| v as u32);
+            let config = LaunchConfig {
+                grid_dim: ((cx / 4).div_ceil(32), cy.div_ceil(4), cz),
+                block_dim: (32, 4, 1),
+                shared_mem_bytes: 0,
+            };
+            (four, config)
+        }
+        (false, None) => (storage.restrict, cells_config(coarse.size)),
     };
     let mut l = s.launch_builder(kernel);
     storage.push_level(fine, &mut l);
@@ -2153,10 +2185,12 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     // int, int, unsigned, const T*, const T*, const float*, int, int, int,
     // float*) (and, restrict_residual_half, const float*;
     // restrict_residual_packed the words for the weights, a null diagonal;
-    // restrict_residual_split as restrict_residual, on split rows): the fine
+    // restrict_residual_split as restrict_residual, on split rows; its
+    // four-cell form, a thread per four coarse cells, their 16-byte words
+    // aligned with the fine length along x a multiple of 8): the fine
     // level's cells (weights three arrays of cells, or null), the coarse
     // cells.
-    unsafe { l.launch(cells_config(coarse.size)) }
+    unsafe { l.launch(config) }
         .map(drop)
         .map_err(dev)?;
     let f32 = Storage::f32(&gpu.k);
@@ -2182,7 +2216,25 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
             )?;
         }
     }
-    let mut l = s.launch_builder(storage.prolong);
+    // Split rows four coarse columns a thread where the restriction took
+    // four coarse cells.
+    let (kernel, config) = match quad {
+        Some(Quad { prolong: four, .. }) => {
+            let [cx, _, _] = coarse.size.map(|v| v as u32);
+            let [_, fy, fz] = fine.size.map(|v| v as u32);
+            let config = LaunchConfig {
+                grid_dim: ((cx / 4).div_ceil(32), fy.div_ceil(4), fz),
+                block_dim: (32, 4, 1),
+                shared_mem_bytes: 0,
+            };
+            (four, config)
+        }
+        None => (
+            storage.prolong,
+            cells_config([coarse.size[0], fine.size[1], fine.size[2]]),
+        ),
+    };
+    let mut l = s.launch_builder(kernel);
     l.arg(&*cx)
         .arg(&coarse.diag)
         .arg(&nx)
@@ -2196,8 +2248,9 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     // u8*, const float*, int, int, int, unsigned, T*) (and, prolong_add_half,
     // const float*; prolong_add_split as prolong_add, on split rows): coarse
     // and fine cells (the fine diagonal null where its links hold it), a
-    // thread per two fine cells of a row.
-    unsafe { l.launch(cells_config([coarse.size[0], fine.size[1], fine.size[2]])) }
+    // thread per two fine cells of a row (prolong_add_split4 as
+    // prolong_add_split, a thread per eight, their 16-byte words aligned).
+    unsafe { l.launch(config) }
         .map(drop)
         .map_err(dev)?;
     let last = Ends { from: None, into };
