@@ -2190,9 +2190,7 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     // aligned with the fine length along x a multiple of 8): the fine
     // level's cells (weights three arrays of cells, or null), the coarse
     // cells.
-    unsafe { l.launch(config) }
-        .map(drop)
-        .map_err(dev)?;
+    unsafe { l.launch(config) }.map(drop).map_err(dev)?;
     let f32 = Storage::f32(&gpu.k);
     // Later visits go on from the first's result, as the CPU's.
     for visit in 0..shape.visits(depth) {
@@ -2250,9 +2248,7 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     // and fine cells (the fine diagonal null where its links hold it), a
     // thread per two fine cells of a row (prolong_add_split4 as
     // prolong_add_split, a thread per eight, their 16-byte words aligned).
-    unsafe { l.launch(config) }
-        .map(drop)
-        .map_err(dev)?;
+    unsafe { l.launch(config) }.map(drop).map_err(dev)?;
     let last = Ends { from: None, into };
     smooth(gpu, fine, x, b, up, true, omega, false, storage, last)
 }
