@@ -28,6 +28,19 @@ static void sweeps(const std::vector<int>& h, unsigned odd, std::vector<T>& x, F
                     k + 1 == h[11] && second);
 }
 
+// A vector in split rows back in the natural order.
+static std::vector<float> from_split(const std::vector<float>& xs, int nx, int ny, int nz) {
+    Level l = {{nx, ny, nz}, 0};
+    std::vector<float> out(xs.size());
+    for (int z = 0; z < nz; z++)
+        for (int y = 0; y < ny; y++)
+            for (int x0 = 0; x0 < nx; x0++) {
+                int p[3] = {x0, y, z};
+                out[index_of(l, p)] = xs[Split().at(l, p)];
+            }
+    return out;
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     if (!read_input(argv[1])) return 3;
@@ -220,20 +233,13 @@ int main(int argc, char** argv) {
     } else if (mode == 16) {
         // prolong_add_split4 as mode 12 (x's length a multiple of 8).
         if (nx % 8 != 0) return 6;
-        Level l = {{nx, ny, nz}, 0};
         std::vector<float> xs(n);
         launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(x.data(), nx, ny, nz, xs.data()); });
         launch(cells(cx / 4, ny, nz), {32, 4, 1}, [&] {
             prolong_add_split4(e.data(), coarse_diag.data(), cx, cy, cz, links.data(), nullptr,
                                nx, ny, nz, faces, xs.data());
         });
-        out.assign(n, 0.0f);
-        for (int z = 0; z < nz; z++)
-            for (int y = 0; y < ny; y++)
-                for (int x0 = 0; x0 < nx; x0++) {
-                    int p[3] = {x0, y, z};
-                    out[index_of(l, p)] = xs[Split().at(l, p)];
-                }
+        out = from_split(xs, nx, ny, nz);
     } else if (mode >= 10 && mode <= 12) {
         // The kernels on split rows (10 smooth, 11 restriction, 12
         // prolongation), x and b given in the natural order: the links come
@@ -241,7 +247,6 @@ int main(int argc, char** argv) {
         // from zero, by the first pass, as the host has it) and the result
         // comes back in the natural order from the last passes (the
         // prolongation's read back here).
-        Level l = {{nx, ny, nz}, 0};
         std::vector<float> xs(n), bs(n);
         launch(cells(nx, ny, nz), {32, 4, 1}, [&] { to_split(x.data(), nx, ny, nz, xs.data()); });
         if (mode != 10 || !zero_pass(h, odd))
@@ -269,13 +274,7 @@ int main(int argc, char** argv) {
                 prolong_add_split(e.data(), coarse_diag.data(), cx, cy, cz, links.data(), nullptr,
                                   nx, ny, nz, faces, xs.data());
             });
-            out.assign(n, 0.0f);
-            for (int z = 0; z < nz; z++)
-                for (int y = 0; y < ny; y++)
-                    for (int x0 = 0; x0 < nx; x0++) {
-                        int p[3] = {x0, y, z};
-                        out[index_of(l, p)] = xs[Split().at(l, p)];
-                    }
+            out = from_split(xs, nx, ny, nz);
         }
     } else {
         return 4;

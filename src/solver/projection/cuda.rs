@@ -668,6 +668,12 @@ fn cells_config(size: [usize; 3]) -> LaunchConfig {
     }
 }
 
+/// A thread per four cells along x of `size` (its length along x a
+/// multiple of 4), as [`cells_config`] takes cells.
+fn quads_config([nx, ny, nz]: [usize; 3]) -> LaunchConfig {
+    cells_config([nx / 4, ny, nz])
+}
+
 fn list_config(count: usize) -> LaunchConfig {
     LaunchConfig {
         grid_dim: ((count as u32).div_ceil(256).max(1), 1, 1),
@@ -2051,12 +2057,9 @@ fn smooth_quad<T: DeviceRepr>(
     zero_pass: bool,
     mut ends: Ends,
 ) -> Result<(), SolverError> {
-    let [nx, ny, nz] = level.size.map(|s| s as u32);
-    let config = LaunchConfig {
-        grid_dim: ((nx / 8).div_ceil(32), ny.div_ceil(4), nz),
-        block_dim: (32, 4, 1),
-        shared_mem_bytes: 0,
-    };
+    // Four cells a thread of a colour's half of each row.
+    let [nx, ny, nz] = level.size;
+    let config = quads_config([nx / 2, ny, nz]);
     for sweep in 0..count {
         for (k, colour) in [reverse as i32, !reverse as i32].into_iter().enumerate() {
             let zero = (zero_pass && sweep == 0 && k == 0) as i32;
@@ -2160,15 +2163,7 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
         .filter(|_| !fine.use_words && fine.size[0].is_multiple_of(8));
     let (kernel, config) = match (fine.use_words, quad) {
         (true, _) => (&gpu.k.restrict_residual_packed, cells_config(coarse.size)),
-        (false, Some(Quad { restrict: four, .. })) => {
-            let [cx, cy, cz] = coarse.size.map(|v| v as u32);
-            let config = LaunchConfig {
-                grid_dim: ((cx / 4).div_ceil(32), cy.div_ceil(4), cz),
-                block_dim: (32, 4, 1),
-                shared_mem_bytes: 0,
-            };
-            (four, config)
-        }
+        (false, Some(Quad { restrict: four, .. })) => (four, quads_config(coarse.size)),
         (false, None) => (storage.restrict, cells_config(coarse.size)),
     };
     let mut l = s.launch_builder(kernel);
@@ -2216,21 +2211,10 @@ fn down_up<T: DeviceRepr + ValidAsZeroBits>(
     }
     // Split rows four coarse columns a thread where the restriction took
     // four coarse cells.
+    let columns = [coarse.size[0], fine.size[1], fine.size[2]];
     let (kernel, config) = match quad {
-        Some(Quad { prolong: four, .. }) => {
-            let [cx, _, _] = coarse.size.map(|v| v as u32);
-            let [_, fy, fz] = fine.size.map(|v| v as u32);
-            let config = LaunchConfig {
-                grid_dim: ((cx / 4).div_ceil(32), fy.div_ceil(4), fz),
-                block_dim: (32, 4, 1),
-                shared_mem_bytes: 0,
-            };
-            (four, config)
-        }
-        None => (
-            storage.prolong,
-            cells_config([coarse.size[0], fine.size[1], fine.size[2]]),
-        ),
+        Some(Quad { prolong: four, .. }) => (four, quads_config(columns)),
+        None => (storage.prolong, cells_config(columns)),
     };
     let mut l = s.launch_builder(kernel);
     l.arg(&*cx)
