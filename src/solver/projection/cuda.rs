@@ -356,7 +356,6 @@ struct SplitFinest {
     quad: bool,
 }
 
-/// The kernels of a level whose x and b are of one storage: f32, or (the
 /// The kernels that take four cells a thread on split rows.
 #[derive(Clone, Copy)]
 struct Quad<'a> {
@@ -365,6 +364,7 @@ struct Quad<'a> {
     prolong: &'a CudaFunction,
 }
 
+/// The kernels of a level whose x and b are of one storage: f32, or (the
 /// finest grid's) 16 bits with its window, or f32 with split rows and the
 /// links in that order.
 #[derive(Clone, Copy)]
