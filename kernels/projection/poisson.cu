@@ -203,6 +203,7 @@ __device__ __forceinline__ float diagonal_of(const unsigned char*, Packed weight
 struct F32 {
     typedef float T;
     __device__ __forceinline__ float ld(const float* v, unsigned c) const { return v[c]; }
+    __device__ __forceinline__ float dec(float v) const { return v; }
     __device__ __forceinline__ float enc(float v) const { return v; }
 };
 
@@ -221,8 +222,21 @@ struct Half {
     typedef unsigned short T;
     float down, up;
     __device__ __forceinline__ float ld(const unsigned short* v, unsigned c) const {
-        unsigned h = v[c];
+        return dec(v[c]);
+    }
+    __device__ __forceinline__ float dec(unsigned short v) const {
+#ifdef __CUDA_ARCH__
+        // The half's value exactly, as the bit moves below give it (all
+        // 63 488 finite halves compared on an H200), in one instruction
+        // where they took four: the 16-bit colour pass was bound by issue
+        // (31.0 against 23.7 M instructions, 39.9 against 33.9 µs at 256³).
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
+        return f * up;
+#else
+        unsigned h = v;
         return __uint_as_float(((h & 0x8000u) << 16) | ((h & 0x7fffu) << 13)) * 0x1p112f * up;
+#endif
     }
     __device__ __forceinline__ unsigned short enc(float v) const {
         unsigned a = __float_as_uint(fabsf(v) * down * 0x1p-112f);
@@ -243,6 +257,44 @@ __device__ __forceinline__ Half half_scale(double rr, double n) {
     }
     e = max(-100, min(20, e)) + 6;
     return {ldexpf(1.0f, -e), ldexpf(1.0f, e)};
+}
+
+// Four values of a vector from cell c on (c a multiple of 4): one 16-byte
+// word in f32, one 8-byte word in 16 bits; decoded, and stored encoded.
+__device__ __forceinline__ void raw4(const float* v, unsigned c, float o[4]) {
+    float4 w = *reinterpret_cast<const float4*>(v + c);
+    o[0] = w.x;
+    o[1] = w.y;
+    o[2] = w.z;
+    o[3] = w.w;
+}
+__device__ __forceinline__ void raw4(const unsigned short* v, unsigned c, unsigned short o[4]) {
+    uint2 w = *reinterpret_cast<const uint2*>(v + c);
+    o[0] = (unsigned short)(w.x & 0xffffu);
+    o[1] = (unsigned short)(w.x >> 16);
+    o[2] = (unsigned short)(w.y & 0xffffu);
+    o[3] = (unsigned short)(w.y >> 16);
+}
+__device__ __forceinline__ void put4(float* v, unsigned c, const float o[4]) {
+    *reinterpret_cast<float4*>(v + c) = make_float4(o[0], o[1], o[2], o[3]);
+}
+__device__ __forceinline__ void put4(unsigned short* v, unsigned c, const unsigned short o[4]) {
+    *reinterpret_cast<uint2*>(v + c) =
+        make_uint2((unsigned)o[0] | ((unsigned)o[1] << 16), (unsigned)o[2] | ((unsigned)o[3] << 16));
+}
+template <class S>
+__device__ __forceinline__ void load4(const typename S::T* v, unsigned c, S s, float o[4]) {
+    typename S::T w[4];
+    raw4(v, c, w);
+#pragma unroll
+    for (int j = 0; j < 4; j++) o[j] = s.dec(w[j]);
+}
+template <class S>
+__device__ __forceinline__ void store4(typename S::T* v, unsigned c, S s, const float o[4]) {
+    typename S::T w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) w[j] = s.enc(o[j]);
+    put4(v, c, w);
 }
 
 // x at the six neighbours, linked or not (`neighbours` wraps every axis,
@@ -501,10 +553,14 @@ extern "C" __global__ void smooth_split(const unsigned char* __restrict__ links,
 // this kernel's 41.6 on the 256³ grid, half the instructions (thirty-ninth
 // session). The same values as it, so the same results to the bit: each
 // cell's sum in the same order (see `relaxed`).
-extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links, int nx, int ny,
-                                         int nz, unsigned faces, float* __restrict__ x,
-                                         float* __restrict__ b, int colour, int zero, float omega,
-                                         const float* __restrict__ r, float* __restrict__ z) {
+template <class S>
+__device__ __forceinline__ void smooth_split4_on(const unsigned char* __restrict__ links, int nx,
+                                                 int ny, int nz, unsigned faces,
+                                                 typename S::T* __restrict__ x,
+                                                 typename S::T* __restrict__ b, int colour,
+                                                 int zero, float omega,
+                                                 const float* __restrict__ r,
+                                                 float* __restrict__ z, S s) {
     Level l = {{nx, ny, nz}, faces};
     unsigned h = (unsigned)nx >> 1;
     unsigned i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
@@ -526,24 +582,22 @@ extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links
     // The natural order's pairs of the four cells: eight cells from here.
     unsigned natural = index_of(l, p) - (unsigned)par;
     if (zero) {
-        // As `smooth_on`'s pass from zero, b taken from r.
+        // As `smooth_on`'s pass from zero, b taken from r (as stored).
         float4 r0 = *reinterpret_cast<const float4*>(r + natural);
         float4 r1 = *reinterpret_cast<const float4*>(r + natural + 4);
         float pairs[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
-        float4 own, mine, theirs;
-        float* o = &own.x;
-        float* m = &mine.x;
-        float* t = &theirs.x;
+        float own[4], mine[4], theirs[4];
+        const float none[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            m[j] = pairs[2 * j + par];
-            t[j] = pairs[2 * j + 1 - par];
-            o[j] = relaxed_from_zero(m[j], d[j], omega);
+            mine[j] = pairs[2 * j + par];
+            theirs[j] = pairs[2 * j + 1 - par];
+            own[j] = relaxed_from_zero(s.dec(s.enc(mine[j])), d[j], omega);
         }
-        *reinterpret_cast<float4*>(b + c) = mine;
-        *reinterpret_cast<float4*>(b + other) = theirs;
-        *reinterpret_cast<float4*>(x + c) = own;
-        *reinterpret_cast<float4*>(x + other) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        store4(b, c, s, mine);
+        store4(b, other, s, theirs);
+        store4(x, c, s, own);
+        store4(x, other, s, none);
         return;
     }
     unsigned nb[6];
@@ -552,18 +606,14 @@ extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links
     // before them (where this colour's cells have even x) or after them,
     // wrapped at the row's ends as `Split::around`.
     unsigned beyond = par ? (i + 4 < h ? other + 4 : other - i) : nb[0];
-    float4 own = *reinterpret_cast<const float4*>(x + c);
-    float4 bb = *reinterpret_cast<const float4*>(b + c);
-    float4 along = *reinterpret_cast<const float4*>(x + other);
-    float4 across[4];
+    float ow[4], bw[4], aw[4], across[4][4];
+    load4(x, c, s, ow);
+    load4(b, c, s, bw);
+    load4(x, other, s, aw);
 #pragma unroll
-    for (int k = 0; k < 4; k++) across[k] = *reinterpret_cast<const float4*>(x + nb[2 + k]);
-    float edge = x[beyond];
-    const float* ow = &own.x;
-    const float* bw = &bb.x;
-    const float* aw = &along.x;
-    float4 out;
-    float* res = &out.x;
+    for (int k = 0; k < 4; k++) load4(x, nb[2 + k], s, across[k]);
+    float edge = s.ld(x, beyond);
+    float res[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         Stencil t;
@@ -575,18 +625,19 @@ extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links
         t.around[0] = before;
         t.around[1] = after;
 #pragma unroll
-        for (int k = 0; k < 4; k++) t.around[2 + k] = (&across[k].x)[j];
+        for (int k = 0; k < 4; k++) t.around[2 + k] = across[k][j];
 #pragma unroll
         for (int dir = 0; dir < 6; dir++) t.w[dir] = 1.0f;
         res[j] = relaxed(t, bw[j], omega);
     }
     if (z) {
-        // The last pass: the result in the natural order, each pair's other
-        // cell the neighbour along x inside it (as `smooth_on`'s ends).
+        // The last pass: the result (as stored) in the natural order, each
+        // pair's other cell the neighbour along x inside it (as
+        // `smooth_on`'s ends).
         float pairs[8];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            pairs[2 * j + par] = res[j];
+            pairs[2 * j + par] = s.dec(s.enc(res[j]));
             pairs[2 * j + 1 - par] = aw[j];
         }
         *reinterpret_cast<float4*>(z + natural) = make_float4(pairs[0], pairs[1], pairs[2], pairs[3]);
@@ -594,7 +645,27 @@ extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links
             make_float4(pairs[4], pairs[5], pairs[6], pairs[7]);
         return;
     }
-    *reinterpret_cast<float4*>(x + c) = out;
+    store4(x, c, s, res);
+}
+
+extern "C" __global__ void smooth_split4(const unsigned char* __restrict__ links, int nx, int ny,
+                                         int nz, unsigned faces, float* __restrict__ x,
+                                         float* __restrict__ b, int colour, int zero, float omega,
+                                         const float* __restrict__ r, float* __restrict__ z) {
+    smooth_split4_on(links, nx, ny, nz, faces, x, b, colour, zero, omega, r, z, F32());
+}
+
+// `smooth_split4` on x and b in 16 bits (`Half`), the window in `scale`
+// (`half_window`): r rounded as it is stored in b, z the values x holds.
+extern "C" __global__ void smooth_split4_half(const unsigned char* __restrict__ links, int nx,
+                                              int ny, int nz, unsigned faces,
+                                              unsigned short* __restrict__ x,
+                                              unsigned short* __restrict__ b, int colour,
+                                              int zero, float omega, const float* __restrict__ r,
+                                              float* __restrict__ z,
+                                              const float* __restrict__ scale) {
+    Half hs = {scale[0], scale[1]};
+    smooth_split4_on(links, nx, ny, nz, faces, x, b, colour, zero, omega, r, z, hs);
 }
 
 // `smooth` on x and b in 16 bits (`Half`), the window in `scale`
@@ -709,11 +780,11 @@ extern "C" __global__ void restrict_residual_split(
 // the neighbours along x from the row's other half and one cell beyond
 // each end. The fine rows in the order `restrict_residual_on` takes them,
 // each coarse cell's sum in the same order: the same values to the bit.
-extern "C" __global__ void restrict_residual_split4(
-    const unsigned char* __restrict__ links, const float* __restrict__ weights,
-    const float* __restrict__ diag, int fx, int fy, int fz, unsigned faces,
-    const float* __restrict__ x, const float* __restrict__ fine_b,
-    const float* __restrict__ coarse_diag, int nx, int ny, int nz, float* __restrict__ b) {
+template <class S>
+__device__ __forceinline__ void restrict_residual_split4_on(
+    const unsigned char* __restrict__ links, int fx, int fy, int fz,
+    const typename S::T* __restrict__ x, const typename S::T* __restrict__ fine_b,
+    const float* __restrict__ coarse_diag, int nx, int ny, int nz, float* __restrict__ b, S st) {
     unsigned u = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
     int cy = blockIdx.y * blockDim.y + threadIdx.y, cz = blockIdx.z;
     if (u >= (unsigned)nx || cy >= ny) return;
@@ -735,30 +806,27 @@ extern "C" __global__ void restrict_residual_split4(
             int y = 2 * cy + dy, z = 2 * cz + dz;
             if (y >= fy || z >= fz) continue;
             unsigned e = even_half(y, z), o = odd_half(y, z);
-            float4 xe = *reinterpret_cast<const float4*>(x + e + u);
-            float4 xo = *reinterpret_cast<const float4*>(x + o + u);
-            float4 be = *reinterpret_cast<const float4*>(fine_b + e + u);
-            float4 bo = *reinterpret_cast<const float4*>(fine_b + o + u);
+            float xew[4], xow[4], bew[4], bow[4];
+            load4(x, e + u, st, xew);
+            load4(x, o + u, st, xow);
+            load4(fine_b, e + u, st, bew);
+            load4(fine_b, o + u, st, bow);
             uchar4 le = *reinterpret_cast<const uchar4*>(links + e + u);
             uchar4 lo = *reinterpret_cast<const uchar4*>(links + o + u);
             // Before the first even cell (x = 2u − 1, wrapped) and after
             // the last odd one (x = 2u + 8, wrapped).
-            float before = x[o + (u > 0 ? u - 1 : h - 1)];
-            float after = x[e + (u + 4 < h ? u + 4 : 0u)];
+            float before = st.ld(x, o + (u > 0 ? u - 1 : h - 1));
+            float after = st.ld(x, e + (u + 4 < h ? u + 4 : 0u));
             // The rows around: −y, +y, −z, +z (wrapped), their even and odd
             // x's cells.
             int ys[4] = {y > 0 ? y - 1 : fy - 1, y < fy - 1 ? y + 1 : 0, y, y};
             int zs[4] = {z, z, z > 0 ? z - 1 : fz - 1, z < fz - 1 ? z + 1 : 0};
-            float4 ae[4], ao[4];
+            float ae[4][4], ao[4][4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                ae[k] = *reinterpret_cast<const float4*>(x + even_half(ys[k], zs[k]) + u);
-                ao[k] = *reinterpret_cast<const float4*>(x + odd_half(ys[k], zs[k]) + u);
+                load4(x, even_half(ys[k], zs[k]) + u, st, ae[k]);
+                load4(x, odd_half(ys[k], zs[k]) + u, st, ao[k]);
             }
-            const float* xew = &xe.x;
-            const float* xow = &xo.x;
-            const float* bew = &be.x;
-            const float* bow = &bo.x;
             const unsigned char* lew = &le.x;
             const unsigned char* low = &lo.x;
 #pragma unroll
@@ -773,7 +841,7 @@ extern "C" __global__ void restrict_residual_split4(
                     t.around[1] = dx ? (j < 3 ? xew[j + 1] : after) : xow[j];
 #pragma unroll
                     for (int k = 0; k < 4; k++)
-                        t.around[2 + k] = dx ? (&ao[k].x)[j] : (&ae[k].x)[j];
+                        t.around[2 + k] = dx ? ao[k][j] : ae[k][j];
 #pragma unroll
                     for (int dir = 0; dir < 6; dir++) t.w[dir] = 1.0f;
                     float r = (dx ? bow[j] : bew[j]) - differences_of(t);
@@ -788,6 +856,25 @@ extern "C" __global__ void restrict_residual_split4(
 #pragma unroll
     for (int j = 0; j < 4; j++) ow[j] = cdw[j] > 0.0f ? 0.5f * s[j] : 0.0f;
     *reinterpret_cast<float4*>(b + c) = out;
+}
+
+extern "C" __global__ void restrict_residual_split4(
+    const unsigned char* __restrict__ links, const float* __restrict__,
+    const float* __restrict__, int fx, int fy, int fz, unsigned, const float* __restrict__ x,
+    const float* __restrict__ fine_b, const float* __restrict__ coarse_diag, int nx, int ny,
+    int nz, float* __restrict__ b) {
+    restrict_residual_split4_on(links, fx, fy, fz, x, fine_b, coarse_diag, nx, ny, nz, b, F32());
+}
+
+// `restrict_residual_split4` from x and b in 16 bits.
+extern "C" __global__ void restrict_residual_split4_half(
+    const unsigned char* __restrict__ links, const float* __restrict__,
+    const float* __restrict__, int fx, int fy, int fz, unsigned,
+    const unsigned short* __restrict__ x, const unsigned short* __restrict__ fine_b,
+    const float* __restrict__ coarse_diag, int nx, int ny, int nz, float* __restrict__ b,
+    const float* __restrict__ scale) {
+    Half hs = {scale[0], scale[1]};
+    restrict_residual_split4_on(links, fx, fy, fz, x, fine_b, coarse_diag, nx, ny, nz, b, hs);
 }
 
 extern "C" __global__ void restrict_residual_half(
@@ -931,12 +1018,13 @@ extern "C" __global__ void prolong_add_split(const float* __restrict__ e,
 // halves, read and written as 16-byte words, and each coarse row around
 // them as a 16-byte word and one value beyond each end. Each fine cell's
 // sum in the order `prolong_add_on` takes it: the same values to the bit.
-extern "C" __global__ void prolong_add_split4(const float* __restrict__ e,
-                                              const float* __restrict__ coarse_diag, int cx,
-                                              int cy, int cz,
-                                              const unsigned char* __restrict__ fine_links,
-                                              const float* __restrict__, int nx, int ny, int nz,
-                                              unsigned faces, float* __restrict__ x) {
+template <class S>
+__device__ __forceinline__ void prolong_add_split4_on(const float* __restrict__ e,
+                                                      const float* __restrict__ coarse_diag,
+                                                      int cx, int cy, int cz,
+                                                      const unsigned char* __restrict__ fine_links,
+                                                      int nx, int ny, int nz, unsigned faces,
+                                                      typename S::T* __restrict__ x, S st) {
     Level l = {{nx, ny, nz}, faces};
     int h = 4 * (int)(blockIdx.x * blockDim.x + threadIdx.x);
     int y = blockIdx.y * blockDim.y + threadIdx.y, z = blockIdx.z * blockDim.z + threadIdx.z;
@@ -977,12 +1065,14 @@ extern "C" __global__ void prolong_add_split4(const float* __restrict__ e,
                       start + (((y + z) & 1) ? 0u : half) + h};
 #pragma unroll
     for (int par = 0; par < 2; par++) {
-        float4 own = *reinterpret_cast<const float4*>(x + at[par]);
+        // The stored words kept where a cell takes no part.
+        typename S::T raw[4], out[4];
+        raw4(x, at[par], raw);
+        float ow[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) ow[j] = st.dec(raw[j]);
         uchar4 lk = *reinterpret_cast<const uchar4*>(fine_links + at[par]);
-        const float* ow = &own.x;
         const unsigned char* lw = &lk.x;
-        float4 out;
-        float* rw = &out.x;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             // The column's holder at place j + 1 of a row, the neighbour
@@ -1000,10 +1090,28 @@ extern "C" __global__ void prolong_add_split4(const float* __restrict__ e,
             }
             float v = count < 8 ? ow[j] + 1.0f * row[0][j + 1] : sum;
             bool part = (float)(__popc(lw[j] & 63u) + (lw[j] >> 6)) > 0.0f;
-            rw[j] = part ? v : ow[j];
+            out[j] = part ? st.enc(v) : raw[j];
         }
-        *reinterpret_cast<float4*>(x + at[par]) = out;
+        put4(x, at[par], out);
     }
+}
+
+extern "C" __global__ void prolong_add_split4(const float* __restrict__ e,
+                                              const float* __restrict__ coarse_diag, int cx,
+                                              int cy, int cz,
+                                              const unsigned char* __restrict__ fine_links,
+                                              const float* __restrict__, int nx, int ny, int nz,
+                                              unsigned faces, float* __restrict__ x) {
+    prolong_add_split4_on(e, coarse_diag, cx, cy, cz, fine_links, nx, ny, nz, faces, x, F32());
+}
+
+// `prolong_add_split4` onto x in 16 bits.
+extern "C" __global__ void prolong_add_split4_half(
+    const float* __restrict__ e, const float* __restrict__ coarse_diag, int cx, int cy, int cz,
+    const unsigned char* __restrict__ fine_links, const float* __restrict__, int nx, int ny,
+    int nz, unsigned faces, unsigned short* __restrict__ x, const float* __restrict__ scale) {
+    Half hs = {scale[0], scale[1]};
+    prolong_add_split4_on(e, coarse_diag, cx, cy, cz, fine_links, nx, ny, nz, faces, x, hs);
 }
 
 extern "C" __global__ void prolong_add_half(const float* __restrict__ e,
@@ -1030,6 +1138,15 @@ extern "C" __global__ void to_half(const float* __restrict__ r, size_t n,
         scale[1] = h.up;
     }
     if (i < n) b[i] = h.enc(r[i]);
+}
+
+// `to_half`'s window alone, for split rows in 16 bits, whose cycle's first
+// pass stores r in b (`smooth_split4_half`).
+extern "C" __global__ void half_window(const double* __restrict__ scalars, int slot, size_t n,
+                                       float* __restrict__ scale) {
+    Half h = half_scale(scalars[slot], (double)n);
+    scale[0] = h.down;
+    scale[1] = h.up;
 }
 
 // The cycle's result back in f32: z = x.

@@ -970,14 +970,15 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         cpu.step(steps)?;
         let on_cpu = began.elapsed().as_secs_f64();
         let began = std::time::Instant::now();
-        // The storages of the preconditioner's finest vectors (16 bits,
-        // then f32 with split rows where the grid allows them) and of the
-        // first coarse grids' coefficients (arrays, then one word a cell),
-        // ending in the defaults.
+        // The storages of the preconditioner's finest vectors (16 bits in
+        // the natural order, then split rows, in 16 bits where they take
+        // four cells a thread) and of the first coarse grids' coefficients
+        // (arrays, then one word a cell), ending in the defaults.
+        gpu.set_split_preconditioner(false)?;
         gpu.set_half_preconditioner(true)?;
         gpu.set_packed_coarse(false);
         gpu.step(steps / 2)?;
-        gpu.set_half_preconditioner(false)?;
+        gpu.set_split_preconditioner(true)?;
         gpu.set_packed_coarse(true);
         gpu.step(steps - steps / 2)?;
         let on_gpu = began.elapsed().as_secs_f64();
@@ -1009,20 +1010,37 @@ fn check_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool> {
         if !quad_compared && !cpu.flags().is_empty() && gpu.set_quad_sweeps(true) {
             // Four cells a thread in the colour passes on split rows (the
             // default where the grid allows it) against one: to the bit.
+            // Then the finest vectors in 16 bits, four cells a thread: the
+            // same steps within the tolerance's iterations of f32's (a
+            // badly scaled window would take many more).
             let mid = gpu.populations()?;
-            let mut pair = Vec::new();
-            for quad in [true, false] {
+            let mut runs = Vec::new();
+            for (quad, half) in [(true, false), (false, false), (true, true)] {
                 let mut s = resumed_on_gpu(&scenario, tuning, steps, &mid)?;
                 s.set_quad_sweeps(quad);
-                s.step(20)?;
-                pair.push(s.populations()?);
+                s.set_half_preconditioner(half)?;
+                let mut iterations = 0;
+                for _ in 0..20 {
+                    s.step(1)?;
+                    iterations += s.last_solve().iterations;
+                }
+                runs.push((s.populations()?, iterations));
             }
-            let same = first_difference(&pair[0], &pair[1]).is_none();
+            let same = first_difference(&runs[0].0, &runs[1].0).is_none();
             ok &= same;
             println!(
                 "projection split rows four cells a thread against one on the GPU ({}): {}",
                 case.name,
                 if same { "bit for bit" } else { "FAIL: differs" }
+            );
+            let (f32_its, half_its) = (runs[0].1, runs[2].1);
+            let near = half_its <= f32_its + f32_its / 2 + 2;
+            ok &= near;
+            println!(
+                "projection 16-bit split rows four cells a thread on the GPU ({}): \
+                 {half_its} iterations in 20 steps against f32's {f32_its}: {}",
+                case.name,
+                if near { "ok" } else { "FAIL: too many" }
             );
             quad_compared = true;
         }

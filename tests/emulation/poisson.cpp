@@ -41,6 +41,20 @@ static std::vector<float> from_split(const std::vector<float>& xs, int nx, int n
     return out;
 }
 
+// A vector stored in 16 bits by `s` in split rows.
+static std::vector<unsigned short> to_split_half(const std::vector<float>& v, Half s, int nx, int ny,
+                                                 int nz) {
+    Level l = {{nx, ny, nz}, 0};
+    std::vector<unsigned short> out(v.size());
+    for (int z = 0; z < nz; z++)
+        for (int y = 0; y < ny; y++)
+            for (int x0 = 0; x0 < nx; x0++) {
+                int p[3] = {x0, y, z};
+                out[Split().at(l, p)] = s.enc(v[index_of(l, p)]);
+            }
+    return out;
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     if (!read_input(argv[1])) return 3;
@@ -58,7 +72,7 @@ int main(int argc, char** argv) {
     auto x = take<float>(n);
     auto b = take<float>(n);
     auto coarse_diag = take<float>(mode >= 2 ? nc : 0);
-    auto e = take<float>(mode == 3 || mode == 7 || mode == 12 || mode == 16 ? nc : mode == 13 ? 2 * n : 0);
+    auto e = take<float>(mode == 3 || mode == 7 || mode == 12 || mode == 16 || mode == 20 ? nc : mode == 13 ? 2 * n : 0);
     const float* w = h[6] ? weights.data() : nullptr;
     // Packed words (smooth_packed and restrict_residual_packed) stand for
     // the couplings and the diagonal; prolongation still takes the
@@ -190,7 +204,7 @@ int main(int argc, char** argv) {
         }
     } else if (mode == 8) {
         // to_half of x with r·r the f64 in h[14], h[15]; out: the values
-        // stored, read back, then the window.
+        // stored, read back, then the window, then half_window's.
         double rr;
         std::memcpy(&rr, &h[14], 8);
         std::vector<unsigned short> xh(n);
@@ -203,6 +217,10 @@ int main(int argc, char** argv) {
                [&] { from_half(xh.data(), n, scale, out.data()); });
         out[n] = scale[0];
         out[n + 1] = scale[1];
+        float alone[2] = {0.0f, 0.0f};
+        launch({1, 1, 1}, {1, 1, 1}, [&] { half_window(scalars.data(), 0, n, alone); });
+        out.push_back(alone[0]);
+        out.push_back(alone[1]);
     } else if (mode == 14) {
         // smooth_split4 as mode 10 (x's length a multiple of 8, no periodic
         // axis of odd length), a thread per four cells of the colour.
@@ -219,6 +237,49 @@ int main(int argc, char** argv) {
                               omega, zero ? b.data() : nullptr, last ? out.data() : nullptr);
             });
         });
+    } else if (mode >= 18 && mode <= 20) {
+        // The four-cell kernels on split rows in 16 bits (18 smooth, 19
+        // restriction, 20 prolongation) on x and b stored by the window in
+        // h[14], h[15], given in the natural order; the smoother's first
+        // pass from zero takes r from b in the natural order, its last
+        // pass gives z in it.
+        if (nx % 8 != 0 || odd != 0) return 6;
+        float scale[2];
+        std::memcpy(&scale[0], &h[14], 4);
+        std::memcpy(&scale[1], &h[15], 4);
+        Half s = {scale[0], scale[1]};
+        std::vector<unsigned short> xh = to_split_half(x, s, nx, ny, nz);
+        std::vector<unsigned short> bh = to_split_half(b, s, nx, ny, nz);
+        if (mode == 18) {
+            out.assign(n, -12345.0f);
+            sweeps(h, odd, xh, [&](int colour, int, int zero, bool last) {
+                launch(cells(nx / 8, ny, nz), {32, 4, 1}, [&] {
+                    smooth_split4_half(links.data(), nx, ny, nz, faces, xh.data(), bh.data(),
+                                       colour, zero, omega, zero ? b.data() : nullptr,
+                                       last ? out.data() : nullptr, scale);
+                });
+            });
+        } else if (mode == 19) {
+            out.assign(nc, 0.0f);
+            launch(cells(cx / 4, cy, cz), {32, 4, 1}, [&] {
+                restrict_residual_split4_half(links.data(), nullptr, nullptr, nx, ny, nz, faces,
+                                              xh.data(), bh.data(), coarse_diag.data(), cx, cy,
+                                              cz, out.data(), scale);
+            });
+        } else {
+            launch(cells(cx / 4, ny, nz), {32, 4, 1}, [&] {
+                prolong_add_split4_half(e.data(), coarse_diag.data(), cx, cy, cz, links.data(),
+                                        nullptr, nx, ny, nz, faces, xh.data(), scale);
+            });
+            Level l = {{nx, ny, nz}, 0};
+            out.assign(n, 0.0f);
+            for (int z = 0; z < nz; z++)
+                for (int y = 0; y < ny; y++)
+                    for (int x0 = 0; x0 < nx; x0++) {
+                        int p[3] = {x0, y, z};
+                        out[index_of(l, p)] = s.dec(xh[Split().at(l, p)]);
+                    }
+        }
     } else if (mode == 15) {
         // restrict_residual_split4 as mode 11 (x's length a multiple of 8).
         if (nx % 8 != 0) return 6;

@@ -42,6 +42,10 @@ struct alignas(16) float4 {
     float x, y, z, w;
 };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 struct alignas(4) uchar4 {
     unsigned char x, y, z, w;
 };

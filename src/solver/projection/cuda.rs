@@ -114,6 +114,10 @@ struct Kernels {
     from_half: CudaFunction,
     smooth_split: CudaFunction,
     smooth_split4: CudaFunction,
+    smooth_split4_half: CudaFunction,
+    half_window: CudaFunction,
+    restrict_residual_split4_half: CudaFunction,
+    prolong_add_split4_half: CudaFunction,
     restrict_residual_split: CudaFunction,
     restrict_residual_split4: CudaFunction,
     prolong_add_split: CudaFunction,
@@ -400,6 +404,29 @@ impl<'a> Storage<'a> {
             scale: Some(scale),
             links: None,
             quad: None,
+        }
+    }
+
+    /// Split rows in 16 bits, four cells a thread (the level's length along
+    /// x a multiple of 8, no periodic axis of odd length: [`quad_level`]),
+    /// the only kernels it has.
+    fn split_half(
+        k: &'a Kernels,
+        links: &'a CudaSlice<u8>,
+        scale: &'a CudaSlice<f32>,
+    ) -> Storage<'a> {
+        let quad = Quad {
+            smooth: &k.smooth_split4_half,
+            restrict: &k.restrict_residual_split4_half,
+            prolong: &k.prolong_add_split4_half,
+        };
+        Storage {
+            smooth: quad.smooth,
+            restrict: quad.restrict,
+            prolong: quad.prolong,
+            scale: Some(scale),
+            links: Some(links),
+            quad: Some(quad),
         }
     }
 
@@ -727,6 +754,10 @@ fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Kernels, SolverError> 
             from_half: g("from_half")?,
             smooth_split: g("smooth_split")?,
             smooth_split4: g("smooth_split4")?,
+            smooth_split4_half: g("smooth_split4_half")?,
+            half_window: g("half_window")?,
+            restrict_residual_split4_half: g("restrict_residual_split4_half")?,
+            prolong_add_split4_half: g("prolong_add_split4_half")?,
             restrict_residual_split: g("restrict_residual_split")?,
             restrict_residual_split4: g("restrict_residual_split4")?,
             prolong_add_split: g("prolong_add_split")?,
@@ -977,10 +1008,15 @@ impl DeviceFlow {
     }
 
     /// Whether the preconditioner keeps the finest grid's x and b in 16
-    /// bits (`Tuning::half_preconditioner`): half the bytes of its
-    /// sweeps, restriction and prolongation there, the outer CG's vectors
-    /// in f32 as before. Each solve still stops at its tolerance, but its
-    /// iterates are no longer the CPU's to the bit.
+    /// bits (`Tuning::half_preconditioner`, on by default): half the bytes
+    /// of its sweeps, restriction and prolongation there, the outer CG's
+    /// vectors in f32 as before. Each solve still stops at its tolerance,
+    /// but its iterates are no longer the CPU's to the bit. Only where
+    /// split rows take four cells a thread ([`DeviceFlow::set_quad_sweeps`];
+    /// r stored and z given by the cycle's first and last passes: 4% off
+    /// the city block's step in 256³, BENCHMARKS.md) or are off (the
+    /// natural order, by conversion passes of their own); split rows one
+    /// cell a thread stay in f32, which those passes would make slower.
     pub fn set_half_preconditioner(&mut self, on: bool) -> Result<(), SolverError> {
         let stream = self.gpu.stream.clone();
         let n = self.n();
@@ -1011,8 +1047,7 @@ impl DeviceFlow {
     /// natural order by the cycle's first and last passes. The same values,
     /// so the same results to the bit. Only where the finest grid's length
     /// along x is even and its links hold its diagonal (as the grids of the
-    /// scenarios do); returns whether it is on. The 16-bit preconditioner,
-    /// where on, takes precedence.
+    /// scenarios do); returns whether it is on.
     pub fn set_split_preconditioner(&mut self, on: bool) -> Result<bool, SolverError> {
         let finest = &self.mg.levels[0];
         let fits = self.mg.levels.len() > 1
@@ -1739,7 +1774,25 @@ impl DeviceFlow {
                         gpu, 0, levels, coarser, coarsest, shape, z, r, true, f32, none,
                     )?;
                 }
-                (None, Some(split)) => {
+                (Some(half), Some(split)) if split.quad && quad_level(&levels[0]) => {
+                    // Split rows in 16 bits: the first pass stores r in
+                    // b and the last gives z, so the window alone first.
+                    let mut l = s.launch_builder(&gpu.k.half_window);
+                    l.arg(&self.scalars).arg(&RR).arg(&n).arg(&mut half.scale);
+                    // SAFETY: half_window(const double*, int, size_t,
+                    // float*): RR below SCALARS, two floats of scale.
+                    unsafe { l.launch(one_block(1)) }.map_err(dev)?;
+                    let (x, b) = (&mut half.x, &half.b);
+                    let storage = Storage::split_half(&gpu.k, &split.links, &half.scale);
+                    let ends = Ends {
+                        from: Some(&*r),
+                        into: Some(z),
+                    };
+                    down_up(
+                        gpu, 0, levels, coarser, coarsest, shape, x, b, true, storage, ends,
+                    )?;
+                }
+                (_, Some(split)) => {
                     let finest = &levels[0];
                     // The first pass puts r in split rows as it starts from
                     // zero, but where a periodic axis of odd length needs
@@ -1766,7 +1819,7 @@ impl DeviceFlow {
                         gpu, 0, levels, coarser, coarsest, shape, x, b, true, storage, ends,
                     )?;
                 }
-                (Some(half), _) => {
+                (Some(half), None) => {
                     let mut l = s.launch_builder(&gpu.k.to_half);
                     l.arg(&*r)
                         .arg(&n)
@@ -1989,15 +2042,16 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
         "split rows: r for the pass from zero alone, z for the last passes"
     );
     let passes = level.odd.count_ones() as i32;
-    let quad = storage
-        .quad
-        .filter(|_| level.odd == 0 && level.size[0].is_multiple_of(8));
+    let quad = storage.quad.filter(|_| quad_level(level));
     if let Some(Quad { smooth: kernel, .. }) = quad {
-        let links = storage.links.expect("four cells a thread on split rows");
         return smooth_quad(
-            gpu, level, kernel, links, x, b, count, reverse, omega, zero_pass, ends,
+            gpu, level, kernel, storage, x, b, count, reverse, omega, zero_pass, ends,
         );
     }
+    assert!(
+        storage.quad.is_none() || storage.scale.is_none(),
+        "split rows in 16 bits four cells a thread alone"
+    );
     for sweep in 0..count {
         for (k, colour) in [reverse as i32, !reverse as i32].into_iter().enumerate() {
             for pass in 0..=passes {
@@ -2040,6 +2094,12 @@ fn smooth<T: DeviceRepr + ValidAsZeroBits>(
     Ok(())
 }
 
+/// Whether a level's colour passes on split rows take four cells a thread:
+/// its length along x a multiple of 8, no periodic axis of odd length.
+fn quad_level(level: &Level) -> bool {
+    level.odd == 0 && level.size[0].is_multiple_of(8)
+}
+
 /// [`smooth`]'s colour passes on split rows four cells a thread
 /// (`smooth_split4`; the level's length along x a multiple of 8, no
 /// periodic axis of odd length).
@@ -2048,7 +2108,7 @@ fn smooth_quad<T: DeviceRepr>(
     gpu: &Gpu,
     level: &Level,
     kernel: &CudaFunction,
-    links: &CudaSlice<u8>,
+    storage: Storage,
     x: &mut CudaSlice<T>,
     b: &CudaSlice<T>,
     count: usize,
@@ -2057,6 +2117,7 @@ fn smooth_quad<T: DeviceRepr>(
     zero_pass: bool,
     mut ends: Ends,
 ) -> Result<(), SolverError> {
+    let links = storage.links.expect("four cells a thread on split rows");
     // Four cells a thread of a colour's half of each row.
     let [nx, ny, nz] = level.size;
     let config = quads_config([nx / 2, ny, nz]);
@@ -2076,12 +2137,14 @@ fn smooth_quad<T: DeviceRepr>(
                 .arg(&zero)
                 .arg(&omega);
             ends.push(&mut l, zero == 1, last);
+            storage.push_scale(&mut l);
             // SAFETY: smooth_split4(const u8*, int, int, int, unsigned,
-            // float*, float*, int, int, float, const float*, float*): the
+            // float*, float*, int, int, float, const float*, float*) (and,
+            // smooth_split4_half, x and b u16*, then const float*): the
             // finest grid's split links, x and b, r and z in the natural
             // order or null; a thread per four cells of the colour, each
             // array's base 16-byte aligned (allocations) and each thread's
-            // four cells a 16-byte word (x's length a multiple of 8).
+            // four cells a 16- (8-) byte word (x's length a multiple of 8).
             unsafe { l.launch(config) }.map(drop).map_err(dev)?;
         }
     }

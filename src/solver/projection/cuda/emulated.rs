@@ -142,7 +142,7 @@ impl Device {
 /// and b in 16 bits; 8 to_half; 9 b − A x with b·b, r·r and x·x after it;
 /// 10, 11, 12 smooth, restriction, prolongation with split rows, x and b
 /// given in natural order; 14, 15, 16 smooth, restriction and prolongation
-/// with split rows four cells a thread)
+/// with split rows four cells a thread; 18, 19, 20 the same in 16 bits)
 /// on `fine` (and `coarse`) and returns what
 /// the kernel wrote; `sweeps`: how many, whether in reverse and whether
 /// from x = 0 (x's values unused, as the host's cycles); `words`:
@@ -501,27 +501,38 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 let words = w.map(f32::to_bits);
                 let xs: Vec<f32> = x.iter().map(|&v| stored(v, w)).collect();
                 let bs: Vec<f32> = b.iter().map(|&v| stored(v, w)).collect();
-                let mut smoothed = xs.clone();
-                op.smooth_stored(&mut smoothed, &bs, 2, true, OMEGA, |v| stored(v, w));
-                let gpu = run(5, &level, None, &x, &b, &[], [2, 1, 0], words);
-                same(&name("smooth"), &gpu, &smoothed);
-                let mut smoothed = vec![0.0; n];
-                op.smooth_stored(&mut smoothed, &bs, 1, false, OMEGA, |v| stored(v, w));
-                let gpu = run(5, &level, None, &garbage, &b, &[], [1, 0, 1], words);
-                same(&name("smooth from zero"), &gpu, &smoothed);
+                // The arrays' kernels, and on split rows four cells a
+                // thread where the grid allows (modes 18 to 20).
+                let quad = depth == 0 && size[0].is_multiple_of(8) && odd_periodic_axes(op) == 0;
+                let split = quad.then(|| Device::split(op));
+                let mut kinds = vec![(&level, [5, 6, 7], "")];
+                if let Some(split) = &split {
+                    kinds.push((split, [18, 19, 20], ", split rows four cells a thread"));
+                }
+                for (level, [smooth, restriction, prolongation], how) in kinds {
+                    let name = |what: &str| name(&format!("{what}{how}"));
+                    let mut smoothed = xs.clone();
+                    op.smooth_stored(&mut smoothed, &bs, 2, true, OMEGA, |v| stored(v, w));
+                    let gpu = run(smooth, level, None, &x, &b, &[], [2, 1, 0], words);
+                    same(&name("smooth"), &gpu, &smoothed);
+                    let mut smoothed = vec![0.0; n];
+                    op.smooth_stored(&mut smoothed, &bs, 1, false, OMEGA, |v| stored(v, w));
+                    let gpu = run(smooth, level, None, &garbage, &b, &[], [1, 0, 1], words);
+                    same(&name("smooth from zero"), &gpu, &smoothed);
 
-                let mut r = vec![0.0; n];
-                op.residual(&xs, &bs, &mut r);
-                let mut coarse_b = vec![0.0; below.cells()];
-                restrict(op, &r, below, &mut coarse_b);
-                let gpu = run(6, &level, Some(below), &x, &b, &[], [0; 3], words);
-                same(&name("restriction"), &gpu, &coarse_b);
+                    let mut r = vec![0.0; n];
+                    op.residual(&xs, &bs, &mut r);
+                    let mut coarse_b = vec![0.0; below.cells()];
+                    restrict(op, &r, below, &mut coarse_b);
+                    let gpu = run(restriction, level, Some(below), &x, &b, &[], [0; 3], words);
+                    same(&name("restriction"), &gpu, &coarse_b);
 
-                let mut prolonged = xs.clone();
-                prolong_add(below, &e, op, &mut prolonged);
-                prolonged.iter_mut().for_each(|v| *v = stored(*v, w));
-                let gpu = run(7, &level, Some(below), &x, &b, &e, [0; 3], words);
-                same(&name("prolongation"), &gpu, &prolonged);
+                    let mut prolonged = xs.clone();
+                    prolong_add(below, &e, op, &mut prolonged);
+                    prolonged.iter_mut().for_each(|v| *v = stored(*v, w));
+                    let gpu = run(prolongation, level, Some(below), &x, &b, &e, [0; 3], words);
+                    same(&name("prolongation"), &gpu, &prolonged);
+                }
             }
 
             // to_half: the window from r·r, and r stored in it.
@@ -539,7 +550,9 @@ fn the_level_kernels_run_on_the_cpu_equal_the_cpu_operator() {
                 [bits as u32, (bits >> 32) as u32],
             );
             let w = window(rr, n);
-            assert_eq!(gpu.split_off(n), w, "{}", name("to_half's window"));
+            let windows = gpu.split_off(n);
+            assert_eq!(windows[..2], w, "{}", name("to_half's window"));
+            assert_eq!(windows[2..], w, "{}", name("half_window's window"));
             let cpu: Vec<f32> = r.iter().map(|&v| stored(v, w)).collect();
             same(&name("to_half"), &gpu, &cpu);
         }
