@@ -1159,7 +1159,10 @@ fn validate_projection(args: &CheckArgs, tuning: &Tuning) -> anyhow::Result<bool
         let mut s = scenario.clone();
         s.run.method = Method::Projection;
         let mut solver = select::build_projection(&s, None)?;
+        select::tune_projection(&mut solver, tuning)?;
         solver.move_to_gpu(0)?;
+        // What `run` and the window take: the validation is the users'.
+        select::tune_projection_gpu(&mut solver, tuning)?;
         Ok(solver)
     };
 

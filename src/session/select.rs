@@ -442,11 +442,7 @@ fn projection(
         Err(why) => Some(why),
         Ok(()) => match solver.move_to_gpu(0) {
             Ok(()) => {
-                solver.set_graphs(backend.tuning.cuda_graphs);
-                solver.set_half_preconditioner(backend.tuning.half_preconditioner)?;
-                solver.set_packed_coarse(backend.tuning.packed_coarse);
-                solver.set_split_preconditioner(backend.tuning.split_preconditioner)?;
-                solver.set_quad_sweeps(backend.tuning.quad_sweeps);
+                tune_projection_gpu(&mut solver, &backend.tuning)?;
                 None
             }
             Err(e) if backend.choice == Choice::Cuda => return Err(e.into()),
@@ -472,6 +468,27 @@ pub fn tune_projection(solver: &mut ProjectionSolver, tuning: &Tuning) -> Result
     solver.set_cycle(tuning.cycle.as_deref())?;
     solver.set_fused_check(tuning.fused_check);
     solver.set_cg_restarts(tuning.cg_restarts.as_deref())?;
+    Ok(())
+}
+
+/// `Tuning`'s knobs of the projection method's GPU solver, on a solver
+/// moved to the GPU (its own defaults are the f32 preconditioner's, which
+/// `check-cuda` compares against the CPU; the 16-bit one, by default,
+/// where it pays).
+pub fn tune_projection_gpu(
+    solver: &mut ProjectionSolver,
+    tuning: &Tuning,
+) -> Result<(), SolverError> {
+    solver.set_graphs(tuning.cuda_graphs);
+    solver.set_packed_coarse(tuning.packed_coarse);
+    solver.set_split_preconditioner(tuning.split_preconditioner)?;
+    solver.set_quad_sweeps(tuning.quad_sweeps);
+    // Whether it pays depends on the split rows' threads, set above.
+    let half = match tuning.half_preconditioner {
+        Some(on) => on,
+        None => solver.half_preconditioner_pays()?,
+    };
+    solver.set_half_preconditioner(half)?;
     Ok(())
 }
 

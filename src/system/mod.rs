@@ -107,12 +107,13 @@ pub struct Tuning {
     /// its CG iterations launch by launch instead of replaying them as CUDA
     /// graphs (to measure what the graphs save).
     pub cuda_graphs: bool,
-    /// The projection method's CUDA multigrid keeps the finest grid's x
-    /// and b in 16 bits where its split rows take four cells a thread (the
-    /// outer CG in f32); `FLOWSCOPE_HALF_PRECONDITIONER=0` keeps them in
-    /// f32 (`=1` with `FLOWSCOPE_SPLIT_PRECONDITIONER=0`: in 16 bits in the
+    /// Whether the projection method's CUDA multigrid keeps the finest
+    /// grid's x and b in 16 bits (the outer CG in f32): by default (None)
+    /// where they would overflow the GPU's L2 cache in f32 and split rows
+    /// take four cells a thread; `FLOWSCOPE_HALF_PRECONDITIONER=0` never,
+    /// `=1` on every grid (with `FLOWSCOPE_SPLIT_PRECONDITIONER=0`: in the
     /// natural order).
-    pub half_preconditioner: bool,
+    pub half_preconditioner: Option<bool>,
     /// The projection method's CUDA multigrid keeps the finest grid's x, b
     /// and links with each row's cells of one colour, then the other's;
     /// `FLOWSCOPE_SPLIT_PRECONDITIONER=0` keeps them in the natural order
@@ -189,7 +190,7 @@ impl Default for Tuning {
             shader_dir: None,
             portable_simd: false,
             cuda_graphs: true,
-            half_preconditioner: true,
+            half_preconditioner: None,
             split_preconditioner: true,
             quad_sweeps: true,
             packed_coarse: true,
@@ -221,7 +222,7 @@ impl Tuning {
             shader_dir: var("FLOWSCOPE_SHADER_DIR").map(PathBuf::from),
             portable_simd: text("FLOWSCOPE_PORTABLE_SIMD").is_some_and(|v| v == "1"),
             cuda_graphs: text("FLOWSCOPE_NO_GRAPHS").is_none_or(|v| v != "1"),
-            half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").is_none_or(|v| v != "0"),
+            half_preconditioner: text("FLOWSCOPE_HALF_PRECONDITIONER").map(|v| v == "1"),
             split_preconditioner: text("FLOWSCOPE_SPLIT_PRECONDITIONER").is_none_or(|v| v != "0"),
             quad_sweeps: text("FLOWSCOPE_QUAD_SWEEPS").is_none_or(|v| v != "0"),
             packed_coarse: text("FLOWSCOPE_PACKED_COARSE").is_none_or(|v| v != "0"),
@@ -277,7 +278,7 @@ mod tests {
         assert_eq!(t.kernel_defines, "NO_ODD_QUAD");
         assert!(!t.overlap_steps);
         assert!(!t.cuda_graphs);
-        assert!(!t.half_preconditioner);
+        assert_eq!(t.half_preconditioner, Some(false));
         assert!(!t.split_preconditioner);
         assert!(!t.packed_coarse);
         assert!(!t.quad_sweeps);

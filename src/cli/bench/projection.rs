@@ -120,11 +120,7 @@ pub fn bench_projection(args: &BenchArgs, use_cuda: bool, tuning: &Tuning) -> an
         select::tune_projection(&mut solver, tuning)?;
         if use_cuda {
             solver.move_to_gpu(0)?;
-            solver.set_graphs(tuning.cuda_graphs);
-            solver.set_half_preconditioner(tuning.half_preconditioner)?;
-            solver.set_packed_coarse(tuning.packed_coarse);
-            solver.set_split_preconditioner(tuning.split_preconditioner)?;
-            solver.set_quad_sweeps(tuning.quad_sweeps);
+            select::tune_projection_gpu(&mut solver, tuning)?;
         }
         Ok(solver)
     };

@@ -1008,13 +1008,13 @@ impl DeviceFlow {
     }
 
     /// Whether the preconditioner keeps the finest grid's x and b in 16
-    /// bits (`Tuning::half_preconditioner`, on by default): half the bytes
-    /// of its sweeps, restriction and prolongation there, the outer CG's
-    /// vectors in f32 as before. Each solve still stops at its tolerance,
-    /// but its iterates are no longer the CPU's to the bit. Only where
-    /// split rows take four cells a thread ([`DeviceFlow::set_quad_sweeps`];
-    /// r stored and z given by the cycle's first and last passes: 4% off
-    /// the city block's step in 256³, BENCHMARKS.md) or are off (the
+    /// bits (`Tuning::half_preconditioner`; by default where
+    /// [`DeviceFlow::half_preconditioner_pays`]): half the bytes of its
+    /// sweeps, restriction and prolongation there, the outer CG's vectors
+    /// in f32 as before. Each solve still stops at its tolerance, but its
+    /// iterates are no longer the CPU's to the bit. Only where split rows
+    /// take four cells a thread ([`DeviceFlow::set_quad_sweeps`]; r stored
+    /// and z given by the cycle's first and last passes) or are off (the
     /// natural order, by conversion passes of their own); split rows one
     /// cell a thread stay in f32, which those passes would make slower.
     pub fn set_half_preconditioner(&mut self, on: bool) -> Result<(), SolverError> {
@@ -1037,6 +1037,23 @@ impl DeviceFlow {
         // Graphs captured before hold the other storage's launches.
         self.graphs = Default::default();
         Ok(())
+    }
+
+    /// Whether the 16-bit preconditioner pays: where split rows take four
+    /// cells a thread and the finest grid's x and b in f32 (8 bytes a
+    /// cell) overflow the L2 cache. Below it the f32 passes run from L2
+    /// and decoding costs more than the bytes saved (H200: the city block
+    /// in 256³ 3.08–3.11 ms a sub-step against f32's 3.23, the cavity at
+    /// 128³ 1.17 ms a step against 1.12; BENCHMARKS.md).
+    pub fn half_preconditioner_pays(&self) -> Result<bool, SolverError> {
+        let quad = self.mg.split.as_ref().is_some_and(|s| s.quad);
+        let l2 = self
+            .gpu
+            .stream
+            .context()
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .map_err(dev)?;
+        Ok(quad && quad_level(&self.mg.levels[0]) && 8 * self.n() as u64 > l2 as u64)
     }
 
     /// Whether the preconditioner keeps the finest grid's x, b and links

@@ -149,6 +149,15 @@ impl ProjectionSolver {
         }
     }
 
+    /// Whether its GPU solver's 16-bit preconditioner would pay
+    /// ([`DeviceFlow::half_preconditioner_pays`]); false on the CPU.
+    pub fn half_preconditioner_pays(&self) -> Result<bool, SolverError> {
+        match &self.device {
+            Some(d) => d.half_preconditioner_pays(),
+            None => Ok(false),
+        }
+    }
+
     /// Whether its GPU solver's multigrid keeps the finest grid's vectors
     /// with split rows (on by default where the grid allows it;
     /// `FLOWSCOPE_SPLIT_PRECONDITIONER=0` turns it off); whether it does.
