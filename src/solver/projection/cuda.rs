@@ -1046,14 +1046,13 @@ impl DeviceFlow {
     /// in 256³ 3.08–3.11 ms a sub-step against f32's 3.23, the cavity at
     /// 128³ 1.17 ms a step against 1.12; BENCHMARKS.md).
     pub fn half_preconditioner_pays(&self) -> Result<bool, SolverError> {
-        let quad = self.mg.split.as_ref().is_some_and(|s| s.quad);
         let l2 = self
             .gpu
             .stream
             .context()
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
             .map_err(dev)?;
-        Ok(quad && quad_level(&self.mg.levels[0]) && 8 * self.n() as u64 > l2 as u64)
+        Ok(self.quad_sweeps() && 8 * self.n() as u64 > l2 as u64)
     }
 
     /// Whether the preconditioner keeps the finest grid's x, b and links
@@ -1105,16 +1104,17 @@ impl DeviceFlow {
     /// whether they do.
     pub fn set_quad_sweeps(&mut self, on: bool) -> bool {
         let fits = self.mg.levels[0].size[0].is_multiple_of(8);
-        let odd = self.mg.levels[0].odd != 0;
-        match &mut self.mg.split {
-            Some(split) => {
-                split.quad = on && fits;
-                // Graphs captured before hold the other kernel.
-                self.graphs = Default::default();
-                split.quad && !odd
-            }
-            None => false,
+        if let Some(split) = &mut self.mg.split {
+            split.quad = on && fits;
+            // Graphs captured before hold the other kernel.
+            self.graphs = Default::default();
         }
+        self.quad_sweeps()
+    }
+
+    /// Whether the finest grid's colour passes take four cells a thread.
+    fn quad_sweeps(&self) -> bool {
+        self.mg.split.as_ref().is_some_and(|s| s.quad) && quad_level(&self.mg.levels[0])
     }
 
     /// Whether the coarse levels whose couplings and diagonal fit one word
