@@ -439,10 +439,13 @@ fn collide_lanes_at(
         let a = 2 * p + 1;
         let b = a + 1;
         let ea = E[a].map(|c| c as f32);
-        let eb = E[b].map(|c| c as f32);
         for l in 0..L {
             let eua = ea[0] * u[0][l] + ea[1] * u[1][l] + ea[2] * u[2][l];
-            let eub = eb[0] * u[0][l] + eb[1] * u[1][l] + eb[2] * u[2][l];
+            // e_b = -e_a: e_b.u is -(e_a.u) exactly, but for the sign of an
+            // exact zero, which 3 eu + 4.5 eu² turns into +0 either way; so
+            // feqb is equilibrium_shifted's to the bit, without the products
+            // by e_b's zero components that the compiler must keep.
+            let eub = -eua;
             let feqa = W[a] * drho[l] + W[a] * rho[l] * (3.0 * eua + 4.5 * eua * eua - usq[l]);
             let feqb = W[b] * drho[l] + W[b] * rho[l] * (3.0 * eub + 4.5 * eub * eub - usq[l]);
             let fp = 0.5 * (f[a][l] + f[b][l]);
@@ -603,10 +606,21 @@ mod tests {
             let mut lanes = [[0.0f32; LANES]; Q];
             let mut scalar = [[0.0f32; Q]; LANES];
             for l in 0..LANES {
-                let u = [0.1 * rnd(), 0.1 * rnd(), 0.1 * rnd()];
-                let mut f = equilibrium_shifted(1.0 + 0.02 * rnd(), u);
-                for v in f.iter_mut() {
-                    *v += 0.001 * rnd();
+                // The first lanes at rest or with equal components, exactly:
+                // e.u is then an exact zero in some directions.
+                let mut f = match l {
+                    0 => equilibrium_shifted(1.0, [0.0; 3]),
+                    1 => equilibrium_shifted(1.01, [0.05, 0.05, 0.0]),
+                    2 => equilibrium_shifted(0.99, [0.03, 0.0, -0.03]),
+                    _ => {
+                        let u = [0.1 * rnd(), 0.1 * rnd(), 0.1 * rnd()];
+                        equilibrium_shifted(1.0 + 0.02 * rnd(), u)
+                    }
+                };
+                if l > 2 {
+                    for v in f.iter_mut() {
+                        *v += 0.001 * rnd();
+                    }
                 }
                 for i in 0..Q {
                     lanes[i][l] = f[i];
