@@ -14,9 +14,11 @@
 // ny, nz) blocks, aa_odd the same over the layers z0.. it updates; aa_even one
 // thread per cell of its range in 1D; aa_boundary one thread per listed cell.
 // aa_even2 and aa_odd2 (blocks of 128) take two cells per thread where the grid
-// allows (nx * ny even, resp. nx even), and half the threads; with FP32 storage
-// aa_odd4 takes four (nx a multiple of 4), a quarter of the threads, in blocks
-// of a multiple of 32 threads, up to 256, holding one row or more.
+// allows (nx * ny even, resp. nx even), and half the threads; aa_odd2_rows
+// the same pairs as a grid of (ceil(nx * ny / 256), 1, layers) blocks of 128;
+// with FP32 storage aa_odd4 takes four (nx a multiple of 4), a quarter of the
+// threads, in blocks of a multiple of 32 threads, up to 256, holding one row
+// or more.
 //
 // Layer ranges exist for the multi-GPU solver (src/solver/slabs.rs): a slab's
 // lattice holds halo layers it never updates, and it updates the layers next
@@ -1018,12 +1020,34 @@ extern "C" __global__ void __launch_bounds__(128, 8) aa_odd(store_t* __restrict_
 // Slots without an x component hold the pair's populations in one aligned
 // access; the others are two single accesses (the pair's neighbours are
 // shifted by one cell, and one of them may wrap across a periodic x face).
+__device__ __forceinline__ void odd2_pair(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, int x, int y, int z);
 extern "C" __global__ void __launch_bounds__(128, ODD_PAIR_BLOCKS) aa_odd2(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
     FOLLOW_PREVIOUS_STEP();
     const int x = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
-    const int y = blockIdx.y;
-    const int z = blockIdx.z + z0;
     if (x >= (int)p.nx) return;
+    odd2_pair(f, flags, p, x, blockIdx.y, blockIdx.z + z0);
+}
+// aa_odd2 with each layer's pairs in a row of blocks, warps running on from
+// one row into the next: where a row's nx / 2 pairs leave lanes of its last
+// warp idle (the cavity's 66 cells: two warps a row, the second with one
+// lane; the sphere's 400: an eighth of the lanes; launch.rs: ODD_ROWS_IDLE).
+// A warp's lanes then hold two rows' offsets, not one in the warp's uniform
+// registers: in 16-bit storage at aa_odd2's 80 registers it spilled 72
+// bytes, so it takes 96.
+#ifndef ODD_ROWS_BLOCKS
+#ifdef STORAGE_FP16
+#define ODD_ROWS_BLOCKS 5
+#else
+#define ODD_ROWS_BLOCKS ODD_PAIR_BLOCKS
+#endif
+#endif
+extern "C" __global__ void __launch_bounds__(128, ODD_ROWS_BLOCKS) aa_odd2_rows(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params p, u32 z0) {
+    FOLLOW_PREVIOUS_STEP();
+    const u32 t = 2u * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (t >= p.nx * p.ny) return;
+    odd2_pair(f, flags, p, (int)(t % p.nx), (int)(t / p.nx), blockIdx.z + z0);
+}
+__device__ __forceinline__ void odd2_pair(store_t* __restrict__ f, const unsigned char* __restrict__ flags, const Params& p, int x, int y, int z) {
     const u64 n = (u64)p.nx * (u64)p.ny * (u64)p.nz;
     const u64 c = (u64)x + (u64)p.nx * ((u64)y + (u64)p.ny * (u64)z);
     const u32 bulk = bulk_bits(flags, n, c, 2);

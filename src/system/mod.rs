@@ -170,6 +170,11 @@ pub struct Tuning {
     /// L2, else those without a wall link along ±x itself;
     /// `FLOWSCOPE_LIGHT_CELLS=0` none, `=all` all, `=x` the latter always.
     pub light_cells: LightKnob,
+    /// Whether the LBM's CUDA odd step runs the warps of its pair kernel on
+    /// from one row into the next; by default where a row's own warps
+    /// would leave more than 5% of their lanes idle (`launch::ODD_ROWS_IDLE`),
+    /// `FLOWSCOPE_ODD_ROWS=1` always, `=0` never.
+    pub odd_rows: Option<bool>,
 }
 
 /// [`Tuning::light_cells`].
@@ -202,6 +207,7 @@ impl Default for Tuning {
             step_frames: true,
             concurrent_boundary: true,
             light_cells: LightKnob::Auto,
+            odd_rows: None,
         }
     }
 }
@@ -239,6 +245,7 @@ impl Tuning {
                 Some("x") => LightKnob::NotAlongX,
                 _ => LightKnob::Auto,
             },
+            odd_rows: text("FLOWSCOPE_ODD_ROWS").map(|v| v != "0"),
         }
     }
 }
@@ -270,6 +277,7 @@ mod tests {
                     "FLOWSCOPE_STEP_FRAMES" => "0",
                     "FLOWSCOPE_CONCURRENT_BOUNDARY" => "0",
                     "FLOWSCOPE_LIGHT_CELLS" => "0",
+                    "FLOWSCOPE_ODD_ROWS" => "0",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -290,6 +298,7 @@ mod tests {
         assert!(!t.step_frames);
         assert!(!t.concurrent_boundary);
         assert_eq!(t.light_cells, LightKnob::Off);
+        assert_eq!(t.odd_rows, Some(false));
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);

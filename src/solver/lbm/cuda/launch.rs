@@ -269,6 +269,8 @@ pub(super) struct Kernels {
     /// Four cells per thread (16-bit storage only).
     pub(super) even4: Option<CudaFunction>,
     pub(super) odd2: CudaFunction,
+    /// `odd2` with warps that run on from one row into the next.
+    pub(super) odd2_rows: CudaFunction,
     /// Four cells per thread (FP32 only).
     pub(super) odd4: Option<CudaFunction>,
     pub(super) odd: CudaFunction,
@@ -309,6 +311,8 @@ pub enum StepKernel {
     Even4,
     Odd,
     Odd2,
+    /// `Odd2` over each layer's pairs in a row of blocks (`aa_odd2_rows`).
+    Odd2Rows,
     /// Four cells per thread, FP32 only (`aa_odd4`).
     Odd4,
 }
@@ -335,6 +339,7 @@ impl Kernels {
             StepKernel::Even4 => self.even4.as_ref().unwrap_or(&self.even2),
             StepKernel::Odd => &self.odd,
             StepKernel::Odd2 => &self.odd2,
+            StepKernel::Odd2Rows => &self.odd2_rows,
             // `odd_quads` is only set where `aa_odd4` was loaded.
             StepKernel::Odd4 => self.odd4.as_ref().unwrap_or(&self.odd2),
         }
@@ -396,11 +401,29 @@ pub fn lattice_config(size: [usize; 3], block: u32) -> LaunchConfig {
 
 /// Which of the four-cell kernels a step may take: `aa_even4` (loaded, and
 /// the even step lists no NEAR cells in the layers: it has no `_near`
-/// variant) and `aa_odd4` (in use).
+/// variant) and `aa_odd4` (in use); and whether the odd step's pair kernel
+/// takes its rows in warps of their own (`Some(false)`), in warps that run
+/// on from one row into the next (`Some(true)`), or as [`ODD_ROWS_IDLE`]
+/// says (`None`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Quads {
     pub even: bool,
     pub odd: bool,
+    pub odd_rows: Option<bool>,
+}
+
+/// Largest share of idle lanes in the warps of a row of pairs for which the
+/// odd step's pair kernel takes a row a block (`aa_odd2`); above it,
+/// `aa_odd2_rows`, whose warps run on into the next row. H200, 16-bit: the
+/// cavity's rows of 66 cells (48% idle) 21 970 → 23 079 MLUPS, the sphere's
+/// of 400 (11%) 32 633 → 34 383, rows of 256 (none) 31 676 → 31 355 (its
+/// 16-bit kernel takes 96 registers against 80; BENCHMARKS.md,
+/// forty-third session).
+pub const ODD_ROWS_IDLE: f64 = 0.05;
+
+/// The share of idle lanes in the warps of a row of `pairs` pairs.
+pub fn idle_lanes(pairs: usize) -> f64 {
+    1.0 - pairs as f64 / (pairs.div_ceil(32) * 32) as f64
 }
 
 /// The bulk kernel and its launch shape for a step of `parity` over the
@@ -447,6 +470,11 @@ pub fn step_launch(
             cfg.grid_dim.1 = (ny as u32).div_ceil(cfg.block_dim.1);
         }
         StepKernel::Odd4
+    } else if nx.is_multiple_of(2) && quads.odd_rows.unwrap_or(idle_lanes(nx / 2) > ODD_ROWS_IDLE) {
+        let threads = (nx / 2 * ny) as u32;
+        cfg.block_dim = (PAIR_BLOCK, 1, 1);
+        cfg.grid_dim = (threads.div_ceil(PAIR_BLOCK), 1, 1);
+        StepKernel::Odd2Rows
     } else if nx.is_multiple_of(2) {
         let threads = nx as u32 / 2;
         cfg.block_dim.0 = PAIR_BLOCK.min(threads.div_ceil(32) * 32);
@@ -518,6 +546,7 @@ impl CudaSolver {
                 && !self.fuses_near(StepKernel::Even2, layers, fuse)
                 && self.even_quads.unwrap_or(cells >= EVEN_QUAD_CELLS),
             odd: self.odd_quads,
+            odd_rows: self.odd_rows,
         }
     }
 
@@ -698,6 +727,7 @@ impl CudaSolver {
             (StepKernel::Even4, _) => "aa_even4",
             (StepKernel::Odd, _) => "aa_odd",
             (StepKernel::Odd2, _) => "aa_odd2",
+            (StepKernel::Odd2Rows, _) => "aa_odd2_rows",
             (StepKernel::Odd4, _) => "aa_odd4",
         }
     }
@@ -968,7 +998,12 @@ mod tests {
 
     /// The kernel and the grid and block dimensions of a launch.
     fn launch(size: [usize; 3], parity: u32, layers: Range<usize>, block: u32, odd: bool) -> Shape {
-        let (k, c) = step_launch(size, parity, layers, block, Quads { even: false, odd });
+        let quads = Quads {
+            even: false,
+            odd,
+            odd_rows: Some(false),
+        };
+        let (k, c) = step_launch(size, parity, layers, block, quads);
         assert_eq!(c.shared_mem_bytes, 0);
         (k, c.grid_dim, c.block_dim)
     }
@@ -995,6 +1030,7 @@ mod tests {
         let even = Quads {
             even: true,
             odd: false,
+            odd_rows: None,
         };
         let shape = |size, layers| {
             let (k, c) = step_launch(size, 0, layers, 96, even);
@@ -1043,6 +1079,46 @@ mod tests {
             launch([65, 10, 6], 1, 0..6, 128, false),
             (StepKernel::Odd, (1, 10, 6), (96, 1, 1))
         );
+    }
+
+    #[test]
+    fn odd_pair_warps_run_on_into_the_next_row_where_rows_leave_lanes_idle() {
+        let shape = |size: [usize; 3], odd_rows| {
+            let quads = Quads {
+                even: false,
+                odd: false,
+                odd_rows,
+            };
+            let (k, c) = step_launch(size, 1, 2..5, 128, quads);
+            (k, c.grid_dim, c.block_dim)
+        };
+        // Rows of 33 pairs: a layer's 330 pairs in three blocks and a part.
+        assert_eq!(
+            shape([66, 10, 6], None),
+            (StepKernel::Odd2Rows, (3, 1, 3), (128, 1, 1))
+        );
+        assert_eq!(
+            shape([66, 10, 6], Some(false)),
+            (StepKernel::Odd2, (1, 10, 3), (64, 1, 1))
+        );
+        // Rows of 200 pairs leave an eighth of the lanes idle, rows of 128
+        // none; rows of odd length take the single-cell kernel either way.
+        assert_eq!(
+            shape([400, 10, 6], None),
+            (StepKernel::Odd2Rows, (16, 1, 3), (128, 1, 1))
+        );
+        assert_eq!(
+            shape([400, 10, 6], Some(false)),
+            (StepKernel::Odd2, (2, 10, 3), (128, 1, 1))
+        );
+        assert_eq!(
+            shape([256, 10, 6], None),
+            (StepKernel::Odd2, (1, 10, 3), (128, 1, 1))
+        );
+        assert_eq!(shape([65, 10, 6], Some(true)).0, StepKernel::Odd);
+        assert_eq!(idle_lanes(33), 31.0 / 64.0);
+        assert_eq!(idle_lanes(128), 0.0);
+        assert!((idle_lanes(200) - 24.0 / 224.0).abs() < 1e-12);
     }
 
     #[test]

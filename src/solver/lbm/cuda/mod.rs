@@ -142,6 +142,9 @@ pub struct CudaSolver {
     pub poison: bool,
     /// The odd step's bulk kernel is `aa_odd4` (see `set_odd_quads`).
     odd_quads: bool,
+    /// Whether the odd step's pair kernel runs its warps on from row to row
+    /// (`launch::Quads::odd_rows`; [`Tuning::odd_rows`]).
+    odd_rows: Option<bool>,
     /// Whether the even step may take `aa_even4`, `None` by its size (see
     /// `set_even_quads`).
     even_quads: Option<bool>,
@@ -340,6 +343,7 @@ impl KernelBuild {
             // compiled with NO_EVEN_QUAD.
             even4: module.load_function("aa_even4").ok(),
             odd2: load("aa_odd2")?,
+            odd2_rows: load("aa_odd2_rows")?,
             odd4: match self.precision {
                 // Absent when compiled with NO_ODD_QUAD (Tuning::kernel_defines,
                 // for benchmarks against aa_odd2).
@@ -523,6 +527,7 @@ impl CudaSolver {
             device_name: info.name,
             poison: false,
             odd_quads,
+            odd_rows: tuning.odd_rows,
             even_quads: None,
             fuse_near: tuning.fuse_near,
             light_cells: light,
