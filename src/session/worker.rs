@@ -99,9 +99,8 @@ impl Drop for Worker {
 pub(super) const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// The length of a chunk of steps the worker aims at: a field frame after
-/// each, though the window's share of the GPU and the frames it has not taken
-/// yet leave about one chunk in ten without one.
-const FRAME_SECONDS: f64 = 0.038;
+/// each, unless the window has not taken the last one yet.
+const FRAME_SECONDS: f64 = 0.042;
 
 /// The solver thread's state between loop turns.
 struct Session {
@@ -396,8 +395,9 @@ impl Session {
             return;
         }
         self.mlups = self.engine.scenario.cells() as f64 * n as f64 / secs.max(1e-9) / 1e6;
-        // About 26 chunks and 22 frames of fields per second (each costs the
-        // GPU some work: fewer would be cheaper, but 20 is what looks live),
+        // About 24 chunks and as many frames of fields per second (each costs
+        // the GPU some work: fewer would be cheaper, but 20 is what looks
+        // live; steps of a large grid make the chunks coarser),
         // with chunks of steps that outlast the host's work on a frame (else
         // the GPU idles).
         let host_bound = overlapped && waited < 0.1 * secs;
@@ -416,9 +416,10 @@ impl Session {
                 .history
                 .record(engine.solver.as_mut(), &engine.scenario, area);
             let stats = engine.solver.stats();
-            // Sampling takes the GPU from the solver (at 512³ about 8 ms a
-            // time): at most ~2% of its time, however large the grid.
-            self.sample_every = SAMPLE_EVERY.max(self.last_sample.elapsed() * 50);
+            // Sampling takes the GPU from the solver (at 512³ about 2.5 ms a
+            // time on an H200, reading the lattice): at most ~1% of its time,
+            // however large the grid.
+            self.sample_every = SAMPLE_EVERY.max(self.last_sample.elapsed() * 100);
             self.timing.sampling += self.last_sample.elapsed().as_secs_f64();
             match stats {
                 Ok(stats) => {

@@ -379,6 +379,16 @@ mod tests {
         f.uy[2] = 0.0;
         f.rho[3] = f32::NAN;
         assert!(!f.is_stable());
+        // A shared frame leaves the vectors empty; a later host copy of a
+        // larger grid fills them again, plane by plane.
+        for v in [&mut f.rho, &mut f.ux, &mut f.uy, &mut f.uz] {
+            v.clear();
+        }
+        f.copy_from_planes([3, 2, 1], &planes);
+        assert_eq!((f.size, f.rho.len(), f.uz.len()), ([3, 2, 1], 6, 6));
+        assert_eq!(f.rho, planes[..6]);
+        assert_eq!(f.uy, planes[12..18]);
+        assert_eq!(f.uz, planes[18..]);
     }
 
     #[test]

@@ -305,15 +305,16 @@ impl Fields {
         let n = size.iter().product::<usize>();
         assert_eq!(planes.len(), 4 * n, "four planes of {n} values");
         self.size = size;
-        let chunk = 1 << 16;
         for (k, out) in [&mut self.rho, &mut self.ux, &mut self.uy, &mut self.uz]
             .into_iter()
             .enumerate()
         {
-            out.resize(n, 0.0);
-            out.par_chunks_mut(chunk)
-                .zip(planes[k * n..(k + 1) * n].par_chunks(chunk))
-                .for_each(|(o, i)| o.copy_from_slice(i));
+            // Written once, in parallel, into the capacity the vector has: a
+            // shared frame leaves its vectors empty, and filling them with
+            // zeros first on one core took 30 ms at 256³ (against 6 for the
+            // copy), longer than the 512³ chunk it overlaps.
+            out.clear();
+            out.par_extend(planes[k * n..(k + 1) * n].par_iter().copied());
         }
     }
 
