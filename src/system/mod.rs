@@ -175,6 +175,11 @@ pub struct Tuning {
     /// would leave more than 5% of their lanes idle (`launch::ODD_ROWS_IDLE`),
     /// `FLOWSCOPE_ODD_ROWS=1` always, `=0` never.
     pub odd_rows: Option<bool>,
+    /// The LBM's CUDA even step lists, with the outlets and other cells on
+    /// its faces across x, the cells that share their rows' 32-byte blocks,
+    /// in FP32 (`boundary::face_sector_companions`);
+    /// `FLOWSCOPE_FACE_SECTORS=0` lists the face cells alone.
+    pub face_sectors: bool,
 }
 
 /// [`Tuning::light_cells`].
@@ -208,6 +213,7 @@ impl Default for Tuning {
             concurrent_boundary: true,
             light_cells: LightKnob::Auto,
             odd_rows: None,
+            face_sectors: true,
         }
     }
 }
@@ -246,6 +252,7 @@ impl Tuning {
                 _ => LightKnob::Auto,
             },
             odd_rows: text("FLOWSCOPE_ODD_ROWS").map(|v| v != "0"),
+            face_sectors: text("FLOWSCOPE_FACE_SECTORS").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -278,6 +285,7 @@ mod tests {
                     "FLOWSCOPE_CONCURRENT_BOUNDARY" => "0",
                     "FLOWSCOPE_LIGHT_CELLS" => "0",
                     "FLOWSCOPE_ODD_ROWS" => "0",
+                    "FLOWSCOPE_FACE_SECTORS" => "0",
                     _ => "/tmp/shaders",
                 }
                 .into(),
@@ -299,6 +307,7 @@ mod tests {
         assert!(!t.concurrent_boundary);
         assert_eq!(t.light_cells, LightKnob::Off);
         assert_eq!(t.odd_rows, Some(false));
+        assert!(!t.face_sectors);
         assert_eq!(t.exchange.as_deref(), Some("peer"));
         assert_eq!(t.shader_dir, Some(PathBuf::from("/tmp/shaders")));
         assert!(t.portable_simd);

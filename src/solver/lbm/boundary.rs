@@ -229,6 +229,45 @@ pub fn light_mask(
     (which == LightCells::All || !along_x).then_some(mask | axis.unwrap_or(0) << SLIP_AXIS_SHIFT)
 }
 
+/// The running cells that share a `sector`-cell block of the storage (32
+/// bytes of one direction's plane: 8 cells in FP32, 16 in 16-bit) with a
+/// cell of the sorted list `listed` on a face across x (x = 0 or nx − 1),
+/// in that cell's row, and are not listed themselves; sorted. The even
+/// step reads and writes only a cell's own slots, so where these join the
+/// list the bulk kernel leaves those blocks alone, and the list's warp
+/// takes each in one sector a direction instead of one a listed cell
+/// beside the bulk kernel's own (an outlet's column: a sector for each of
+/// its 38 accesses).
+pub fn face_sector_companions(
+    g: &Grid,
+    cell_flags: &[u8],
+    listed: &[u32],
+    sector: usize,
+) -> Vec<u32> {
+    let nx = g.size[0];
+    let mut out = Vec::new();
+    if sector <= 1 {
+        return out;
+    }
+    for &c in listed {
+        let c = c as usize;
+        let x = c % nx;
+        if x != 0 && x + 1 != nx {
+            continue;
+        }
+        let row = c - x;
+        let block = c - c % sector;
+        for m in block.max(row)..(block + sector).min(row + nx) {
+            if flags::runs(cell_flags[m]) && listed.binary_search(&(m as u32)).is_err() {
+                out.push(m as u32);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// The slots of layer `halo` that the odd step of the running cells in the
 /// adjacent layer `edge` writes, as (direction, cell within the layer), in the
 /// order of `write_odd`. The write pattern depends on the flags only (the same
@@ -310,6 +349,46 @@ mod tests {
             .map(|&c| odd_rules(&grid, &flags, c as usize))
             .collect();
         (grid, flags, near, rules)
+    }
+
+    #[test]
+    fn face_sector_companions_fill_the_outlets_sectors_in_their_rows() {
+        use crate::solver::flags::even_step_differs;
+        // The cube: an inlet across x = 0, an outlet across x = 255, rows of
+        // 256 cells (32 sectors of 8 FP32 cells).
+        let (g, flags, near, _) = near_of("cube");
+        let listed: Vec<u32> = near
+            .iter()
+            .copied()
+            .filter(|&c| even_step_differs(&g, &flags, c as usize, false))
+            .collect();
+        let [nx, ny, nz] = g.size;
+        let outlets = listed
+            .iter()
+            .filter(|&&c| c as usize % nx == nx - 1)
+            .count();
+        // Every row but those of the free-slip and wall faces around them.
+        assert_eq!(outlets, (ny - 2) * (nz - 2));
+        for sector in [8, 16] {
+            let extra = face_sector_companions(&g, &flags, &listed, sector);
+            assert!(extra.windows(2).all(|w| w[0] < w[1]));
+            // Each row's last block, less its outlet: no cell outside it.
+            assert_eq!(extra.len(), outlets * (sector - 1), "sector {sector}");
+            for &c in &extra {
+                let c = c as usize;
+                assert!(c % nx >= nx - sector && flags::runs(flags[c]));
+                assert!(listed.binary_search(&(c as u32)).is_err());
+            }
+        }
+        assert!(face_sector_companions(&g, &flags, &listed, 1).is_empty());
+        // A row that does not start on a block: only its own cells.
+        let g = Grid {
+            size: [12, 2, 1],
+            periodic: [false, true, true],
+        };
+        let flags = vec![0u8; 24];
+        let extra = face_sector_companions(&g, &flags, &[12, 23], 8);
+        assert_eq!(extra, [13, 14, 15, 16, 17, 18, 19, 20, 21, 22]);
     }
 
     #[test]

@@ -37,7 +37,9 @@ pub use launch::{
     StepKernel, DEFAULT_BLOCK,
 };
 
-use super::boundary::{light_mask, odd_rules as odd_rules_of, rules_are_plain, LightCells};
+use super::boundary::{
+    face_sector_companions, light_mask, odd_rules as odd_rules_of, rules_are_plain, LightCells,
+};
 use super::lattice::Q;
 use super::links::{check as check_links, WallLinks};
 use super::slabs::SlabLattice;
@@ -155,6 +157,10 @@ pub struct CudaSolver {
     /// The odd step's NEAR cells that take its light path
     /// ([`Tuning::light_cells`], [`light_cells`]).
     light_cells: LightCells,
+    /// The even step's list takes the cells that share the blocks of this
+    /// many cells of its faces' cells ([`Tuning::face_sectors`],
+    /// `boundary::face_sector_companions`; 0: none).
+    face_sector: usize,
     /// The block orders of `aa_even2_near` launches (launch::near_schedule),
     /// by layers, made on first use.
     near_schedules: Vec<(Range<usize>, CudaSlice<u32>)>,
@@ -208,7 +214,9 @@ struct BoundaryLists {
 impl BoundaryLists {
     /// The lists, and the flags with their bulk bits, for NEAR cells `near`
     /// with the links' q `aligned` (18 an entry of `near`); `light` says
-    /// which of the odd step's take its light path.
+    /// which of the odd step's take its light path; the even step's takes
+    /// the cells sharing its faces' cells' blocks of `face_sector` cells
+    /// too ([`face_sector_companions`]; 0: none).
     fn new(
         stream: &Arc<CudaStream>,
         grid: &Grid,
@@ -216,18 +224,23 @@ impl BoundaryLists {
         near: &[u32],
         aligned: Option<&[f32]>,
         light: LightCells,
+        face_sector: usize,
     ) -> Result<(BoundaryLists, Vec<u8>), SolverError> {
         use rayon::prelude::*;
 
         let links_of = |k: usize| aligned.map(|q| &q[(Q - 1) * k..(Q - 1) * (k + 1)]);
         let linked = |k: usize| links_of(k).is_some_and(|q| q.iter().any(|&v| v != 0.0));
-        // Entries `entries` of `near` with their links' q.
-        let list = |entries: &[usize]| -> Result<BoundaryList, SolverError> {
-            let cells: Vec<u32> = entries.iter().map(|&k| near[k]).collect();
+        // Cells with the entry of `near` whose links' q they take (none: no
+        // links).
+        let list_of = |entries: &[(u32, Option<usize>)]| -> Result<BoundaryList, SolverError> {
+            let cells: Vec<u32> = entries.iter().map(|e| e.0).collect();
             let links: Option<Vec<f32>> = aligned.map(|_| {
                 entries
                     .iter()
-                    .flat_map(|&k| links_of(k).expect("aligned").iter().copied())
+                    .flat_map(|e| match e.1.and_then(links_of) {
+                        Some(q) => q.to_vec(),
+                        None => vec![0.0; Q - 1],
+                    })
                     .collect()
             });
             Ok(BoundaryList {
@@ -236,10 +249,21 @@ impl BoundaryLists {
                 cells,
             })
         };
-        let even: Vec<usize> = (0..near.len())
+        // Entries `entries` of `near` with their links' q.
+        let list = |entries: &[usize]| -> Result<BoundaryList, SolverError> {
+            let entries: Vec<(u32, Option<usize>)> =
+                entries.iter().map(|&k| (near[k], Some(k))).collect();
+            list_of(&entries)
+        };
+        let mut even: Vec<(u32, Option<usize>)> = (0..near.len())
             .filter(|&k| flags::even_step_differs(grid, cell_flags, near[k] as usize, linked(k)))
+            .map(|k| (near[k], Some(k)))
             .collect();
-        let even = list(&even)?;
+        let listed: Vec<u32> = even.iter().map(|e| e.0).collect();
+        let companions = face_sector_companions(grid, cell_flags, &listed, face_sector);
+        even.extend(companions.iter().map(|&c| (c, None)));
+        even.sort_unstable_by_key(|e| e.0);
+        let even = list_of(&even)?;
         let rules: Vec<u64> = near
             .par_iter()
             .map(|&c| odd_rules_of(grid, cell_flags, c as usize))
@@ -286,6 +310,20 @@ fn light_cells(knob: LightKnob, lattice: u64, l2: u64) -> LightCells {
         LightKnob::Auto | LightKnob::NotAlongX => LightCells::NotAlongX,
         LightKnob::All => LightCells::All,
         LightKnob::Off => LightCells::None,
+    }
+}
+
+/// How many cells of the even step's x faces' blocks its list takes
+/// ([`BoundaryLists::new`]): a 32-byte sector's 8 in FP32 where `on`
+/// ([`Tuning::face_sectors`]), none in 16-bit. On the H200 the FP32
+/// scenarios with outlets gained 1.1 to 1.6 points of the box's speed; in
+/// 16-bit, whose sectors hold 16 cells, the list's extra cells cost more than
+/// the sectors saved, 1.5 to 2.7 points (BENCHMARKS.md, forty-fourth
+/// session).
+fn face_sector(on: bool, precision: Precision) -> usize {
+    match (on, precision) {
+        (true, Precision::Fp32) => 32 / precision.bytes_per_population(),
+        _ => 0,
     }
 }
 
@@ -473,7 +511,9 @@ impl CudaSolver {
             lattice_bytes(precision, n as u64),
             info.l2_bytes,
         );
-        let (lists, bits) = BoundaryLists::new(&stream, &grid, &cell_flags, &near, None, light)?;
+        let face_sector = face_sector(tuning.face_sectors, precision);
+        let (lists, bits) =
+            BoundaryLists::new(&stream, &grid, &cell_flags, &near, None, light, face_sector)?;
         let flags_dev = stream.clone_htod(&bits).map_err(dev)?;
         let odd_quads = prefers_odd_quads(
             kernels.odd4.is_some(),
@@ -531,6 +571,7 @@ impl CudaSolver {
             even_quads: None,
             fuse_near: tuning.fuse_near,
             light_cells: light,
+            face_sector,
             near_schedules: Vec::new(),
             build,
             velocity_kernels: None,
@@ -565,6 +606,7 @@ impl CudaSolver {
             &self.near,
             aligned.as_deref(),
             self.light_cells,
+            self.face_sector,
         )?;
         self.stream
             .memcpy_htod(&bits, &mut self.flags_dev)
@@ -1093,6 +1135,13 @@ impl Solver for CudaSolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_even_steps_face_blocks_are_a_sector_of_fp32_cells_and_none_in_16_bit() {
+        assert_eq!(face_sector(true, Precision::Fp32), 8);
+        assert_eq!(face_sector(true, Precision::Fp16), 0);
+        assert_eq!(face_sector(false, Precision::Fp32), 0);
+    }
 
     #[test]
     fn light_cells_beside_x_walls_only_where_the_lattice_fits_in_l2() {
