@@ -233,11 +233,10 @@ pub fn light_mask(
 /// bytes of one direction's plane: 8 cells in FP32, 16 in 16-bit) with a
 /// cell of the sorted list `listed` on a face across x (x = 0 or nx − 1),
 /// in that cell's row, and are not listed themselves; sorted. The even
-/// step reads and writes only a cell's own slots, so where these join the
-/// list the bulk kernel leaves those blocks alone, and the list's warp
-/// takes each in one sector a direction instead of one a listed cell
-/// beside the bulk kernel's own (an outlet's column: a sector for each of
-/// its 38 accesses).
+/// step reads and writes only a cell's own slots: with these in its list,
+/// one warp of the list moves each such block once and the bulk kernel
+/// leaves it alone, where an outlet alone in the list took a sector for
+/// each of its 38 accesses and the bulk kernel moved the same sectors again.
 pub fn face_sector_companions(
     g: &Grid,
     cell_flags: &[u8],
